@@ -1,0 +1,55 @@
+# agentos-gateway: two commands on a fresh machine, `make run` and `make test`.
+# Every prerequisite is installed by the targets below; nothing is expected on the
+# machine beyond Go, Node.js/npm (for the install step only) and apt.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ENGINE_DIR   := deps/agentos
+ENGINE_STAMP := $(ENGINE_DIR)/node_modules/.installed
+GO           ?= go
+GOTESTFLAGS  ?=
+TEST_TIMEOUT ?= 40m
+
+.PHONY: help setup run test test-short bench fuzz vet fmt generate
+
+help:
+	@echo "make run    start the gateway (installs everything through make setup)"
+	@echo "make test   run the whole test suite (what .ci/run calls)"
+	@echo "make bench  run the benchmarks side by side with the official SDK"
+
+## setup: install the pinned agentOS engine (sidecar binary + software packages).
+setup: $(ENGINE_STAMP)
+
+# The stamp is newer than the lockfile once `npm ci` has installed exactly what
+# it pins, so a second `make setup` does nothing.
+$(ENGINE_STAMP): $(ENGINE_DIR)/package.json $(ENGINE_DIR)/package-lock.json
+	@echo "make setup: installing the pinned agentOS sidecar and software into $(ENGINE_DIR)/node_modules"
+	@cd $(ENGINE_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
+	@touch $@
+
+run: setup
+	$(GO) run ./cmd/server
+
+test: setup
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+
+test-short: setup
+	$(GO) test -race -short -count=1 ./...
+
+bench: setup
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./agentos/...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzUnmarshalFrame -fuzztime 30s ./agentos/protocol/
+
+generate:
+	$(GO) generate ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -l -w $$(git ls-files '*.go')

@@ -1,0 +1,143 @@
+package agentos
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	// ErrClosed reports a call on a sidecar that was shut down on purpose.
+	ErrClosed = errors.New("agentos: sidecar closed")
+	// ErrSidecarSilent is the cause recorded when the silence watchdog fires.
+	ErrSidecarSilent = errors.New("agentos: sidecar sent nothing within the silence timeout")
+	// ErrVMDisposed reports a call on a VM that was disposed.
+	ErrVMDisposed = errors.New("agentos: vm disposed")
+	// ErrTimeout reports that a process ran past its deadline and was killed;
+	// it is returned only once the sidecar confirmed the exit.
+	ErrTimeout = errors.New("agentos: process deadline exceeded")
+	// ErrTerminationFailed reports that a process past its deadline could not
+	// be confirmed dead within the kill grace period.
+	ErrTerminationFailed = errors.New("agentos: termination_failed: process did not confirm exit after SIGKILL")
+	// ErrOutputOverflow reports that a consumer fell behind and a bounded
+	// output buffer overflowed; output after that point was discarded.
+	ErrOutputOverflow = errors.New("agentos: output buffer overflow")
+	// ErrProtocol reports a frame that violates the protocol.
+	ErrProtocol = errors.New("agentos: protocol violation")
+	// ErrNotFound reports an unknown process, shell or session id.
+	ErrNotFound = errors.New("agentos: not found")
+	// ErrInvalidArgument reports a call the client refuses before it reaches
+	// the sidecar, for example a path that is not absolute.
+	ErrInvalidArgument = errors.New("agentos: invalid argument")
+)
+
+// SidecarExitedError is returned by every call in flight on (or made after the
+// death of) a sidecar that exited without being asked to. It carries what is
+// needed to diagnose the crash.
+type SidecarExitedError struct {
+	Pid int
+	// ExitCode is the exit status, or -1 when the process was killed by a signal.
+	ExitCode int
+	// Signal names the signal that killed the process, if any.
+	Signal string
+	// Cause is what the client saw first: a lane EOF, a decode error, the
+	// silence watchdog, or the process exit itself.
+	Cause error
+	// StderrTail is the end of the sidecar's log output.
+	StderrTail string
+}
+
+func (e *SidecarExitedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "agentos: sidecar (pid %d) exited", e.Pid)
+	if e.Signal != "" {
+		fmt.Fprintf(&b, " by signal %s", e.Signal)
+	} else {
+		fmt.Fprintf(&b, " with status %d", e.ExitCode)
+	}
+	if e.Cause != nil {
+		fmt.Fprintf(&b, ": %v", e.Cause)
+	}
+	if t := strings.TrimSpace(e.StderrTail); t != "" {
+		if i := strings.LastIndexByte(t, '\n'); i >= 0 && len(t)-i < 400 {
+			// Keep the message one readable line: the last log line is
+			// usually the reason; the whole tail stays in the field.
+			t = t[i+1:]
+		}
+		fmt.Fprintf(&b, " (last stderr: %s)", truncateString(t, 400))
+	}
+	return b.String()
+}
+
+func (e *SidecarExitedError) Unwrap() error { return e.Cause }
+
+// RejectedError is the sidecar's RejectedResponse to a request.
+type RejectedError struct {
+	Op       string // the request that was rejected, e.g. "GuestFilesystemCallRequest"
+	Code     string // e.g. "kernel_error", "execution_error"
+	Message  string
+	Errno    string // e.g. "ENOENT" when the sidecar named it, or parsed from Message
+	Response protocol.RejectedResponse
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("agentos: sidecar rejected %s: %s: %s", e.Op, e.Code, e.Message)
+}
+
+// Is lets errors.Is(err, ErrNotFound) match a rejection for a missing file or
+// process.
+func (e *RejectedError) Is(target error) bool {
+	return target == ErrNotFound && (e.Errno == "ENOENT" || e.Errno == "ESRCH")
+}
+
+func newRejectedError(op string, r protocol.RejectedResponse) *RejectedError {
+	e := &RejectedError{Op: op, Code: r.Code, Message: r.Message, Response: r}
+	if r.Errno != nil {
+		e.Errno = *r.Errno
+	} else if i := strings.IndexByte(r.Message, ':'); i > 1 && isErrnoName(r.Message[:i]) {
+		e.Errno = r.Message[:i]
+	}
+	return e
+}
+
+func isErrnoName(s string) bool {
+	if len(s) < 3 || s[0] != 'E' {
+		return false
+	}
+	for _, c := range s {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// ACPError is an AcpErrorResponse: the agent layer refused or failed a call.
+type ACPError struct {
+	Code    string // e.g. "invalid_state", "session_storage_unavailable"
+	Message string
+}
+
+func (e *ACPError) Error() string { return fmt.Sprintf("agentos: acp %s: %s", e.Code, e.Message) }
+
+// LaunchError reports that the sidecar refused to launch a process: the
+// process never ran, which is different from a process that exited non-zero.
+type LaunchError struct {
+	Command string
+	Err     error
+}
+
+func (e *LaunchError) Error() string {
+	return fmt.Sprintf("agentos: launch of %q rejected: %v", e.Command, e.Err)
+}
+func (e *LaunchError) Unwrap() error { return e.Err }
+
+func truncateString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,406 @@
+package agentos
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+)
+
+// FileChunkSize is the size of each PREAD/PWRITE a transfer is split into.
+// Measured on 0.2.21: one write of 12 MiB or more makes the sidecar exit and
+// a read of 8 MiB or more is rejected, so no single request comes near either.
+const FileChunkSize = 4 << 20
+
+// FileInfo is a guest file's metadata.
+type FileInfo struct {
+	Path       string      `json:"path"`
+	Mode       fs.FileMode `json:"-"`
+	RawMode    uint32      `json:"mode"`
+	Size       int64       `json:"size"`
+	IsDir      bool        `json:"isDirectory"`
+	IsSymlink  bool        `json:"isSymbolicLink"`
+	ModTime    time.Time   `json:"mtime"`
+	AccessTime time.Time   `json:"atime"`
+	ChangeTime time.Time   `json:"ctime"`
+	BirthTime  time.Time   `json:"birthtime"`
+	Ino        uint64      `json:"ino"`
+	Nlink      uint64      `json:"nlink"`
+	UID        uint32      `json:"uid"`
+	GID        uint32      `json:"gid"`
+}
+
+// DirEntry is one entry of a directory listing.
+type DirEntry struct {
+	Name      string `json:"name"`
+	Path      string `json:"path"`
+	IsDir     bool   `json:"isDirectory"`
+	IsSymlink bool   `json:"isSymbolicLink"`
+	Size      int64  `json:"size"`
+}
+
+// CheckPath validates a guest path: absolute, no NUL byte, and no ".." that
+// would climb above the root. It returns the cleaned path.
+func CheckPath(p string) (string, error) {
+	if p == "" || !strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("%w: path %q is not absolute", ErrInvalidArgument, p)
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("%w: path contains a NUL byte", ErrInvalidArgument)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("%w: path %q contains ..", ErrInvalidArgument, p)
+		}
+	}
+	return path.Clean(p), nil
+}
+
+func (vm *VM) fsCall(ctx context.Context, req protocol.GuestFilesystemCallRequest) (protocol.GuestFilesystemResultResponse, error) {
+	p, err := CheckPath(req.Path)
+	if err != nil {
+		return protocol.GuestFilesystemResultResponse{}, err
+	}
+	req.Path = p
+	resp, err := vm.call(ctx, req)
+	if err != nil {
+		return protocol.GuestFilesystemResultResponse{}, fmt.Errorf("agentos: %s %s: %w", req.Operation, req.Path, err)
+	}
+	r, ok := resp.(protocol.GuestFilesystemResultResponse)
+	if !ok {
+		return r, unexpected("GuestFilesystemCallRequest", resp)
+	}
+	return r, nil
+}
+
+func decodeContent(r protocol.GuestFilesystemResultResponse) ([]byte, error) {
+	if r.Content == nil {
+		return nil, nil
+	}
+	if r.Encoding != nil && *r.Encoding == protocol.RootFilesystemEntryEncodingBase64 {
+		b, err := base64.StdEncoding.DecodeString(*r.Content)
+		if err != nil {
+			return nil, fmt.Errorf("%w: base64 file content: %v", ErrProtocol, err)
+		}
+		return b, nil
+	}
+	return []byte(*r.Content), nil
+}
+
+// encodeContent chooses UTF-8 text when the bytes are valid UTF-8 (a third
+// smaller on the wire than base64) and base64 otherwise.
+func encodeContent(data []byte) (string, *protocol.RootFilesystemEntryEncoding) {
+	if utf8.Valid(data) {
+		return string(data), nil
+	}
+	enc := protocol.RootFilesystemEntryEncodingBase64
+	return base64.StdEncoding.EncodeToString(data), &enc
+}
+
+// ReadFile reads a whole file into memory. Large files should be streamed
+// with ReadFileTo.
+func (vm *VM) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	var b strings.Builder
+	if _, err := vm.ReadFileTo(ctx, p, &b); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+// ReadFileTo streams a file to w in FileChunkSize pieces and returns the
+// number of bytes written. Memory use is bounded by one chunk whatever the
+// file's size.
+func (vm *VM) ReadFileTo(ctx context.Context, p string, w io.Writer) (int64, error) {
+	info, err := vm.Stat(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if info.IsDir {
+		return 0, fmt.Errorf("%w: %s is a directory", ErrInvalidArgument, p)
+	}
+	if info.Size <= FileChunkSize {
+		r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationReadFile, Path: p})
+		if err != nil {
+			return 0, err
+		}
+		data, err := decodeContent(r)
+		if err != nil {
+			return 0, err
+		}
+		n, err := w.Write(data)
+		return int64(n), err
+	}
+	var off int64
+	for {
+		n := uint64(FileChunkSize)
+		o := uint64(off)
+		r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationPread, Path: p, Offset: &o, Len: &n})
+		if err != nil {
+			return off, err
+		}
+		data, err := decodeContent(r)
+		if err != nil {
+			return off, err
+		}
+		if len(data) == 0 {
+			return off, nil
+		}
+		k, err := w.Write(data)
+		off += int64(k)
+		if err != nil {
+			return off, err
+		}
+		if len(data) < FileChunkSize {
+			return off, nil
+		}
+	}
+}
+
+// WriteFile writes data to a file, creating or truncating it.
+func (vm *VM) WriteFile(ctx context.Context, p string, data []byte) error {
+	if len(data) <= FileChunkSize {
+		content, enc := encodeContent(data)
+		_, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationWriteFile, Path: p, Content: &content, Encoding: enc})
+		return err
+	}
+	_, err := vm.WriteFileFrom(ctx, p, strings.NewReader(string(data)))
+	return err
+}
+
+// WriteFileFrom streams r into a file in FileChunkSize pieces: the file is
+// created empty, then each chunk is written at its offset. It returns the
+// number of bytes written. A failure leaves a partial file behind; callers
+// that need all-or-nothing write to a temporary name and Move it.
+func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, error) {
+	empty := ""
+	if _, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationWriteFile, Path: p, Content: &empty}); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, FileChunkSize)
+	var off int64
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			enc := protocol.RootFilesystemEntryEncodingBase64
+			content := base64.StdEncoding.EncodeToString(buf[:n])
+			o := uint64(off)
+			if _, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationPwrite, Path: p, Offset: &o, Content: &content, Encoding: &enc}); err != nil {
+				return off, err
+			}
+			off += int64(n)
+		}
+		switch {
+		case rerr == nil:
+		case errors.Is(rerr, io.EOF), errors.Is(rerr, io.ErrUnexpectedEOF):
+			return off, nil
+		default:
+			return off, rerr
+		}
+	}
+}
+
+// Mkdir creates a directory; with parents it acts as mkdir -p.
+func (vm *VM) Mkdir(ctx context.Context, p string, parents bool) error {
+	op := protocol.GuestFilesystemOperationCreateDir
+	if parents {
+		op = protocol.GuestFilesystemOperationMkdir
+	}
+	_, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: op, Path: p, Recursive: parents})
+	return err
+}
+
+// ReadDir lists a directory.
+func (vm *VM) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
+	r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationReadDir, Path: p})
+	if err != nil {
+		return nil, err
+	}
+	return dirEntries(r), nil
+}
+
+// ReadDirOptions configure ReadDirRecursive.
+type ReadDirOptions struct {
+	// MaxDepth limits recursion (0: unlimited; 1: the directory itself).
+	MaxDepth int
+	// Exclude lists path.Match patterns matched against each entry's name
+	// and its path; a matching directory is pruned with everything below it.
+	Exclude []string
+}
+
+// ReadDirRecursive lists a directory tree, flattened.
+func (vm *VM) ReadDirRecursive(ctx context.Context, p string, o ReadDirOptions) ([]DirEntry, error) {
+	for _, pat := range o.Exclude {
+		if _, err := path.Match(pat, ""); err != nil {
+			return nil, fmt.Errorf("%w: exclude pattern %q: %v", ErrInvalidArgument, pat, err)
+		}
+	}
+	req := protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationReadDirRecursive, Path: p}
+	if o.MaxDepth > 0 {
+		d := uint32(o.MaxDepth)
+		req.MaxDepth = &d
+	}
+	r, err := vm.fsCall(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	all := dirEntries(r)
+	if len(o.Exclude) == 0 {
+		return all, nil
+	}
+	var pruned []string
+	out := all[:0]
+	for _, e := range all {
+		if underAny(e.Path, pruned) {
+			continue
+		}
+		if excluded(e, o.Exclude) {
+			if e.IsDir {
+				pruned = append(pruned, e.Path+"/")
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func excluded(e DirEntry, patterns []string) bool {
+	for _, pat := range patterns {
+		if ok, _ := path.Match(pat, e.Name); ok {
+			return true
+		}
+		if ok, _ := path.Match(pat, e.Path); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func underAny(p string, prefixes []string) bool {
+	for _, pre := range prefixes {
+		if strings.HasPrefix(p, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+func dirEntries(r protocol.GuestFilesystemResultResponse) []DirEntry {
+	if r.Entries == nil {
+		return []DirEntry{}
+	}
+	out := make([]DirEntry, len(*r.Entries))
+	for i, e := range *r.Entries {
+		out[i] = DirEntry{Name: e.Name, Path: e.Path, IsDir: e.IsDirectory, IsSymlink: e.IsSymbolicLink, Size: int64(e.Size)}
+	}
+	return out
+}
+
+// Stat returns a file's metadata, following symlinks.
+func (vm *VM) Stat(ctx context.Context, p string) (FileInfo, error) {
+	return vm.stat(ctx, p, protocol.GuestFilesystemOperationStat)
+}
+
+// Lstat returns a file's metadata without following a final symlink.
+func (vm *VM) Lstat(ctx context.Context, p string) (FileInfo, error) {
+	return vm.stat(ctx, p, protocol.GuestFilesystemOperationLstat)
+}
+
+func (vm *VM) stat(ctx context.Context, p string, op protocol.GuestFilesystemOperation) (FileInfo, error) {
+	r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: op, Path: p})
+	if err != nil {
+		return FileInfo{}, err
+	}
+	if r.Stat == nil {
+		return FileInfo{}, fmt.Errorf("%w: stat of %s without stat", ErrProtocol, p)
+	}
+	s := r.Stat
+	ms := func(v uint64) time.Time { return time.UnixMilli(int64(v)).UTC() }
+	mode := fs.FileMode(s.Mode & 0o777)
+	switch {
+	case s.IsDirectory:
+		mode |= fs.ModeDir
+	case s.IsSymbolicLink:
+		mode |= fs.ModeSymlink
+	}
+	return FileInfo{
+		Path: r.Path, Mode: mode, RawMode: s.Mode, Size: int64(s.Size), IsDir: s.IsDirectory, IsSymlink: s.IsSymbolicLink,
+		ModTime: ms(s.MtimeMs), AccessTime: ms(s.AtimeMs), ChangeTime: ms(s.CtimeMs), BirthTime: ms(s.BirthtimeMs),
+		Ino: s.Ino, Nlink: s.Nlink, UID: s.UID, GID: s.GID,
+	}, nil
+}
+
+// Exists reports whether a path exists.
+func (vm *VM) Exists(ctx context.Context, p string) (bool, error) {
+	r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationExists, Path: p})
+	if err != nil {
+		return false, err
+	}
+	return r.Exists != nil && *r.Exists, nil
+}
+
+// Move renames a file or directory tree.
+func (vm *VM) Move(ctx context.Context, from, to string) error {
+	dst, err := CheckPath(to)
+	if err != nil {
+		return err
+	}
+	_, err = vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationMove, Path: from, DestinationPath: &dst, Recursive: true})
+	return err
+}
+
+// Remove deletes a file, or a directory (with recursive, its whole tree).
+func (vm *VM) Remove(ctx context.Context, p string, recursive bool) error {
+	_, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationRemove, Path: p, Recursive: recursive})
+	return err
+}
+
+// Symlink creates a symbolic link at p pointing to target.
+func (vm *VM) Symlink(ctx context.Context, target, p string) error {
+	_, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationSymlink, Path: p, Target: &target})
+	return err
+}
+
+// Readlink returns the target of a symbolic link.
+func (vm *VM) Readlink(ctx context.Context, p string) (string, error) {
+	r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationReadLink, Path: p})
+	if err != nil {
+		return "", err
+	}
+	if r.Target != nil {
+		return *r.Target, nil
+	}
+	if r.Content != nil {
+		return *r.Content, nil
+	}
+	return "", fmt.Errorf("%w: readlink of %s without target", ErrProtocol, p)
+}
+
+// Chmod changes a file's permission bits.
+func (vm *VM) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
+	m := uint32(mode.Perm())
+	_, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationChmod, Path: p, Mode: &m})
+	return err
+}
+
+// ExportRootFilesystem returns every entry of the VM's root filesystem,
+// refused by the sidecar when the snapshot would exceed maxBytes.
+func (vm *VM) ExportRootFilesystem(ctx context.Context, maxBytes uint64) ([]protocol.RootFilesystemEntry, error) {
+	resp, err := vm.call(ctx, protocol.SnapshotRootFilesystemRequest{MaxBytes: maxBytes})
+	if err != nil {
+		return nil, fmt.Errorf("agentos: export root filesystem: %w", err)
+	}
+	r, ok := resp.(protocol.RootFilesystemSnapshotResponse)
+	if !ok {
+		return nil, unexpected("SnapshotRootFilesystemRequest", resp)
+	}
+	return r.Entries, nil
+}

@@ -1,0 +1,153 @@
+package agentos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+)
+
+// FetchRequest is an HTTP request to a server listening inside the VM.
+type FetchRequest struct {
+	Port    uint16
+	Method  string
+	Path    string
+	Header  http.Header
+	Body    []byte
+	MaxBody uint32 // 0: the sidecar's default
+}
+
+// Fetch sends an HTTP request to a listener inside the VM and returns the
+// sidecar's JSON description of the response.
+func (vm *VM) Fetch(ctx context.Context, r FetchRequest) (json.RawMessage, error) {
+	if r.Port == 0 {
+		return nil, fmt.Errorf("%w: port is required", ErrInvalidArgument)
+	}
+	if r.Method == "" {
+		r.Method = http.MethodGet
+	}
+	if r.Path == "" {
+		r.Path = "/"
+	}
+	headers := map[string]string{}
+	for k, v := range r.Header {
+		if len(v) > 0 {
+			headers[k] = v[0]
+		}
+	}
+	hj, err := json.Marshal(headers)
+	if err != nil {
+		return nil, err
+	}
+	req := protocol.VMFetchRequest{Port: r.Port, Method: r.Method, Path: r.Path, HeadersJSON: string(hj)}
+	if r.Body != nil {
+		content, enc := encodeContent(r.Body)
+		if enc != nil {
+			req.BodyBase64 = &content
+		} else {
+			req.Body = &content
+		}
+	}
+	if r.MaxBody > 0 {
+		req.MaxBytes = &r.MaxBody
+	}
+	resp, err := vm.call(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("agentos: fetch :%d%s: %w", r.Port, r.Path, err)
+	}
+	f, ok := resp.(protocol.VMFetchResponse)
+	if !ok {
+		return nil, unexpected("VmFetchRequest", resp)
+	}
+	return json.RawMessage(f.ResponseJSON), nil
+}
+
+// Mounts lists the VM's filesystem mounts.
+func (vm *VM) Mounts(ctx context.Context) ([]protocol.MountInfo, error) {
+	resp, err := vm.call(ctx, protocol.ListMountsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("agentos: list mounts: %w", err)
+	}
+	m, ok := resp.(protocol.ListMountsResponse)
+	if !ok {
+		return nil, unexpected("ListMountsRequest", resp)
+	}
+	return m.Mounts, nil
+}
+
+// Mount adds a mount; the VM's configuration is resent whole.
+func (vm *VM) Mount(ctx context.Context, m protocol.MountDescriptor) error {
+	vm.cfgMu.Lock()
+	mounts := append(append([]protocol.MountDescriptor(nil), vm.cfg.Mounts...), m)
+	vm.cfgMu.Unlock()
+	return vm.Configure(ctx, ConfigureOptions{Mounts: mounts})
+}
+
+// Unmount removes the mount at guestPath.
+func (vm *VM) Unmount(ctx context.Context, guestPath string) error {
+	vm.cfgMu.Lock()
+	var mounts []protocol.MountDescriptor
+	found := false
+	for _, m := range vm.cfg.Mounts {
+		if m.GuestPath == guestPath {
+			found = true
+			continue
+		}
+		mounts = append(mounts, m)
+	}
+	vm.cfgMu.Unlock()
+	if !found {
+		return fmt.Errorf("%w: no mount at %s", ErrNotFound, guestPath)
+	}
+	if mounts == nil {
+		mounts = []protocol.MountDescriptor{}
+	}
+	return vm.Configure(ctx, ConfigureOptions{Mounts: mounts})
+}
+
+// Software lists the software packages linked into the VM and the commands
+// each provides.
+func (vm *VM) Software(ctx context.Context) ([]protocol.PackageCommands, error) {
+	resp, err := vm.call(ctx, protocol.ProvidedCommandsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("agentos: list software: %w", err)
+	}
+	p, ok := resp.(protocol.ProvidedCommandsResponse)
+	if !ok {
+		return nil, unexpected("ProvidedCommandsRequest", resp)
+	}
+	return p.Packages, nil
+}
+
+// LinkSoftware links one more package (an npm name under the engine's
+// packages folder or an .aospkg path) into the running VM.
+func (vm *VM) LinkSoftware(ctx context.Context, pkg string) (protocol.PackageLinkedResponse, error) {
+	pk, err := vm.s.resolvePackages(VMOptions{Software: []string{pkg}})
+	if err != nil {
+		return protocol.PackageLinkedResponse{}, err
+	}
+	resp, err := vm.call(ctx, protocol.LinkPackageRequest{Package: pk[len(pk)-1]})
+	if err != nil {
+		return protocol.PackageLinkedResponse{}, fmt.Errorf("agentos: link %s: %w", pkg, err)
+	}
+	l, ok := resp.(protocol.PackageLinkedResponse)
+	if !ok {
+		return l, unexpected("LinkPackageRequest", resp)
+	}
+	return l, nil
+}
+
+// Resources returns the VM kernel's resource counters.
+func (vm *VM) Resources(ctx context.Context) (protocol.ResourceSnapshotResponse, error) {
+	resp, err := vm.call(ctx, protocol.GetResourceSnapshotRequest{})
+	if err != nil {
+		return protocol.ResourceSnapshotResponse{}, fmt.Errorf("agentos: resources: %w", err)
+	}
+	r, ok := resp.(protocol.ResourceSnapshotResponse)
+	if !ok {
+		return r, unexpected("GetResourceSnapshotRequest", resp)
+	}
+	return r, nil
+}

@@ -1,0 +1,659 @@
+package agentos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+)
+
+// Stream names an output stream of a process.
+type Stream uint8
+
+// Output streams. PTY output of a shell arrives as Stdout.
+const (
+	Stdout Stream = iota + 1
+	Stderr
+)
+
+func (s Stream) String() string {
+	switch s {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	}
+	return "unknown"
+}
+
+// Output is one chunk of process output. Seq numbers a process's chunks from
+// 1 without gaps; Time is when the client received the chunk (the legacy
+// process event carries neither).
+type Output struct {
+	Seq    uint64
+	Stream Stream
+	Data   []byte
+	Time   time.Time
+}
+
+// ExitStatus is how a process ended. Signal is set when the client killed
+// the process with that signal and the exit code is 128+signo.
+type ExitStatus struct {
+	ExitCode int
+	Signal   string
+}
+
+// ProcessInfo is a row of a VM's process table.
+type ProcessInfo struct {
+	ProcessID string
+	Pid       uint32 // guest pid
+	Command   string
+	Args      []string
+	Cwd       string
+	Running   bool
+	Exit      *ExitStatus
+	StartedAt time.Time
+	ExitedAt  time.Time
+	// Err is set when the process's fate is unknown: its VM was disposed or
+	// its sidecar died while it ran.
+	Err error
+}
+
+// Process is a process inside a VM.
+type Process struct {
+	vm        *VM
+	id        string
+	command   string
+	args      []string
+	cwd       string
+	startedAt time.Time
+	onOutput  func(Output)
+	bufMax    int
+	drain     time.Duration
+
+	mu         sync.Mutex
+	pid        uint32
+	seq        uint64
+	queue      []Output
+	queued     int
+	overflowed bool
+	wake       chan struct{}
+	exitCode   int
+	exitSeen   bool
+	drainTimer *time.Timer
+	finished   bool
+	err        error
+	exitedAt   time.Time
+	lastSignal string
+	done       chan struct{}
+	tty        bool
+}
+
+// SpawnOptions configure a process.
+type SpawnOptions struct {
+	// Cwd defaults to /workspace.
+	Cwd string
+	// Env is added to the VM's environment.
+	Env map[string]string
+	// CloseStdin closes stdin right after start, for programs that read it
+	// to EOF. Streaming processes leave it open for Write.
+	CloseStdin bool
+	// OnOutput, when set, receives every chunk in order on the sidecar's
+	// event lane instead of the process buffering it for Next. It must not
+	// block.
+	OnOutput func(Output)
+	// OutputBuffer bounds what Next may fall behind by (default from
+	// Options.ProcessOutputBuffer); past it, Next returns ErrOutputOverflow.
+	OutputBuffer int
+	// TTY runs the process on a pseudo-terminal.
+	TTY bool
+}
+
+// shellMeta are the characters that make a command line need a shell.
+const shellMeta = "|&;<>()$`\\\"'*?[]#~=%{}\n\t!"
+
+// commandArgv turns a command line into argv. A simple command (words and
+// nothing a shell would interpret) is spawned directly, as the official
+// client does, because going through the guest shell costs several times
+// more; anything else runs as `sh -c`.
+func commandArgv(command string) []string {
+	if strings.TrimSpace(command) == "" {
+		return nil
+	}
+	if strings.ContainsAny(command, shellMeta) {
+		return []string{"sh", "-c", command}
+	}
+	return strings.Fields(command)
+}
+
+// Spawn starts argv[0] with arguments argv[1:].
+func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Process, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("%w: empty command", ErrInvalidArgument)
+	}
+	cwd := o.Cwd
+	if cwd == "" {
+		cwd = DefaultCwd
+	}
+	bufMax := o.OutputBuffer
+	if bufMax <= 0 {
+		bufMax = vm.s.opts.ProcessOutputBuffer
+	}
+	p := &Process{
+		vm:        vm,
+		id:        vm.newProcessID(),
+		command:   argv[0],
+		args:      slices.Clone(argv[1:]),
+		cwd:       cwd,
+		startedAt: time.Now(),
+		onOutput:  o.OnOutput,
+		bufMax:    bufMax,
+		drain:     vm.s.opts.ExitDrain,
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		tty:       o.TTY,
+	}
+	env := protocol.MapOf(o.Env)
+	if !o.CloseStdin {
+		env.Set("AGENTOS_KEEP_STDIN_OPEN", "1")
+	}
+	if o.TTY {
+		env.Set("AGENTOS_EXEC_TTY", "1")
+	}
+	// Registered before the request is sent: with events and responses on
+	// different lanes, output can arrive before ProcessStartedResponse.
+	if err := vm.addProcess(p); err != nil {
+		return nil, err
+	}
+	resp, err := vm.call(context.WithoutCancel(ctx), protocol.ExecuteRequest{
+		ProcessID: p.id,
+		Command:   &p.command,
+		Args:      p.args,
+		Env:       env,
+		Cwd:       &cwd,
+	})
+	if err != nil {
+		vm.removeProcess(p.id)
+		var rej *RejectedError
+		if errors.As(err, &rej) {
+			return nil, &LaunchError{Command: strings.Join(argv, " "), Err: err}
+		}
+		return nil, err
+	}
+	started, ok := resp.(protocol.ProcessStartedResponse)
+	if !ok {
+		vm.removeProcess(p.id)
+		return nil, unexpected("ExecuteRequest", resp)
+	}
+	p.mu.Lock()
+	if started.Pid != nil {
+		p.pid = *started.Pid
+	}
+	p.mu.Unlock()
+	if o.CloseStdin {
+		if err := p.CloseStdin(ctx); err != nil && !p.exited() {
+			return p, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		// The caller gave up while the launch was in flight: do not leave an
+		// orphan running.
+		p.killDetached()
+		return nil, err
+	}
+	return p, nil
+}
+
+// SpawnCommand starts a command line: directly when it is a simple command,
+// through `sh -c` otherwise.
+func (vm *VM) SpawnCommand(ctx context.Context, command string, o SpawnOptions) (*Process, error) {
+	argv := commandArgv(command)
+	if argv == nil {
+		return nil, fmt.Errorf("%w: empty command", ErrInvalidArgument)
+	}
+	return vm.Spawn(ctx, argv, o)
+}
+
+func (vm *VM) addProcess(p *Process) error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	switch vm.state {
+	case VMLost, VMDisposed, VMDisposing:
+		if vm.stateErr != nil {
+			return vm.stateErr
+		}
+		return fmt.Errorf("%w: %s", ErrVMDisposed, vm.id)
+	}
+	vm.procs[p.id] = p
+	return nil
+}
+
+func (vm *VM) removeProcess(id string) {
+	vm.mu.Lock()
+	delete(vm.procs, id)
+	vm.mu.Unlock()
+}
+
+func (vm *VM) process(id string) *Process {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.procs[id]
+}
+
+// Process returns a process of the VM's table by id.
+func (vm *VM) Process(id string) (*Process, bool) {
+	p := vm.process(id)
+	return p, p != nil
+}
+
+// Processes returns the VM's process table, running and exited, oldest first.
+func (vm *VM) Processes() []ProcessInfo {
+	vm.mu.Lock()
+	ps := slices.Collect(maps.Values(vm.procs))
+	vm.mu.Unlock()
+	out := make([]ProcessInfo, len(ps))
+	for i, p := range ps {
+		out[i] = p.Info()
+	}
+	slices.SortFunc(out, func(a, b ProcessInfo) int { return a.StartedAt.Compare(b.StartedAt) })
+	return out
+}
+
+// noteExited records an exited process and evicts the oldest exited ones
+// past maxExitedProcesses, so a long-lived VM's table stays bounded.
+func (vm *VM) noteExited(id string) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	vm.exitedIDs = append(vm.exitedIDs, id)
+	for len(vm.exitedIDs) > maxExitedProcesses {
+		delete(vm.procs, vm.exitedIDs[0])
+		vm.exitedIDs = vm.exitedIDs[1:]
+	}
+}
+
+// ID returns the process id (the host-chosen protocol id, e.g. "proc-1000000").
+func (p *Process) ID() string { return p.id }
+
+// Pid returns the guest pid.
+func (p *Process) Pid() uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+// Done is closed when the process's fate is settled: it exited and its
+// trailing output was drained, or its VM or sidecar went away.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Info returns the process's row of the process table.
+func (p *Process) Info() ProcessInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	info := ProcessInfo{
+		ProcessID: p.id, Pid: p.pid, Command: p.command, Args: slices.Clone(p.args), Cwd: p.cwd,
+		Running: !p.finished, StartedAt: p.startedAt, ExitedAt: p.exitedAt, Err: p.err,
+	}
+	if p.finished && p.err == nil {
+		st := p.statusLocked()
+		info.Exit = &st
+	}
+	return info
+}
+
+func (p *Process) statusLocked() ExitStatus {
+	st := ExitStatus{ExitCode: p.exitCode}
+	if p.lastSignal != "" && p.exitCode == 128+signalNumber(p.lastSignal) {
+		st.Signal = p.lastSignal
+	}
+	return st
+}
+
+func (p *Process) exited() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitSeen || p.finished
+}
+
+// output is called on the event lane.
+func (p *Process) output(stream Stream, chunk []byte) {
+	p.mu.Lock()
+	if p.finished {
+		p.mu.Unlock()
+		return
+	}
+	p.seq++
+	o := Output{Seq: p.seq, Stream: stream, Data: chunk, Time: time.Now()}
+	if p.exitSeen && p.drainTimer != nil {
+		// Trailing output: give the rest of it the same window.
+		p.drainTimer.Reset(p.drain)
+	}
+	if p.onOutput != nil {
+		cb := p.onOutput
+		p.mu.Unlock()
+		cb(o)
+		return
+	}
+	if !p.overflowed {
+		if p.queued+len(chunk) > p.bufMax {
+			p.overflowed = true
+		} else {
+			p.queue = append(p.queue, o)
+			p.queued += len(chunk)
+		}
+	}
+	p.mu.Unlock()
+	p.notify()
+}
+
+func (p *Process) notify() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// exit is called on the event lane when ProcessExitedEvent arrives. Output
+// may still trail the exit event, so the process is settled only after a
+// short quiet window (Options.ExitDrain).
+func (p *Process) exit(code int) {
+	p.mu.Lock()
+	if p.finished || p.exitSeen {
+		p.mu.Unlock()
+		return
+	}
+	p.exitSeen = true
+	p.exitCode = code
+	p.exitedAt = time.Now()
+	if p.drain > 0 {
+		p.drainTimer = time.AfterFunc(p.drain, p.settle)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.settle()
+}
+
+func (p *Process) settle() {
+	p.mu.Lock()
+	if p.finished {
+		p.mu.Unlock()
+		return
+	}
+	p.finished = true
+	st := p.statusLocked()
+	close(p.done)
+	p.mu.Unlock()
+	p.notify()
+	p.vm.noteExited(p.id)
+	p.vm.events.publish(VMEvent{Kind: "process_exit", Time: time.Now(), Process: &ProcessExit{ProcessID: p.id, ExitCode: st.ExitCode, Signal: st.Signal}})
+}
+
+// fail settles a process whose exit was not observed: its VM or sidecar went
+// away. Waiters get err, never an invented exit code.
+func (p *Process) fail(err error) {
+	p.mu.Lock()
+	if p.finished {
+		p.mu.Unlock()
+		return
+	}
+	if p.drainTimer != nil {
+		p.drainTimer.Stop()
+	}
+	if p.exitSeen {
+		// The exit was confirmed; only the drain window is cut short.
+		p.finished = true
+		close(p.done)
+		p.mu.Unlock()
+		p.notify()
+		return
+	}
+	p.finished = true
+	p.err = err
+	p.exitedAt = time.Now()
+	close(p.done)
+	p.mu.Unlock()
+	p.notify()
+}
+
+// Wait waits for the process to exit. It returns the exit status, or an
+// error when the exit could not be observed (VM disposed, sidecar died).
+func (p *Process) Wait(ctx context.Context) (ExitStatus, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return ExitStatus{}, ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return ExitStatus{}, p.err
+	}
+	return p.statusLocked(), nil
+}
+
+// Next returns the next chunk of buffered output. After the last chunk it
+// returns io.EOF once the process exited, the process's error if it was lost,
+// or ErrOutputOverflow if the consumer fell more than the buffer behind.
+func (p *Process) Next(ctx context.Context) (Output, error) {
+	for {
+		p.mu.Lock()
+		if len(p.queue) > 0 {
+			o := p.queue[0]
+			p.queue[0] = Output{}
+			p.queue = p.queue[1:]
+			p.queued -= len(o.Data)
+			p.mu.Unlock()
+			return o, nil
+		}
+		overflowed, finished, err := p.overflowed, p.finished, p.err
+		p.mu.Unlock()
+		switch {
+		case overflowed:
+			return Output{}, ErrOutputOverflow
+		case finished && err != nil:
+			return Output{}, err
+		case finished:
+			return Output{}, io.EOF
+		}
+		select {
+		case <-p.wake:
+		case <-ctx.Done():
+			return Output{}, ctx.Err()
+		}
+	}
+}
+
+// maxStdinChunk keeps each stdin write far below the sidecar's frame limit.
+const maxStdinChunk = 1 << 20
+
+// Write sends data to the process's stdin.
+func (p *Process) Write(ctx context.Context, data []byte) (int, error) {
+	n := 0
+	for len(data) > 0 {
+		chunk := data[:min(len(data), maxStdinChunk)]
+		resp, err := p.vm.call(ctx, protocol.WriteStdinRequest{ProcessID: p.id, Chunk: chunk})
+		if err != nil {
+			return n, fmt.Errorf("agentos: write stdin of %s: %w", p.id, err)
+		}
+		if _, ok := resp.(protocol.StdinWrittenResponse); !ok {
+			return n, unexpected("WriteStdinRequest", resp)
+		}
+		n += len(chunk)
+		data = data[len(chunk):]
+	}
+	return n, nil
+}
+
+// CloseStdin closes the process's stdin.
+func (p *Process) CloseStdin(ctx context.Context) error {
+	resp, err := p.vm.call(ctx, protocol.CloseStdinRequest{ProcessID: p.id})
+	if err != nil {
+		return fmt.Errorf("agentos: close stdin of %s: %w", p.id, err)
+	}
+	if _, ok := resp.(protocol.StdinClosedResponse); !ok {
+		return unexpected("CloseStdinRequest", resp)
+	}
+	return nil
+}
+
+// Signal sends a signal by name ("SIGTERM", "SIGKILL", "SIGINT", ...) to the
+// process only.
+func (p *Process) Signal(ctx context.Context, sig string) error {
+	sig, err := normalizeSignal(sig)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.lastSignal = sig
+	p.mu.Unlock()
+	return p.vm.signal(ctx, p.id, sig)
+}
+
+func (vm *VM) signal(ctx context.Context, processID, sig string) error {
+	resp, err := vm.call(ctx, protocol.KillProcessRequest{ProcessID: processID, Signal: sig})
+	if err != nil {
+		return fmt.Errorf("agentos: signal %s to %s: %w", sig, processID, err)
+	}
+	if _, ok := resp.(protocol.ProcessKilledResponse); !ok {
+		return unexpected("KillProcessRequest", resp)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to the process. On the pinned sidecar the guest kernel
+// takes the process's children down with it (measured: `sh -c "yes | head"`
+// leaves nothing behind); terminate checks that, because a process tree
+// that survives is the one failure a timeout must not hide.
+func (p *Process) Kill(ctx context.Context) error {
+	p.mu.Lock()
+	p.lastSignal = "SIGKILL"
+	p.mu.Unlock()
+	err := p.vm.signal(ctx, p.id, "SIGKILL")
+	if err != nil && p.exited() {
+		return nil // it exited on its own meanwhile
+	}
+	return err
+}
+
+// GuestProcess is a row of the guest kernel's process table.
+type GuestProcess struct {
+	ProcessID string `json:"processId"`
+	Pid       uint32 `json:"pid"`
+	Ppid      uint32 `json:"ppid"`
+	Pgid      uint32 `json:"pgid"`
+	Command   string `json:"command"`
+	Running   bool   `json:"running"`
+	ExitCode  *int32 `json:"exitCode,omitempty"`
+}
+
+// GuestProcesses returns the guest kernel's process table, children included
+// (e.g. "proc-1000000/child-1" for a pipeline stage).
+func (vm *VM) GuestProcesses(ctx context.Context) ([]GuestProcess, error) {
+	resp, err := vm.call(ctx, protocol.GetProcessSnapshotRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("agentos: process snapshot: %w", err)
+	}
+	snap, ok := resp.(protocol.ProcessSnapshotResponse)
+	if !ok {
+		return nil, unexpected("GetProcessSnapshotRequest", resp)
+	}
+	out := make([]GuestProcess, len(snap.Processes))
+	for i, e := range snap.Processes {
+		out[i] = GuestProcess{ProcessID: e.ProcessID, Pid: e.Pid, Ppid: e.Ppid, Pgid: e.Pgid, Command: e.Command,
+			Running: e.Status != protocol.ProcessSnapshotStatusExited, ExitCode: e.ExitCode}
+	}
+	return out, nil
+}
+
+// survivors returns the still-running processes started by p.
+func (p *Process) survivors(ctx context.Context) ([]string, error) {
+	procs, err := p.vm.GuestProcesses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, g := range procs {
+		if g.Running && strings.HasPrefix(g.ProcessID, p.id+"/") {
+			left = append(left, g.ProcessID)
+		}
+	}
+	return left, nil
+}
+
+// killDetached kills the process tree on behalf of a caller that is gone,
+// bounded so that it cannot outlive the VM by much.
+func (p *Process) killDetached() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = p.Kill(ctx)
+}
+
+// KillTimeout bounds how long a killed process may take to confirm its exit
+// before the kill is reported as termination_failed.
+var KillTimeout = 30 * time.Second
+
+// terminate kills the process, waits for the sidecar to confirm the exit and
+// checks that none of its children survived, all within KillTimeout.
+func (p *Process) terminate() error {
+	ctx, cancel := context.WithTimeout(context.Background(), KillTimeout)
+	defer cancel()
+	if err := p.Kill(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ErrTerminationFailed
+		}
+		return err
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return ErrTerminationFailed
+	}
+	for {
+		left, err := p.survivors(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("%w: children still running: %v", ErrTerminationFailed, left)
+		case err != nil:
+			return err
+		case len(left) == 0:
+			return nil
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+var signalNumbers = map[string]syscall.Signal{
+	"SIGHUP": syscall.SIGHUP, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT, "SIGKILL": syscall.SIGKILL,
+	"SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGPIPE": syscall.SIGPIPE, "SIGALRM": syscall.SIGALRM,
+	"SIGTERM": syscall.SIGTERM, "SIGCONT": syscall.SIGCONT, "SIGSTOP": syscall.SIGSTOP, "SIGTSTP": syscall.SIGTSTP,
+	"SIGWINCH": syscall.SIGWINCH,
+}
+
+func signalNumber(name string) int { return int(signalNumbers[name]) }
+
+// normalizeSignal accepts "TERM", "sigterm" or "SIGTERM" and returns
+// "SIGTERM"; unknown names are an ErrInvalidArgument.
+func normalizeSignal(sig string) (string, error) {
+	s := strings.ToUpper(strings.TrimSpace(sig))
+	if !strings.HasPrefix(s, "SIG") {
+		s = "SIG" + s
+	}
+	if _, ok := signalNumbers[s]; !ok {
+		return "", fmt.Errorf("%w: unknown signal %q", ErrInvalidArgument, sig)
+	}
+	return s, nil
+}
+
+// ValidSignal reports whether sig names a signal Signal accepts.
+func ValidSignal(sig string) bool { _, err := normalizeSignal(sig); return err == nil }

@@ -1,0 +1,389 @@
+package agentos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCommandArgv(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"true", []string{"true"}},
+		{"  echo  hi  ", []string{"echo", "hi"}},
+		{"echo a | cat", []string{"sh", "-c", "echo a | cat"}},
+		{"echo a; echo b", []string{"sh", "-c", "echo a; echo b"}},
+		{"FOO=1 env", []string{"sh", "-c", "FOO=1 env"}},
+		{"echo 'quoted'", []string{"sh", "-c", "echo 'quoted'"}},
+		{"ls *.go", []string{"sh", "-c", "ls *.go"}},
+		{"", nil},
+	}
+	for _, tc := range tests {
+		got := commandArgv(tc.in)
+		if strings.Join(got, "\x00") != strings.Join(tc.want, "\x00") || (got == nil) != (tc.want == nil) {
+			t.Errorf("commandArgv(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestExec(t *testing.T) {
+	vm := newVM(t, VMOptions{Env: map[string]string{"VM_LEVEL": "from-vm"}})
+	ctx := testContext(t, 120*time.Second)
+	tests := []struct {
+		name                 string
+		command              string
+		opts                 ExecOptions
+		code                 int
+		stdout, stderr       string
+		stdoutCut, stderrCut bool
+	}{
+		{name: "direct", command: "echo hi", stdout: "hi\n"},
+		{name: "shell syntax", command: "echo out-line; echo err-line >&2; exit 3", code: 3, stdout: "out-line\n", stderr: "err-line\n"},
+		{name: "default cwd", command: "pwd", stdout: "/workspace\n"},
+		{name: "cwd", command: "pwd", opts: ExecOptions{Cwd: "/tmp"}, stdout: "/tmp\n"},
+		{name: "env", command: "sh -c 'echo $GREETING $VM_LEVEL'", opts: ExecOptions{Env: map[string]string{"GREETING": "hello"}}, stdout: "hello from-vm\n"},
+		{name: "stdin", command: "cat", opts: ExecOptions{Stdin: []byte("via stdin\n")}, stdout: "via stdin\n"},
+		{name: "empty stdin closes", command: "cat", opts: ExecOptions{Stdin: []byte{}}, stdout: ""},
+		{name: "truncated", command: "printf abcdefgh", opts: ExecOptions{MaxOutputBytes: 3}, stdout: "abc", stdoutCut: true},
+		{name: "shell not found", command: "sh -c nonexistent-xyz", code: 127},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := vm.Exec(ctx, tc.command, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.ExitCode != tc.code || string(r.Stdout) != tc.stdout || r.StdoutTruncated != tc.stdoutCut {
+				t.Fatalf("got code=%d stdout=%q cut=%v stderr=%q", r.ExitCode, r.Stdout, r.StdoutTruncated, r.Stderr)
+			}
+			if tc.stderr != "" && string(r.Stderr) != tc.stderr {
+				t.Fatalf("stderr = %q, want %q", r.Stderr, tc.stderr)
+			}
+		})
+	}
+}
+
+// TestExecLaunchRejected: a command the sidecar cannot launch is a
+// LaunchError, not exit code 1 or 127.
+func TestExecLaunchRejected(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	_, err := vm.Exec(testContext(t, 30*time.Second), "no-such-command-xyz", ExecOptions{})
+	var launch *LaunchError
+	if !errors.As(err, &launch) {
+		t.Fatalf("err = %v, want *LaunchError", err)
+	}
+	if len(vm.Processes()) != 0 {
+		t.Fatalf("rejected launch left a process table entry: %+v", vm.Processes())
+	}
+}
+
+// TestExecDrainsTrailingOutput: a process that prints and exits at once
+// loses no byte, however the output and exit events interleave.
+func TestExecDrainsTrailingOutput(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 120*time.Second)
+	for i := 0; i < 30; i++ {
+		r, err := vm.Exec(ctx, "printf x; printf y >&2", ExecOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Stdout) != "x" || string(r.Stderr) != "y" {
+			t.Fatalf("run %d: stdout=%q stderr=%q", i, r.Stdout, r.Stderr)
+		}
+	}
+	r, err := vm.Exec(ctx, "head -c 300000 /dev/zero", ExecOptions{})
+	if err != nil || len(r.Stdout) != 300000 {
+		t.Fatalf("got %d bytes, err %v", len(r.Stdout), err)
+	}
+}
+
+// TestExecTimeoutKillsTree: the deadline kills the whole pipeline, not only
+// the outer sh, and the timeout is reported only once the exit is confirmed.
+func TestExecTimeoutKillsTree(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 90*time.Second)
+	start := time.Now()
+	r, err := vm.Exec(ctx, "yes | head -c 10", ExecOptions{Timeout: 500 * time.Millisecond})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if r == nil || r.ExitCode != 137 || r.Signal != "SIGKILL" {
+		t.Fatalf("result = %+v, want exit 137 by SIGKILL", r)
+	}
+	procs, err := vm.GuestProcesses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if p.Running {
+			t.Fatalf("process %s (%s) still running after the timeout kill", p.ProcessID, p.Command)
+		}
+	}
+	t.Logf("timeout confirmed after %v", time.Since(start))
+}
+
+func TestSpawnStreamsStdinAndOutput(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 60*time.Second)
+	p, err := vm.SpawnCommand(ctx, "sh -c 'while read l; do echo got:$l; echo warn:$l >&2; done; echo after-eof'", SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Write(ctx, []byte("one\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := map[Stream]string{}
+	var lastSeq uint64
+	for !strings.Contains(got[Stdout], "got:one") || !strings.Contains(got[Stderr], "warn:one") {
+		o, err := p.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Seq != lastSeq+1 || o.Time.IsZero() {
+			t.Fatalf("output %d after %d, time %v", o.Seq, lastSeq, o.Time)
+		}
+		lastSeq = o.Seq
+		got[o.Stream] += string(o.Data)
+	}
+	if err := p.CloseStdin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		o, err := p.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[o.Stream] += string(o.Data)
+	}
+	if !strings.HasSuffix(got[Stdout], "after-eof\n") {
+		t.Fatalf("stdout = %q", got[Stdout])
+	}
+	st, err := p.Wait(ctx)
+	if err != nil || st.ExitCode != 0 {
+		t.Fatalf("wait = %+v, %v", st, err)
+	}
+	info := p.Info()
+	if info.Running || info.Exit == nil || info.Exit.ExitCode != 0 || info.Pid == 0 {
+		t.Fatalf("info = %+v", info)
+	}
+}
+
+func TestSignalsAndProcessTable(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 60*time.Second)
+	p, err := vm.Spawn(ctx, []string{"sleep", "30"}, SpawnOptions{CloseStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(ctx, "bogus"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("bogus signal: %v", err)
+	}
+	if err := p.Signal(ctx, "TERM"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Wait(ctx)
+	if err != nil || st.ExitCode != 143 || st.Signal != "SIGTERM" {
+		t.Fatalf("wait = %+v, %v; want 143 by SIGTERM", st, err)
+	}
+	q, err := vm.Spawn(ctx, []string{"sleep", "30"}, SpawnOptions{CloseStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := vm.Processes()
+	if len(table) != 2 || table[0].ProcessID != p.ID() || table[0].Running || !table[1].Running {
+		t.Fatalf("process table = %+v", table)
+	}
+	if got, ok := vm.Process(q.ID()); !ok || got != q {
+		t.Fatal("Process lookup failed")
+	}
+	if err := q.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Wait(ctx); err != nil || st.ExitCode != 137 {
+		t.Fatalf("kill wait = %+v, %v", st, err)
+	}
+}
+
+// TestDisposeFailsWaiters: a process running when its VM is disposed gets
+// an error, never a made-up exit code; the sidecar and its other VMs live on.
+func TestDisposeFailsWaiters(t *testing.T) {
+	s := sharedSidecar(t)
+	ctx := testContext(t, 60*time.Second)
+	other := newVM(t, VMOptions{})
+	vm, err := s.CreateVM(ctx, VMOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := vm.Spawn(ctx, []string{"sleep", "30"}, SpawnOptions{CloseStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Dispose(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); !errors.Is(err, ErrVMDisposed) {
+		t.Fatalf("wait after dispose = %v, want ErrVMDisposed", err)
+	}
+	if _, err := vm.Exec(ctx, "true", ExecOptions{}); !errors.Is(err, ErrVMDisposed) {
+		t.Fatalf("exec on disposed vm = %v", err)
+	}
+	if r, err := other.Exec(ctx, "echo alive", ExecOptions{}); err != nil || string(r.Stdout) != "alive\n" {
+		t.Fatalf("other vm: %v %v", r, err)
+	}
+	if s.Err() != nil {
+		t.Fatalf("sidecar died: %v", s.Err())
+	}
+}
+
+func TestOutputOverflowIsExplicit(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 60*time.Second)
+	p, err := vm.SpawnCommand(ctx, "head -c 200000 /dev/zero", SpawnOptions{CloseStdin: true, OutputBuffer: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for {
+		o, err := p.Next(ctx)
+		if err != nil {
+			if !errors.Is(err, ErrOutputOverflow) {
+				t.Fatalf("err = %v, want ErrOutputOverflow", err)
+			}
+			break
+		}
+		n += len(o.Data)
+	}
+	if n > 1024 {
+		t.Fatalf("buffered %d bytes past a 1024-byte bound", n)
+	}
+}
+
+func TestShellOnPTY(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 60*time.Second)
+	for _, shell := range []string{"sh", "bash"} {
+		t.Run(shell, func(t *testing.T) {
+			out := make(chan []byte, 1024)
+			sh, err := vm.OpenShell(ctx, ShellOptions{Shell: shell, Cols: 80, Rows: 24, OnOutput: func(o Output) { out <- o.Data }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var screen bytes.Buffer
+			// Play the terminal: answer cursor-position queries as xterm would.
+			waitFor := func(s string) {
+				t.Helper()
+				for !strings.Contains(screen.String(), s) {
+					select {
+					case b := <-out:
+						screen.Write(b)
+						if bytes.Contains(b, []byte("\x1b[6n")) {
+							if _, err := sh.Write(ctx, []byte("\x1b[1;1R")); err != nil {
+								t.Fatal(err)
+							}
+						}
+					case <-ctx.Done():
+						t.Fatalf("waiting for %q; screen %q", s, screen.String())
+					}
+				}
+			}
+			waitFor("$ ")
+			if err := sh.Resize(ctx, 120, 40); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sh.Write(ctx, []byte("X=5; echo hello-$X\n")); err != nil {
+				t.Fatal(err)
+			}
+			waitFor("hello-5")
+			if _, err := sh.Write(ctx, []byte("exit 7\n")); err != nil {
+				t.Fatal(err)
+			}
+			st, err := sh.Wait(ctx)
+			if err != nil || st.ExitCode != 7 {
+				t.Fatalf("shell exit = %+v, %v", st, err)
+			}
+		})
+	}
+	if _, err := vm.OpenShell(ctx, ShellOptions{Shell: "zsh"}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("zsh: %v", err)
+	}
+}
+
+func TestVMEventsAndLifecycle(t *testing.T) {
+	s := sharedSidecar(t)
+	ctx := testContext(t, 60*time.Second)
+	vm, err := s.CreateVM(ctx, VMOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := vm.State(); st != VMReady {
+		t.Fatalf("state = %s", st)
+	}
+	sub := vm.Subscribe(16)
+	if _, err := vm.Exec(ctx, "true", ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Dispose(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for ev := range sub.C() {
+		k := ev.Kind
+		if ev.State != "" {
+			k += ":" + string(ev.State)
+		}
+		kinds = append(kinds, k)
+	}
+	want := "process_exit lifecycle:disposing lifecycle:disposed"
+	if got := strings.Join(kinds, " "); !strings.Contains(got, want) {
+		t.Fatalf("events %q, want to contain %q", got, want)
+	}
+}
+
+func TestSoftwareMountsAndAgents(t *testing.T) {
+	vm := newVM(t, VMOptions{Agents: []string{"pi"}})
+	ctx := testContext(t, 60*time.Second)
+	sw, err := vm.Software(ctx)
+	if err != nil || len(sw) == 0 {
+		t.Fatalf("software = %v, %v", sw, err)
+	}
+	if _, err := vm.Mounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	agents, err := vm.ListAgents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, a := range agents {
+		found = found || (a.ID == "pi" && a.Installed)
+	}
+	if !found {
+		t.Fatalf("agents = %+v", agents)
+	}
+	if _, err := vm.Resources(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newVMErr(ctx, VMOptions{Agents: []string{"nope"}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("unknown agent: %v", err)
+	}
+}
+
+func newVMErr(ctx context.Context, o VMOptions) (*VM, error) {
+	vm, err := shared.CreateVM(ctx, o)
+	if err == nil {
+		vm.Dispose(context.Background())
+	}
+	return vm, err
+}

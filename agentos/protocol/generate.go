@@ -1,0 +1,3 @@
+package protocol
+
+//go:generate go run ./internal/baregen -schema schema.bare -out zz_generated.go

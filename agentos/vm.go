@@ -1,0 +1,680 @@
+package agentos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+)
+
+// VMState is the life-cycle state of a VM as the client sees it.
+type VMState string
+
+// VM states. VMLost means the sidecar hosting the VM died.
+const (
+	VMCreating  VMState = "creating"
+	VMReady     VMState = "ready"
+	VMDisposing VMState = "disposing"
+	VMDisposed  VMState = "disposed"
+	VMFailed    VMState = "failed"
+	VMLost      VMState = "lost"
+)
+
+// DefaultEnv is the base environment of every VM, as AgentOs.create() sets it.
+var DefaultEnv = map[string]string{
+	"CHARSET":    "UTF-8",
+	"HOME":       "/home/agentos",
+	"HOSTNAME":   "agentos",
+	"LANG":       "C.UTF-8",
+	"LC_COLLATE": "C",
+	"LOGNAME":    "agentos",
+	"PAGER":      "less",
+	"PATH":       "/usr/local/sbin:/usr/local/bin:/opt/agentos/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"MANPATH":    "/opt/agentos/share/man:/usr/local/share/man:/usr/share/man",
+	"SHELL":      "/bin/sh",
+	"USER":       "agentos",
+	"PS1":        `\h:\w\$ `,
+}
+
+// DefaultBootstrapCommands are the command shims AgentOs.create() asks for.
+var DefaultBootstrapCommands = []string{"node", "npm", "npx", "python", "python3"}
+
+// DefaultCwd is the working directory of processes started without one.
+const DefaultCwd = "/workspace"
+
+// posixDirs are the directories the official SDK makes sure exist after
+// create (SPEC §7.1 step 5).
+var posixDirs = []string{
+	"/dev", "/proc", "/tmp", "/bin", "/lib", "/sbin", "/boot", "/etc", "/root", "/run", "/srv", "/sys", "/opt", "/mnt", "/media",
+	"/home", "/home/agentos", "/workspace", "/usr", "/usr/bin", "/usr/games", "/usr/include", "/usr/lib", "/usr/libexec", "/usr/man",
+	"/usr/local", "/usr/local/bin", "/usr/sbin", "/usr/share", "/usr/share/man", "/var", "/var/cache", "/var/empty", "/var/lib",
+	"/var/lock", "/var/log", "/var/run", "/var/spool", "/var/tmp", "/etc/agentos",
+}
+
+// VMOptions configure a new VM. The zero value gives what AgentOs.create()
+// gives: the default software, the base environment, /workspace as cwd.
+type VMOptions struct {
+	// Env is merged over DefaultEnv.
+	Env map[string]string
+	// Software lists extra software: npm package names resolved under the
+	// engine's packages folder (e.g. "@agentos-software/pi") or host paths of
+	// .aospkg files.
+	Software []string
+	// Agents lists ACP agent ids ("pi", "claude", "codex", "opencode"). Their
+	// packages are added to Software and the VM gets a session database.
+	Agents []string
+	// Permissions is the VM's permission policy; nil allows everything.
+	Permissions *protocol.PermissionsPolicy
+	// Limits is passed to the sidecar as the VM's "limits" configuration.
+	Limits map[string]any
+	// LoopbackExemptPorts are host loopback ports the guest may reach.
+	LoopbackExemptPorts []uint16
+	// BootstrapCommands overrides DefaultBootstrapCommands when non-nil.
+	BootstrapCommands []string
+	// CommandPermissions sets the WASM permission tier of given commands.
+	CommandPermissions map[string]protocol.WasmPermissionTier
+	// Database forces a session database even without Agents.
+	Database bool
+	// DataDir is where the session database file is created (default the
+	// system temp folder). The file is removed when the VM is disposed.
+	DataDir string
+	// EventBuffer bounds each VM event subscription (default 256).
+	EventBuffer int
+}
+
+// VMEvent is something that happened to a VM: a life-cycle change, a limit
+// warning, a process exit, or another structured event of the sidecar.
+type VMEvent struct {
+	Kind    string            `json:"kind"` // "lifecycle", "limit_warning", "process_exit", "structured"
+	Time    time.Time         `json:"time"`
+	State   VMState           `json:"state,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+	Name    string            `json:"name,omitempty"`
+	Detail  map[string]string `json:"detail,omitempty"`
+	Process *ProcessExit      `json:"process,omitempty"`
+}
+
+// ProcessExit describes a finished process in a VMEvent.
+type ProcessExit struct {
+	ProcessID string `json:"processId"`
+	ExitCode  int    `json:"exitCode"`
+	Signal    string `json:"signal,omitempty"`
+}
+
+// VM is one agentOS virtual machine hosted by a Sidecar.
+type VM struct {
+	s   *Sidecar
+	id  string
+	own protocol.VMOwnership
+
+	createdAt time.Time
+	dbPath    string
+	agents    []protocol.AgentosProjectedAgent
+
+	cfgMu sync.Mutex // serialises Configure, which is replace-on-write
+	cfg   protocol.ConfigureVMRequest
+
+	mu        sync.Mutex
+	state     VMState
+	stateErr  error // why the VM is lost or disposed
+	ready     chan struct{}
+	procs     map[string]*Process
+	exitedIDs []string // exited process ids, oldest first, for eviction
+	sessions  map[string]*Session
+	events    hub[VMEvent]
+	acpEvents hub[SessionEvent]
+	nextProc  atomic.Int64
+
+	terminals terminalTable // ACP terminal/* callbacks
+}
+
+// maxExitedProcesses bounds the process table's memory of exited processes.
+const maxExitedProcesses = 512
+
+// ID returns the sidecar-assigned VM id.
+func (vm *VM) ID() string { return vm.id }
+
+// Sidecar returns the sidecar hosting the VM.
+func (vm *VM) Sidecar() *Sidecar { return vm.s }
+
+// CreatedAt returns when the VM was created.
+func (vm *VM) CreatedAt() time.Time { return vm.createdAt }
+
+// Agents returns the ACP agents the VM's software provides.
+func (vm *VM) Agents() []protocol.AgentosProjectedAgent { return slices.Clone(vm.agents) }
+
+// State returns the VM's state and, for lost or disposed VMs, why.
+func (vm *VM) State() (VMState, error) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.state, vm.stateErr
+}
+
+// Subscribe returns a bounded feed of the VM's events.
+func (vm *VM) Subscribe(buffer int) *Subscription[VMEvent] { return vm.events.subscribe(buffer) }
+
+// vmConfigJSON is the CreateVmRequest config the sidecar parses; field order
+// follows the official SDK.
+type vmConfigJSON struct {
+	Env                 map[string]string `json:"env"`
+	Database            *vmDatabaseJSON   `json:"database,omitempty"`
+	Limits              map[string]any    `json:"limits,omitempty"`
+	RootFilesystem      vmRootFSJSON      `json:"rootFilesystem"`
+	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts"`
+	BootstrapCommands   []string          `json:"bootstrapCommands"`
+}
+
+type vmDatabaseJSON struct {
+	Type string `json:"type"`
+	Path string `json:"path"`
+}
+
+type vmRootFSJSON struct {
+	Mode                    string `json:"mode"`
+	DisableDefaultBaseLayer bool   `json:"disableDefaultBaseLayer"`
+	Lowers                  []any  `json:"lowers"`
+	BootstrapEntries        []any  `json:"bootstrapEntries"`
+}
+
+// CreateVM creates, configures and bootstraps a VM, following the sequence of
+// AgentOs.create() (SPEC §7.1). ctx bounds the wait; a VM that the sidecar
+// created before ctx ended is disposed rather than leaked.
+func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (_ *VM, err error) {
+	packages, err := s.resolvePackages(opts)
+	if err != nil {
+		return nil, err
+	}
+	env := maps.Clone(DefaultEnv)
+	maps.Copy(env, opts.Env)
+	ports := opts.LoopbackExemptPorts
+	if ports == nil {
+		ports = []uint16{}
+	}
+	boot := opts.BootstrapCommands
+	if boot == nil {
+		boot = DefaultBootstrapCommands
+	}
+	cfg := vmConfigJSON{
+		Env:                 env,
+		Limits:              opts.Limits,
+		RootFilesystem:      vmRootFSJSON{Mode: "ephemeral", Lowers: []any{}, BootstrapEntries: []any{}},
+		LoopbackExemptPorts: ports,
+		BootstrapCommands:   boot,
+	}
+	var dbPath string
+	if opts.Database || len(opts.Agents) > 0 {
+		dir := opts.DataDir
+		if dir == "" {
+			dir = os.TempDir()
+		}
+		f, err := os.CreateTemp(dir, "agentos-vm-*.db")
+		if err != nil {
+			return nil, fmt.Errorf("agentos: session database: %w", err)
+		}
+		f.Close()
+		// The sidecar creates the database itself; an empty file is fine.
+		dbPath = f.Name()
+		cfg.Database = &vmDatabaseJSON{Type: "sqlite_file", Path: dbPath}
+		defer func() {
+			if err != nil {
+				os.Remove(dbPath)
+			}
+		}()
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: vm config: %v", ErrInvalidArgument, err)
+	}
+
+	s.mu.Lock()
+	s.creating++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.creating--
+		if s.creating == 0 {
+			clear(s.orphans)
+		}
+		s.mu.Unlock()
+	}()
+
+	// The create call is not abandoned on ctx: if it were, a VM created
+	// after we stopped listening would live on in the sidecar unseen.
+	resp, err := s.call(context.WithoutCancel(ctx), protocol.SessionOwnership{ConnectionID: s.connectionID, SessionID: s.sessionID},
+		protocol.CreateVMRequest{Runtime: protocol.GuestRuntimeKindJavaScript, Config: string(cfgJSON)})
+	if err != nil {
+		return nil, fmt.Errorf("agentos: create vm: %w", err)
+	}
+	created, ok := resp.(protocol.VMCreatedResponse)
+	if !ok {
+		return nil, unexpected("CreateVmRequest", resp)
+	}
+	vm := &VM{
+		s:         s,
+		id:        created.VMID,
+		own:       protocol.VMOwnership{ConnectionID: s.connectionID, SessionID: s.sessionID, VMID: created.VMID},
+		createdAt: time.Now(),
+		dbPath:    dbPath,
+		state:     VMCreating,
+		ready:     make(chan struct{}),
+		procs:     make(map[string]*Process),
+		sessions:  make(map[string]*Session),
+	}
+	vm.terminals.vm = vm
+	vm.cfg = protocol.ConfigureVMRequest{
+		Mounts:                   []protocol.MountDescriptor{},
+		Software:                 []protocol.SoftwareDescriptor{},
+		Permissions:              opts.Permissions,
+		Instructions:             []string{},
+		ProjectedModules:         []protocol.ProjectedModuleDescriptor{},
+		CommandPermissions:       protocol.MapOf(opts.CommandPermissions),
+		LoopbackExemptPorts:      ports,
+		Packages:                 packages,
+		PackagesMountAt:          "/opt/agentos",
+		BootstrapCommands:        []string{},
+		HostFunctionShimCommands: []string{},
+	}
+	if err := s.register(vm); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			// Best effort, bounded: the caller's ctx may be what failed.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = vm.Dispose(dctx)
+		}
+	}()
+
+	configured, err := vm.configureLocked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vm.agents = configured.Agents
+	if err := vm.bootstrapDirs(ctx); err != nil {
+		return nil, err
+	}
+	// READY normally arrived before VmCreatedResponse (different lanes).
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-vm.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, errors.New("agentos: vm did not report READY within 10s")
+	}
+	vm.mu.Lock()
+	st, stErr := vm.state, vm.stateErr
+	vm.mu.Unlock()
+	if st != VMReady {
+		return nil, fmt.Errorf("agentos: vm %s is %s: %w", vm.id, st, stErr)
+	}
+	return vm, nil
+}
+
+func (s *Sidecar) resolvePackages(opts VMOptions) ([]protocol.PackageDescriptor, error) {
+	var paths []string
+	for _, p := range DefaultSoftware {
+		paths = append(paths, s.opts.Engine.PackagePath(p))
+	}
+	extra := slices.Clone(opts.Software)
+	for _, a := range opts.Agents {
+		pkg, ok := AgentPackages[a]
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown agent %q", ErrInvalidArgument, a)
+		}
+		extra = append(extra, pkg)
+	}
+	for _, sw := range extra {
+		p := sw
+		if !filepath.IsAbs(sw) {
+			p = s.opts.Engine.PackagePath(sw)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%w: software %q not installed (%s)", ErrInvalidArgument, sw, p)
+		}
+		if !slices.Contains(paths, p) {
+			paths = append(paths, p)
+		}
+	}
+	out := make([]protocol.PackageDescriptor, len(paths))
+	for i, p := range paths {
+		out[i] = protocol.PackageDescriptor{Path: p}
+	}
+	return out, nil
+}
+
+// register makes the VM visible to event routing and hands it the events
+// that arrived before its id was known.
+func (s *Sidecar) register(vm *VM) error {
+	s.mu.Lock()
+	if s.vms == nil || s.deadErr != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("agentos: create vm: %w", s.Err())
+	}
+	s.vms[vm.id] = vm
+	early := s.orphans[vm.id]
+	delete(s.orphans, vm.id)
+	s.mu.Unlock()
+	for _, ev := range early {
+		vm.handleEvent(ev)
+	}
+	return nil
+}
+
+func (s *Sidecar) unregister(vm *VM) {
+	s.mu.Lock()
+	if s.vms != nil && s.vms[vm.id] == vm {
+		delete(s.vms, vm.id)
+	}
+	s.mu.Unlock()
+}
+
+// VMs returns the live VMs of the sidecar.
+func (s *Sidecar) VMs() []*VM {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.vms))
+}
+
+func (vm *VM) configureLocked(ctx context.Context) (protocol.VMConfiguredResponse, error) {
+	resp, err := vm.call(ctx, vm.cfg)
+	if err != nil {
+		return protocol.VMConfiguredResponse{}, fmt.Errorf("agentos: configure vm: %w", err)
+	}
+	c, ok := resp.(protocol.VMConfiguredResponse)
+	if !ok {
+		return c, unexpected("ConfigureVmRequest", resp)
+	}
+	return c, nil
+}
+
+// bootstrapDirs creates the POSIX directories the official SDK guarantees.
+// The SDK first downloads a ~200 KB snapshot of the whole root filesystem to
+// find the missing ones. Bootstrapping a directory that already exists is
+// accepted, and the base layer (fixed for a pinned sidecar) has symlinks at
+// /var/lock and /var/run, so one request without those normally does it; if
+// the sidecar still refuses with EEXIST, the snapshot way is the fallback.
+func (vm *VM) bootstrapDirs(ctx context.Context) error {
+	dirs := slices.DeleteFunc(slices.Clone(posixDirs), func(d string) bool { return d == "/var/lock" || d == "/var/run" })
+	err := vm.bootstrap(ctx, dirs)
+	var rej *RejectedError
+	if errors.As(err, &rej) && rej.Errno == "EEXIST" {
+		var missing []string
+		if missing, err = vm.missingDirs(ctx); err == nil && len(missing) > 0 {
+			err = vm.bootstrap(ctx, missing)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("agentos: bootstrap root filesystem: %w", err)
+	}
+	return nil
+}
+
+func (vm *VM) bootstrap(ctx context.Context, dirs []string) error {
+	mode, zero := uint32(0o755), uint32(0)
+	entries := make([]protocol.RootFilesystemEntry, len(dirs))
+	for i, d := range dirs {
+		entries[i] = protocol.RootFilesystemEntry{Path: d, Kind: protocol.RootFilesystemEntryKindDirectory, Mode: &mode, UID: &zero, GID: &zero, Executable: true}
+	}
+	resp, err := vm.call(ctx, protocol.BootstrapRootFilesystemRequest{Entries: entries})
+	if err != nil {
+		return err
+	}
+	if _, ok := resp.(protocol.RootFilesystemBootstrappedResponse); !ok {
+		return unexpected("BootstrapRootFilesystemRequest", resp)
+	}
+	return nil
+}
+
+// missingDirs is the official SDK's way: snapshot the root filesystem and
+// compare.
+func (vm *VM) missingDirs(ctx context.Context) ([]string, error) {
+	entries, err := vm.ExportRootFilesystem(ctx, 1<<53-1)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		have[e.Path] = true
+	}
+	var missing []string
+	for _, d := range posixDirs {
+		if !have[d] {
+			missing = append(missing, d)
+		}
+	}
+	return missing, nil
+}
+
+// call sends a VM-owned request. Calls on a lost or disposed VM fail at once.
+func (vm *VM) call(ctx context.Context, req protocol.RequestPayload) (protocol.ResponsePayload, error) {
+	if err := vm.usable(); err != nil {
+		return nil, err
+	}
+	return vm.s.call(ctx, vm.own, req)
+}
+
+func (vm *VM) usable() error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	switch vm.state {
+	case VMLost, VMDisposed:
+		return vm.stateErr
+	}
+	return nil
+}
+
+// ConfigureOptions change a live VM. Nil fields keep their current value.
+type ConfigureOptions struct {
+	Permissions         *protocol.PermissionsPolicy
+	LoopbackExemptPorts []uint16
+	Software            []string // added to what the VM has
+	Mounts              []protocol.MountDescriptor
+}
+
+// Configure changes a live VM. ConfigureVmRequest replaces the whole
+// configuration, so the client keeps it and resends it complete.
+func (vm *VM) Configure(ctx context.Context, o ConfigureOptions) error {
+	vm.cfgMu.Lock()
+	defer vm.cfgMu.Unlock()
+	prev := vm.cfg
+	if o.Permissions != nil {
+		vm.cfg.Permissions = o.Permissions
+	}
+	if o.LoopbackExemptPorts != nil {
+		vm.cfg.LoopbackExemptPorts = o.LoopbackExemptPorts
+	}
+	if o.Mounts != nil {
+		vm.cfg.Mounts = o.Mounts
+	}
+	if len(o.Software) > 0 {
+		pk, err := vm.s.resolvePackages(VMOptions{Software: o.Software})
+		if err != nil {
+			vm.cfg = prev
+			return err
+		}
+		for _, p := range pk {
+			if !slices.Contains(vm.cfg.Packages, p) {
+				vm.cfg.Packages = append(slices.Clone(vm.cfg.Packages), p)
+			}
+		}
+	}
+	c, err := vm.configureLocked(ctx)
+	if err != nil {
+		vm.cfg = prev
+		return err
+	}
+	vm.agents = c.Agents
+	return nil
+}
+
+// Dispose destroys the VM. Processes still running on it are killed by the
+// sidecar; their waiters get ErrVMDisposed, never a made-up exit code.
+func (vm *VM) Dispose(ctx context.Context) error {
+	vm.mu.Lock()
+	switch vm.state {
+	case VMDisposed:
+		vm.mu.Unlock()
+		return nil
+	case VMLost:
+		err := vm.stateErr
+		vm.mu.Unlock()
+		vm.cleanupFiles()
+		return err
+	}
+	vm.state = VMDisposing
+	vm.mu.Unlock()
+	vm.events.publish(VMEvent{Kind: "lifecycle", Time: time.Now(), State: VMDisposing})
+
+	vm.closeSessions(ctx)
+	resp, err := vm.s.call(ctx, vm.own, protocol.DisposeVMRequest{Reason: protocol.DisposeReasonRequested})
+	if err == nil {
+		if _, ok := resp.(protocol.VMDisposedResponse); !ok {
+			err = unexpected("DisposeVmRequest", resp)
+		}
+	}
+	if err != nil {
+		var exited *SidecarExitedError
+		if errors.As(err, &exited) || errors.Is(err, ErrClosed) {
+			return err // lost() has already run
+		}
+		vm.mu.Lock()
+		if vm.state == VMDisposing {
+			vm.state = VMReady
+		}
+		vm.mu.Unlock()
+		return fmt.Errorf("agentos: dispose vm %s: %w", vm.id, err)
+	}
+	vm.finish(VMDisposed, fmt.Errorf("%w: %s", ErrVMDisposed, vm.id))
+	return nil
+}
+
+// lost is called by the sidecar's supervisor when the sidecar died.
+func (vm *VM) lost(err error) { vm.finish(VMLost, err) }
+
+// finish moves the VM to a final state and fails everything still waiting
+// on it.
+func (vm *VM) finish(state VMState, err error) {
+	vm.mu.Lock()
+	if vm.state == VMDisposed || vm.state == VMLost {
+		vm.mu.Unlock()
+		return
+	}
+	vm.state, vm.stateErr = state, err
+	procs := slices.Collect(maps.Values(vm.procs))
+	sessions := slices.Collect(maps.Values(vm.sessions))
+	select {
+	case <-vm.ready:
+	default:
+		close(vm.ready)
+	}
+	vm.mu.Unlock()
+
+	vm.s.unregister(vm)
+	for _, p := range procs {
+		p.fail(err)
+	}
+	for _, ss := range sessions {
+		ss.end(err)
+	}
+	vm.terminals.closeAll()
+	reason := ""
+	if err != nil && state == VMLost {
+		reason = err.Error()
+	}
+	vm.events.publish(VMEvent{Kind: "lifecycle", Time: time.Now(), State: state, Reason: reason})
+	vm.events.close(err)
+	vm.acpEvents.close(err)
+	vm.cleanupFiles()
+}
+
+func (vm *VM) cleanupFiles() {
+	if vm.dbPath != "" {
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			os.Remove(vm.dbPath + suffix)
+		}
+	}
+}
+
+// handleEvent runs on the sidecar's event lane and must not block.
+func (vm *VM) handleEvent(ev protocol.EventPayload) {
+	switch e := ev.(type) {
+	case protocol.VMLifecycleEvent:
+		vm.onLifecycle(e.State)
+	case protocol.ProcessOutputEvent:
+		if p := vm.process(e.ProcessID); p != nil {
+			stream := Stdout
+			if e.Channel == protocol.StreamChannelStderr {
+				stream = Stderr
+			}
+			p.output(stream, e.Chunk)
+		}
+	case protocol.ProcessExitedEvent:
+		if p := vm.process(e.ProcessID); p != nil {
+			p.exit(int(e.ExitCode))
+		}
+	case protocol.StructuredEvent:
+		kind := "structured"
+		if e.Name == "limit_warning" {
+			kind = "limit_warning"
+		}
+		vm.events.publish(VMEvent{Kind: kind, Time: time.Now(), Name: e.Name, Detail: e.Detail.ToMap()})
+	case protocol.ExtEnvelope:
+		if e.Namespace == protocol.ACPNamespace {
+			vm.handleACPEvent(e.Payload)
+		}
+	}
+}
+
+func (vm *VM) onLifecycle(st protocol.VMLifecycleState) {
+	var next VMState
+	switch st {
+	case protocol.VMLifecycleStateCreating:
+		next = VMCreating
+	case protocol.VMLifecycleStateReady:
+		next = VMReady
+	case protocol.VMLifecycleStateDisposing:
+		next = VMDisposing
+	case protocol.VMLifecycleStateDisposed:
+		// Final bookkeeping happens when DisposeVmResponse arrives.
+		return
+	case protocol.VMLifecycleStateFailed:
+		next = VMFailed
+	default:
+		return
+	}
+	vm.mu.Lock()
+	if vm.state == VMLost || vm.state == VMDisposed || vm.state == next {
+		vm.mu.Unlock()
+		return
+	}
+	vm.state = next
+	if next == VMFailed {
+		vm.stateErr = fmt.Errorf("agentos: vm %s failed", vm.id)
+	}
+	if next == VMReady || next == VMFailed {
+		select {
+		case <-vm.ready:
+		default:
+			close(vm.ready)
+		}
+	}
+	vm.mu.Unlock()
+	vm.events.publish(VMEvent{Kind: "lifecycle", Time: time.Now(), State: next})
+}
+
+func (vm *VM) newProcessID() string {
+	return "proc-" + strconv.FormatInt(1000000+vm.nextProc.Add(1)-1, 10)
+}
