@@ -74,11 +74,13 @@ func (vm *VM) ExecArgv(ctx context.Context, argv []string, o ExecOptions) (*Exec
 		return nil, err
 	}
 	if o.Stdin != nil {
-		if _, err := p.Write(ctx, o.Stdin); err != nil && !p.exited() {
+		// A process may exit without reading its input; the sidecar then
+		// rejects the write, which is not the exec's failure.
+		if _, err := p.Write(ctx, o.Stdin); err != nil && !isRejected(err) {
 			p.killDetached()
 			return nil, err
 		}
-		if err := p.CloseStdin(ctx); err != nil && !p.exited() {
+		if err := p.CloseStdin(ctx); err != nil && !isRejected(err) {
 			p.killDetached()
 			return nil, err
 		}
@@ -90,7 +92,6 @@ func (vm *VM) ExecArgv(ctx context.Context, argv []string, o ExecOptions) (*Exec
 		defer t.Stop()
 		deadline = t.C
 	}
-	var waitErr error
 	select {
 	case <-p.done:
 	case <-deadline:
@@ -98,9 +99,9 @@ func (vm *VM) ExecArgv(ctx context.Context, argv []string, o ExecOptions) (*Exec
 			return c.result(p, start), fmt.Errorf("agentos: exec %q: %w (after %s)", argv[0], err, o.Timeout)
 		}
 		if _, err := p.Wait(context.Background()); err != nil {
-			return nil, err
+			return nil, err // lost, not timed out
 		}
-		waitErr = fmt.Errorf("agentos: exec %q: %w (%s)", argv[0], ErrTimeout, o.Timeout)
+		return c.result(p, start), fmt.Errorf("agentos: exec %q: %w (%s)", argv[0], ErrTimeout, o.Timeout)
 	case <-ctx.Done():
 		p.killDetached()
 		return nil, ctx.Err()
@@ -108,7 +109,7 @@ func (vm *VM) ExecArgv(ctx context.Context, argv []string, o ExecOptions) (*Exec
 	if _, err := p.Wait(context.Background()); err != nil {
 		return nil, err
 	}
-	return c.result(p, start), waitErr
+	return c.result(p, start), nil
 }
 
 // collector gathers exec output up to a cap per stream.

@@ -199,8 +199,12 @@ func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Proces
 	}
 	p.mu.Unlock()
 	if o.CloseStdin {
-		if err := p.CloseStdin(ctx); err != nil && !p.exited() {
-			return p, err
+		// A process that already exited has no stdin to close; the sidecar
+		// may say so before its exit event arrives, so a rejection here is
+		// not an error (the process's own outcome tells what happened).
+		if err := p.CloseStdin(ctx); err != nil && !isRejected(err) {
+			p.killDetached()
+			return nil, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -537,10 +541,17 @@ func (p *Process) Kill(ctx context.Context) error {
 	p.lastSignal = "SIGKILL"
 	p.mu.Unlock()
 	err := p.vm.signal(ctx, p.id, "SIGKILL")
-	if err != nil && p.exited() {
-		return nil // it exited on its own meanwhile
+	if isRejected(err) {
+		// The process exited on its own meanwhile (its exit event may still
+		// be on its way); waiting for it confirms either way.
+		return nil
 	}
 	return err
+}
+
+func isRejected(err error) bool {
+	var rej *RejectedError
+	return errors.As(err, &rej)
 }
 
 // GuestProcess is a row of the guest kernel's process table.
