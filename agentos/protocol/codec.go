@@ -28,7 +28,7 @@ var (
 
 // DecodeError describes why a payload could not be decoded.
 type DecodeError struct {
-	Type   string // innermost schema type being decoded, e.g. "VmOwnership"
+	Type   string // innermost struct, union or enum being decoded, e.g. "VmOwnership"
 	Offset int    // byte offset in the payload where the problem was detected
 	Err    error  // one of the Err* sentinels
 }
@@ -217,7 +217,9 @@ func (r *Reader) invalid(off int, typ string, err error) {
 }
 
 // annotate attributes a pending error to typ unless an inner type already
-// claimed it. Generated decoders call it on the way out.
+// claimed it. Generated decoders call it on the way out; because they
+// return at once when entered with an error pending, only decoders that
+// were active when the error happened get here.
 func (r *Reader) annotate(typ string) {
 	if r.err != nil && r.err.Type == "" {
 		r.err.Type = typ

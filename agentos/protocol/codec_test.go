@@ -64,6 +64,11 @@ func TestErrorMessages(t *testing.T) {
 	if got, want := err.Error(), "protocol: encoding ShutdownControl: string is not valid UTF-8"; got != want {
 		t.Errorf("EncodeError = %q, want %q", got, want)
 	}
+	// The failing struct is blamed, not a sibling encoded after it.
+	_, err = MarshalFrame(RequestFrame{Schema: ProtocolSchema{Name: "\xff"}, Ownership: VMOwnership{}, Payload: CreateLayerRequest{}})
+	if got, want := err.Error(), "protocol: encoding ProtocolSchema: string is not valid UTF-8"; got != want {
+		t.Errorf("EncodeError = %q, want %q", got, want)
+	}
 	err = &FrameTooLargeError{Size: 20, Max: 10}
 	if got, want := err.Error(), "protocol: frame of 20 bytes exceeds the limit of 10"; got != want {
 		t.Errorf("FrameTooLargeError = %q, want %q", got, want)

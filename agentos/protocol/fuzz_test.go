@@ -41,6 +41,9 @@ func mustBeDecodeError(t *testing.T, err error) {
 	if !errors.As(err, &de) {
 		t.Fatalf("error %v (%T) is not a *DecodeError", err, err)
 	}
+	if de.Type == "" {
+		t.Fatalf("error %v names no schema type", err)
+	}
 }
 
 func FuzzUnmarshalFrame(f *testing.F) {

@@ -74,8 +74,8 @@ func TestHostileInputs(t *testing.T) {
 		errType string // expected DecodeError.Type, if set
 		errOff  int    // expected DecodeError.Offset, if errType is set
 	}{
-		{"empty payload", nil, frame, ErrTruncated, "", 0},
-		{"empty ACP payload", nil, acpReq, ErrTruncated, "", 0},
+		{"empty payload", nil, frame, ErrTruncated, "ProtocolFrame", 0},
+		{"empty ACP payload", nil, acpReq, ErrTruncated, "AcpRequest", 0},
 		{"unknown frame tag", frameHead(6), frame, ErrUnknownTag, "ProtocolFrame", 0},
 		{"unknown frame tag 128", cat(0x80, 0x01), frame, ErrUnknownTag, "ProtocolFrame", 0},
 		{"unknown ownership tag", cat(frameHead(0), "12345678", 3), frame, ErrUnknownTag, "OwnershipScope", 34},
@@ -96,7 +96,8 @@ func TestHostileInputs(t *testing.T) {
 		{"non-canonical tag", cat(0x80, 0x00), frame, ErrNonCanonical, "", 0},
 		{"varint overflow (10th byte > 1)", control(bytes.Repeat([]byte{0xff}, 9), 0x02), frame, ErrOverflow, "", 0},
 		{"varint longer than 10 bytes", control(bytes.Repeat([]byte{0x80}, 10), 0x01), frame, ErrOverflow, "", 0},
-		{"truncated varint", control(0x80), frame, ErrTruncated, "", 0},
+		{"truncated varint", control(0x80), frame, ErrTruncated, "ShutdownControl", 27},
+		{"truncated union tag", cat(frameHead(0), "12345678"), frame, ErrTruncated, "OwnershipScope", 34},
 		{"bool 0x02", cat(19, 2), acpReq, ErrInvalidBool, "AcpListAgentsRequest", 1},
 		{"bool 0xff", cat(0, 0xff), acpResp, ErrInvalidBool, "", 0},
 		{"optional presence 0x02", request(1, 0, 2), frame, ErrInvalidOptional, "SidecarPlacementShared", 39},
@@ -114,6 +115,9 @@ func TestHostileInputs(t *testing.T) {
 			var de *DecodeError
 			if !errors.As(err, &de) {
 				t.Fatalf("error %T is not a *DecodeError", err)
+			}
+			if de.Type == "" {
+				t.Errorf("error %v names no schema type", err)
 			}
 			if tc.errType != "" && (de.Type != tc.errType || tc.errOff != 0 && de.Offset != tc.errOff) {
 				t.Errorf("error at %s offset %d, want %s offset %d (%v)", de.Type, de.Offset, tc.errType, tc.errOff, err)

@@ -64,7 +64,7 @@ func (g *valueGen) fill(v reflect.Value, memberIdx int) {
 		if memberIdx < 0 {
 			memberIdx = g.rng.IntN(len(ms))
 		}
-		m := reflect.New(reflect.TypeOf(ms[memberIdx % len(ms)])).Elem()
+		m := reflect.New(reflect.TypeOf(ms[memberIdx%len(ms)])).Elem()
 		g.fill(m, -1)
 		v.Set(m)
 	case reflect.Pointer:

@@ -15,12 +15,18 @@ type ProtocolSchema struct {
 }
 
 func (v *ProtocolSchema) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Name)
 	w.U16(v.Version)
 	w.annotate("ProtocolSchema")
 }
 
 func (v *ProtocolSchema) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Name = r.Str()
 	v.Version = r.U16()
 	r.annotate("ProtocolSchema")
@@ -37,12 +43,18 @@ type ExtEnvelope struct {
 }
 
 func (v *ExtEnvelope) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Namespace)
 	w.Data(v.Payload)
 	w.annotate("ExtEnvelope")
 }
 
 func (v *ExtEnvelope) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Namespace = r.Str()
 	v.Payload = r.Data()
 	r.annotate("ExtEnvelope")
@@ -55,11 +67,17 @@ type ConnectionOwnership struct {
 }
 
 func (v *ConnectionOwnership) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ConnectionID)
 	w.annotate("ConnectionOwnership")
 }
 
 func (v *ConnectionOwnership) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ConnectionID = r.Str()
 	r.annotate("ConnectionOwnership")
 }
@@ -72,12 +90,18 @@ type SessionOwnership struct {
 }
 
 func (v *SessionOwnership) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ConnectionID)
 	w.Str(v.SessionID)
 	w.annotate("SessionOwnership")
 }
 
 func (v *SessionOwnership) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ConnectionID = r.Str()
 	v.SessionID = r.Str()
 	r.annotate("SessionOwnership")
@@ -92,6 +116,9 @@ type VMOwnership struct {
 }
 
 func (v *VMOwnership) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ConnectionID)
 	w.Str(v.SessionID)
 	w.Str(v.VMID)
@@ -99,6 +126,9 @@ func (v *VMOwnership) encode(w *Writer) {
 }
 
 func (v *VMOwnership) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ConnectionID = r.Str()
 	v.SessionID = r.Str()
 	v.VMID = r.Str()
@@ -139,9 +169,13 @@ func encodeOwnershipScope(w *Writer, v OwnershipScope) {
 }
 
 func decodeOwnershipScope(r *Reader) OwnershipScope {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("OwnershipScope")
 		return nil
 	}
 	switch tag {
@@ -172,6 +206,9 @@ type AuthenticateRequest struct {
 }
 
 func (v *AuthenticateRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ClientName)
 	w.Str(v.AuthToken)
 	w.U16(v.ProtocolVersion)
@@ -180,6 +217,9 @@ func (v *AuthenticateRequest) encode(w *Writer) {
 }
 
 func (v *AuthenticateRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ClientName = r.Str()
 	v.AuthToken = r.Str()
 	v.ProtocolVersion = r.U16()
@@ -194,6 +234,9 @@ type SidecarPlacementShared struct {
 }
 
 func (v *SidecarPlacementShared) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Pool != nil)
 	if v.Pool != nil {
 		w.Str(*v.Pool)
@@ -202,6 +245,9 @@ func (v *SidecarPlacementShared) encode(w *Writer) {
 }
 
 func (v *SidecarPlacementShared) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Pool = new(string)
 		*v.Pool = r.Str()
@@ -216,11 +262,17 @@ type SidecarPlacementExplicit struct {
 }
 
 func (v *SidecarPlacementExplicit) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SidecarID)
 	w.annotate("SidecarPlacementExplicit")
 }
 
 func (v *SidecarPlacementExplicit) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SidecarID = r.Str()
 	r.annotate("SidecarPlacementExplicit")
 }
@@ -254,9 +306,13 @@ func encodeSidecarPlacement(w *Writer, v SidecarPlacement) {
 }
 
 func decodeSidecarPlacement(r *Reader) SidecarPlacement {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("SidecarPlacement")
 		return nil
 	}
 	switch tag {
@@ -281,6 +337,9 @@ type OpenSessionRequest struct {
 }
 
 func (v *OpenSessionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeSidecarPlacement(w, v.Placement)
 	if !uniqueKeys(v.Metadata) {
 		w.fail("OpenSessionRequest", ErrDuplicateKey)
@@ -294,6 +353,9 @@ func (v *OpenSessionRequest) encode(w *Writer) {
 }
 
 func (v *OpenSessionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Placement = decodeSidecarPlacement(r)
 	if n := r.ListLen(2); n > 0 {
 		v.Metadata = make(Map[string, string], n)
@@ -477,6 +539,9 @@ type RootFilesystemEntry struct {
 }
 
 func (v *RootFilesystemEntry) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Path)
 	encodeRootFilesystemEntryKind(w, v.Kind)
 	w.Optional(v.Mode != nil)
@@ -508,6 +573,9 @@ func (v *RootFilesystemEntry) encode(w *Writer) {
 }
 
 func (v *RootFilesystemEntry) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Path = r.Str()
 	v.Kind = decodeRootFilesystemEntryKind(r)
 	if r.Optional() {
@@ -545,6 +613,9 @@ type SnapshotRootFilesystemLower struct {
 }
 
 func (v *SnapshotRootFilesystemLower) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Entries)))
 	for i := range v.Entries {
 		v.Entries[i].encode(w)
@@ -553,6 +624,9 @@ func (v *SnapshotRootFilesystemLower) encode(w *Writer) {
 }
 
 func (v *SnapshotRootFilesystemLower) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(9); n > 0 {
 		v.Entries = make([]RootFilesystemEntry, n)
 		for i := range v.Entries {
@@ -595,9 +669,13 @@ func encodeRootFilesystemLowerDescriptor(w *Writer, v RootFilesystemLowerDescrip
 }
 
 func decodeRootFilesystemLowerDescriptor(r *Reader) RootFilesystemLowerDescriptor {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("RootFilesystemLowerDescriptor")
 		return nil
 	}
 	switch tag {
@@ -621,6 +699,9 @@ type RootFilesystemDescriptor struct {
 }
 
 func (v *RootFilesystemDescriptor) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeRootFilesystemMode(w, v.Mode)
 	w.Bool(v.DisableDefaultBaseLayer)
 	w.Uint(uint64(len(v.Lowers)))
@@ -635,6 +716,9 @@ func (v *RootFilesystemDescriptor) encode(w *Writer) {
 }
 
 func (v *RootFilesystemDescriptor) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Mode = decodeRootFilesystemMode(r)
 	v.DisableDefaultBaseLayer = r.Bool()
 	if n := r.ListLen(1); n > 0 {
@@ -701,6 +785,9 @@ type FsPermissionRule struct {
 }
 
 func (v *FsPermissionRule) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodePermissionMode(w, v.Mode)
 	w.Uint(uint64(len(v.Operations)))
 	for i := range v.Operations {
@@ -714,6 +801,9 @@ func (v *FsPermissionRule) encode(w *Writer) {
 }
 
 func (v *FsPermissionRule) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Mode = decodePermissionMode(r)
 	if n := r.ListLen(1); n > 0 {
 		v.Operations = make([]string, n)
@@ -738,6 +828,9 @@ type FsPermissionRuleSet struct {
 }
 
 func (v *FsPermissionRuleSet) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Default != nil)
 	if v.Default != nil {
 		encodePermissionMode(w, *v.Default)
@@ -750,6 +843,9 @@ func (v *FsPermissionRuleSet) encode(w *Writer) {
 }
 
 func (v *FsPermissionRuleSet) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Default = new(PermissionMode)
 		*v.Default = decodePermissionMode(r)
@@ -792,9 +888,13 @@ func encodeFsPermissionScope(w *Writer, v FsPermissionScope) {
 }
 
 func decodeFsPermissionScope(r *Reader) FsPermissionScope {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("FsPermissionScope")
 		return nil
 	}
 	switch tag {
@@ -817,6 +917,9 @@ type PatternPermissionRule struct {
 }
 
 func (v *PatternPermissionRule) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodePermissionMode(w, v.Mode)
 	w.Uint(uint64(len(v.Operations)))
 	for i := range v.Operations {
@@ -830,6 +933,9 @@ func (v *PatternPermissionRule) encode(w *Writer) {
 }
 
 func (v *PatternPermissionRule) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Mode = decodePermissionMode(r)
 	if n := r.ListLen(1); n > 0 {
 		v.Operations = make([]string, n)
@@ -854,6 +960,9 @@ type PatternPermissionRuleSet struct {
 }
 
 func (v *PatternPermissionRuleSet) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Default != nil)
 	if v.Default != nil {
 		encodePermissionMode(w, *v.Default)
@@ -866,6 +975,9 @@ func (v *PatternPermissionRuleSet) encode(w *Writer) {
 }
 
 func (v *PatternPermissionRuleSet) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Default = new(PermissionMode)
 		*v.Default = decodePermissionMode(r)
@@ -908,9 +1020,13 @@ func encodePatternPermissionScope(w *Writer, v PatternPermissionScope) {
 }
 
 func decodePatternPermissionScope(r *Reader) PatternPermissionScope {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("PatternPermissionScope")
 		return nil
 	}
 	switch tag {
@@ -936,6 +1052,9 @@ type PermissionsPolicy struct {
 }
 
 func (v *PermissionsPolicy) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Fs != nil)
 	if v.Fs != nil {
 		encodeFsPermissionScope(w, *v.Fs)
@@ -964,6 +1083,9 @@ func (v *PermissionsPolicy) encode(w *Writer) {
 }
 
 func (v *PermissionsPolicy) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Fs = new(FsPermissionScope)
 		*v.Fs = decodeFsPermissionScope(r)
@@ -999,12 +1121,18 @@ type CreateVMRequest struct {
 }
 
 func (v *CreateVMRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeGuestRuntimeKind(w, v.Runtime)
 	w.Str(v.Config)
 	w.annotate("CreateVmRequest")
 }
 
 func (v *CreateVMRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Runtime = decodeGuestRuntimeKind(r)
 	v.Config = r.Str()
 	r.annotate("CreateVmRequest")
@@ -1057,11 +1185,17 @@ type DisposeVMRequest struct {
 }
 
 func (v *DisposeVMRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeDisposeReason(w, v.Reason)
 	w.annotate("DisposeVmRequest")
 }
 
 func (v *DisposeVMRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Reason = decodeDisposeReason(r)
 	r.annotate("DisposeVmRequest")
 }
@@ -1073,6 +1207,9 @@ type BootstrapRootFilesystemRequest struct {
 }
 
 func (v *BootstrapRootFilesystemRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Entries)))
 	for i := range v.Entries {
 		v.Entries[i].encode(w)
@@ -1081,6 +1218,9 @@ func (v *BootstrapRootFilesystemRequest) encode(w *Writer) {
 }
 
 func (v *BootstrapRootFilesystemRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(9); n > 0 {
 		v.Entries = make([]RootFilesystemEntry, n)
 		for i := range v.Entries {
@@ -1097,12 +1237,18 @@ type MountPluginDescriptor struct {
 }
 
 func (v *MountPluginDescriptor) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ID)
 	w.Str(v.Config)
 	w.annotate("MountPluginDescriptor")
 }
 
 func (v *MountPluginDescriptor) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ID = r.Str()
 	v.Config = r.Str()
 	r.annotate("MountPluginDescriptor")
@@ -1118,6 +1264,9 @@ type MountDescriptor struct {
 }
 
 func (v *MountDescriptor) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.GuestPath)
 	w.Str(v.GuestSource)
 	w.Str(v.GuestFstype)
@@ -1127,6 +1276,9 @@ func (v *MountDescriptor) encode(w *Writer) {
 }
 
 func (v *MountDescriptor) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.GuestPath = r.Str()
 	v.GuestSource = r.Str()
 	v.GuestFstype = r.Str()
@@ -1143,6 +1295,9 @@ type MountInfo struct {
 }
 
 func (v *MountInfo) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Path)
 	w.Str(v.Kind)
 	w.Bool(v.ReadOnly)
@@ -1150,6 +1305,9 @@ func (v *MountInfo) encode(w *Writer) {
 }
 
 func (v *MountInfo) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Path = r.Str()
 	v.Kind = r.Str()
 	v.ReadOnly = r.Bool()
@@ -1163,12 +1321,18 @@ type SoftwareDescriptor struct {
 }
 
 func (v *SoftwareDescriptor) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.PackageName)
 	w.Str(v.Root)
 	w.annotate("SoftwareDescriptor")
 }
 
 func (v *SoftwareDescriptor) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.PackageName = r.Str()
 	v.Root = r.Str()
 	r.annotate("SoftwareDescriptor")
@@ -1181,12 +1345,18 @@ type ProjectedModuleDescriptor struct {
 }
 
 func (v *ProjectedModuleDescriptor) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.PackageName)
 	w.Str(v.Entrypoint)
 	w.annotate("ProjectedModuleDescriptor")
 }
 
 func (v *ProjectedModuleDescriptor) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.PackageName = r.Str()
 	v.Entrypoint = r.Str()
 	r.annotate("ProjectedModuleDescriptor")
@@ -1241,11 +1411,17 @@ type PackageDescriptor struct {
 }
 
 func (v *PackageDescriptor) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Path)
 	w.annotate("PackageDescriptor")
 }
 
 func (v *PackageDescriptor) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Path = r.Str()
 	r.annotate("PackageDescriptor")
 }
@@ -1258,6 +1434,9 @@ type AgentosProjectedAgent struct {
 }
 
 func (v *AgentosProjectedAgent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ID)
 	w.Str(v.ACPEntrypoint)
 	w.Str(v.AdapterEntrypoint)
@@ -1265,6 +1444,9 @@ func (v *AgentosProjectedAgent) encode(w *Writer) {
 }
 
 func (v *AgentosProjectedAgent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ID = r.Str()
 	v.ACPEntrypoint = r.Str()
 	v.AdapterEntrypoint = r.Str()
@@ -1278,11 +1460,17 @@ type LinkPackageRequest struct {
 }
 
 func (v *LinkPackageRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Package.encode(w)
 	w.annotate("LinkPackageRequest")
 }
 
 func (v *LinkPackageRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Package.decode(r)
 	r.annotate("LinkPackageRequest")
 }
@@ -1294,6 +1482,9 @@ type PackageCommands struct {
 }
 
 func (v *PackageCommands) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.PackageName)
 	w.Uint(uint64(len(v.Commands)))
 	for i := range v.Commands {
@@ -1303,6 +1494,9 @@ func (v *PackageCommands) encode(w *Writer) {
 }
 
 func (v *PackageCommands) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.PackageName = r.Str()
 	if n := r.ListLen(1); n > 0 {
 		v.Commands = make([]string, n)
@@ -1320,6 +1514,9 @@ type ProvidedCommandsResponse struct {
 }
 
 func (v *ProvidedCommandsResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Packages)))
 	for i := range v.Packages {
 		v.Packages[i].encode(w)
@@ -1328,6 +1525,9 @@ func (v *ProvidedCommandsResponse) encode(w *Writer) {
 }
 
 func (v *ProvidedCommandsResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(2); n > 0 {
 		v.Packages = make([]PackageCommands, n)
 		for i := range v.Packages {
@@ -1344,12 +1544,18 @@ type ProjectedCommand struct {
 }
 
 func (v *ProjectedCommand) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Name)
 	w.Str(v.GuestPath)
 	w.annotate("ProjectedCommand")
 }
 
 func (v *ProjectedCommand) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Name = r.Str()
 	v.GuestPath = r.Str()
 	r.annotate("ProjectedCommand")
@@ -1363,6 +1569,9 @@ type PackageLinkedResponse struct {
 }
 
 func (v *PackageLinkedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.ProjectedCommands)))
 	for i := range v.ProjectedCommands {
 		v.ProjectedCommands[i].encode(w)
@@ -1375,6 +1584,9 @@ func (v *PackageLinkedResponse) encode(w *Writer) {
 }
 
 func (v *PackageLinkedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(2); n > 0 {
 		v.ProjectedCommands = make([]ProjectedCommand, n)
 		for i := range v.ProjectedCommands {
@@ -1408,6 +1620,9 @@ type ConfigureVMRequest struct {
 }
 
 func (v *ConfigureVMRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Mounts)))
 	for i := range v.Mounts {
 		v.Mounts[i].encode(w)
@@ -1461,6 +1676,9 @@ func (v *ConfigureVMRequest) encode(w *Writer) {
 }
 
 func (v *ConfigureVMRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(6); n > 0 {
 		v.Mounts = make([]MountDescriptor, n)
 		for i := range v.Mounts {
@@ -1539,12 +1757,18 @@ type RegisteredHostCallbackExample struct {
 }
 
 func (v *RegisteredHostCallbackExample) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Description)
 	w.Str(v.Input)
 	w.annotate("RegisteredHostCallbackExample")
 }
 
 func (v *RegisteredHostCallbackExample) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Description = r.Str()
 	v.Input = r.Str()
 	r.annotate("RegisteredHostCallbackExample")
@@ -1559,6 +1783,9 @@ type RegisteredHostCallbackDefinition struct {
 }
 
 func (v *RegisteredHostCallbackDefinition) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Description)
 	w.Str(v.InputSchema)
 	w.Optional(v.TimeoutMs != nil)
@@ -1573,6 +1800,9 @@ func (v *RegisteredHostCallbackDefinition) encode(w *Writer) {
 }
 
 func (v *RegisteredHostCallbackDefinition) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Description = r.Str()
 	v.InputSchema = r.Str()
 	if r.Optional() {
@@ -1599,6 +1829,9 @@ type RegisterHostCallbacksRequest struct {
 }
 
 func (v *RegisterHostCallbacksRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Name)
 	w.Str(v.Description)
 	w.Uint(uint64(len(v.CommandAliases)))
@@ -1621,6 +1854,9 @@ func (v *RegisterHostCallbacksRequest) encode(w *Writer) {
 }
 
 func (v *RegisterHostCallbacksRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Name = r.Str()
 	v.Description = r.Str()
 	if n := r.ListLen(1); n > 0 {
@@ -1656,11 +1892,17 @@ type SealLayerRequest struct {
 }
 
 func (v *SealLayerRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.LayerID)
 	w.annotate("SealLayerRequest")
 }
 
 func (v *SealLayerRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.LayerID = r.Str()
 	r.annotate("SealLayerRequest")
 }
@@ -1672,6 +1914,9 @@ type ImportSnapshotRequest struct {
 }
 
 func (v *ImportSnapshotRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Entries)))
 	for i := range v.Entries {
 		v.Entries[i].encode(w)
@@ -1680,6 +1925,9 @@ func (v *ImportSnapshotRequest) encode(w *Writer) {
 }
 
 func (v *ImportSnapshotRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(9); n > 0 {
 		v.Entries = make([]RootFilesystemEntry, n)
 		for i := range v.Entries {
@@ -1696,11 +1944,17 @@ type ExportSnapshotRequest struct {
 }
 
 func (v *ExportSnapshotRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.LayerID)
 	w.annotate("ExportSnapshotRequest")
 }
 
 func (v *ExportSnapshotRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.LayerID = r.Str()
 	r.annotate("ExportSnapshotRequest")
 }
@@ -1714,6 +1968,9 @@ type CreateOverlayRequest struct {
 }
 
 func (v *CreateOverlayRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeRootFilesystemMode(w, v.Mode)
 	w.Optional(v.UpperLayerID != nil)
 	if v.UpperLayerID != nil {
@@ -1727,6 +1984,9 @@ func (v *CreateOverlayRequest) encode(w *Writer) {
 }
 
 func (v *CreateOverlayRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Mode = decodeRootFilesystemMode(r)
 	if r.Optional() {
 		v.UpperLayerID = new(string)
@@ -1868,6 +2128,9 @@ type GuestFilesystemCallRequest struct {
 }
 
 func (v *GuestFilesystemCallRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeGuestFilesystemOperation(w, v.Operation)
 	w.Str(v.Path)
 	w.Optional(v.DestinationPath != nil)
@@ -1923,6 +2186,9 @@ func (v *GuestFilesystemCallRequest) encode(w *Writer) {
 }
 
 func (v *GuestFilesystemCallRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Operation = decodeGuestFilesystemOperation(r)
 	v.Path = r.Str()
 	if r.Optional() {
@@ -1986,6 +2252,9 @@ type GuestKernelCallRequest struct {
 }
 
 func (v *GuestKernelCallRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.Str(v.Operation)
 	w.Data(v.Payload)
@@ -1993,6 +2262,9 @@ func (v *GuestKernelCallRequest) encode(w *Writer) {
 }
 
 func (v *GuestKernelCallRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	v.Operation = r.Str()
 	v.Payload = r.Data()
@@ -2006,11 +2278,17 @@ type SnapshotRootFilesystemRequest struct {
 }
 
 func (v *SnapshotRootFilesystemRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.U64(v.MaxBytes)
 	w.annotate("SnapshotRootFilesystemRequest")
 }
 
 func (v *SnapshotRootFilesystemRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.MaxBytes = r.U64()
 	r.annotate("SnapshotRootFilesystemRequest")
 }
@@ -2029,6 +2307,9 @@ type ExecuteRequest struct {
 }
 
 func (v *ExecuteRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.Optional(v.Command != nil)
 	if v.Command != nil {
@@ -2066,6 +2347,9 @@ func (v *ExecuteRequest) encode(w *Writer) {
 }
 
 func (v *ExecuteRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	if r.Optional() {
 		v.Command = new(string)
@@ -2319,6 +2603,9 @@ type ExecutionIdentityOptions struct {
 }
 
 func (v *ExecutionIdentityOptions) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.ContextID != nil)
 	if v.ContextID != nil {
 		w.Str(*v.ContextID)
@@ -2327,6 +2614,9 @@ func (v *ExecutionIdentityOptions) encode(w *Writer) {
 }
 
 func (v *ExecutionIdentityOptions) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.ContextID = new(string)
 		*v.ContextID = r.Str()
@@ -2341,6 +2631,9 @@ type ExecutionPTYOptions struct {
 }
 
 func (v *ExecutionPTYOptions) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Cols != nil)
 	if v.Cols != nil {
 		w.U16(*v.Cols)
@@ -2353,6 +2646,9 @@ func (v *ExecutionPTYOptions) encode(w *Writer) {
 }
 
 func (v *ExecutionPTYOptions) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Cols = new(uint16)
 		*v.Cols = r.U16()
@@ -2411,6 +2707,9 @@ type ExecutionOutputOptions struct {
 }
 
 func (v *ExecutionOutputOptions) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Capture != nil)
 	if v.Capture != nil {
 		encodeExecutionOutputCapture(w, *v.Capture)
@@ -2423,6 +2722,9 @@ func (v *ExecutionOutputOptions) encode(w *Writer) {
 }
 
 func (v *ExecutionOutputOptions) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Capture = new(ExecutionOutputCapture)
 		*v.Capture = decodeExecutionOutputCapture(r)
@@ -2449,6 +2751,9 @@ type ProcessExecutionOptions struct {
 }
 
 func (v *ProcessExecutionOptions) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Identity.encode(w)
 	v.Output.encode(w)
 	w.Optional(v.OperationID != nil)
@@ -2494,6 +2799,9 @@ func (v *ProcessExecutionOptions) encode(w *Writer) {
 }
 
 func (v *ProcessExecutionOptions) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Identity.decode(r)
 	v.Output.decode(r)
 	if r.Optional() {
@@ -2551,12 +2859,18 @@ type ShellExecutionRequest struct {
 }
 
 func (v *ShellExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Command)
 	w.annotate("ShellExecutionRequest")
 }
 
 func (v *ShellExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Command = r.Str()
 	r.annotate("ShellExecutionRequest")
@@ -2570,12 +2884,18 @@ type ArgvExecutionRequest struct {
 }
 
 func (v *ArgvExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Command)
 	w.annotate("ArgvExecutionRequest")
 }
 
 func (v *ArgvExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Command = r.Str()
 	r.annotate("ArgvExecutionRequest")
@@ -2592,6 +2912,9 @@ type JavaScriptExecutionRequest struct {
 }
 
 func (v *JavaScriptExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Source)
 	w.Optional(v.Format != nil)
@@ -2610,6 +2933,9 @@ func (v *JavaScriptExecutionRequest) encode(w *Writer) {
 }
 
 func (v *JavaScriptExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Source = r.Str()
 	if r.Optional() {
@@ -2638,6 +2964,9 @@ type JavaScriptEvaluationRequest struct {
 }
 
 func (v *JavaScriptEvaluationRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Expression)
 	w.Optional(v.Format != nil)
@@ -2656,6 +2985,9 @@ func (v *JavaScriptEvaluationRequest) encode(w *Writer) {
 }
 
 func (v *JavaScriptEvaluationRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Expression = r.Str()
 	if r.Optional() {
@@ -2681,12 +3013,18 @@ type JavaScriptFileExecutionRequest struct {
 }
 
 func (v *JavaScriptFileExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Path)
 	w.annotate("JavaScriptFileExecutionRequest")
 }
 
 func (v *JavaScriptFileExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Path = r.Str()
 	r.annotate("JavaScriptFileExecutionRequest")
@@ -2704,6 +3042,9 @@ type TypeScriptExecutionRequest struct {
 }
 
 func (v *TypeScriptExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Source)
 	w.Optional(v.FilePath != nil)
@@ -2726,6 +3067,9 @@ func (v *TypeScriptExecutionRequest) encode(w *Writer) {
 }
 
 func (v *TypeScriptExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Source = r.Str()
 	if r.Optional() {
@@ -2759,6 +3103,9 @@ type TypeScriptEvaluationRequest struct {
 }
 
 func (v *TypeScriptEvaluationRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Expression)
 	w.Optional(v.FilePath != nil)
@@ -2781,6 +3128,9 @@ func (v *TypeScriptEvaluationRequest) encode(w *Writer) {
 }
 
 func (v *TypeScriptEvaluationRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Expression = r.Str()
 	if r.Optional() {
@@ -2812,6 +3162,9 @@ type TypeScriptFileExecutionRequest struct {
 }
 
 func (v *TypeScriptFileExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Path)
 	w.Optional(v.TsconfigPath != nil)
@@ -2826,6 +3179,9 @@ func (v *TypeScriptFileExecutionRequest) encode(w *Writer) {
 }
 
 func (v *TypeScriptFileExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Path = r.Str()
 	if r.Optional() {
@@ -2853,6 +3209,9 @@ type TypeScriptCheckRequest struct {
 }
 
 func (v *TypeScriptCheckRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Identity.encode(w)
 	v.Output.encode(w)
 	w.Str(v.Source)
@@ -2880,6 +3239,9 @@ func (v *TypeScriptCheckRequest) encode(w *Writer) {
 }
 
 func (v *TypeScriptCheckRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Identity.decode(r)
 	v.Output.decode(r)
 	v.Source = r.Str()
@@ -2917,6 +3279,9 @@ type TypeScriptProjectCheckRequest struct {
 }
 
 func (v *TypeScriptProjectCheckRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Identity.encode(w)
 	v.Output.encode(w)
 	w.Optional(v.Cwd != nil)
@@ -2935,6 +3300,9 @@ func (v *TypeScriptProjectCheckRequest) encode(w *Writer) {
 }
 
 func (v *TypeScriptProjectCheckRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Identity.decode(r)
 	v.Output.decode(r)
 	if r.Optional() {
@@ -2964,6 +3332,9 @@ type NpmProjectInstallRequest struct {
 }
 
 func (v *NpmProjectInstallRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Identity.encode(w)
 	v.Output.encode(w)
 	w.Optional(v.Cwd != nil)
@@ -2993,6 +3364,9 @@ func (v *NpmProjectInstallRequest) encode(w *Writer) {
 }
 
 func (v *NpmProjectInstallRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Identity.decode(r)
 	v.Output.decode(r)
 	if r.Optional() {
@@ -3038,6 +3412,9 @@ type NpmPackageInstallRequest struct {
 }
 
 func (v *NpmPackageInstallRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Identity.encode(w)
 	v.Output.encode(w)
 	w.Optional(v.Cwd != nil)
@@ -3075,6 +3452,9 @@ func (v *NpmPackageInstallRequest) encode(w *Writer) {
 }
 
 func (v *NpmPackageInstallRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Identity.decode(r)
 	v.Output.decode(r)
 	if r.Optional() {
@@ -3124,12 +3504,18 @@ type NpmScriptExecutionRequest struct {
 }
 
 func (v *NpmScriptExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Script)
 	w.annotate("NpmScriptExecutionRequest")
 }
 
 func (v *NpmScriptExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Script = r.Str()
 	r.annotate("NpmScriptExecutionRequest")
@@ -3144,6 +3530,9 @@ type NpmPackageExecutionRequest struct {
 }
 
 func (v *NpmPackageExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.PackageSpec)
 	w.Optional(v.Binary != nil)
@@ -3154,6 +3543,9 @@ func (v *NpmPackageExecutionRequest) encode(w *Writer) {
 }
 
 func (v *NpmPackageExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.PackageSpec = r.Str()
 	if r.Optional() {
@@ -3172,6 +3564,9 @@ type PythonExecutionRequest struct {
 }
 
 func (v *PythonExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Source)
 	w.Optional(v.Inputs != nil)
@@ -3182,6 +3577,9 @@ func (v *PythonExecutionRequest) encode(w *Writer) {
 }
 
 func (v *PythonExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Source = r.Str()
 	if r.Optional() {
@@ -3200,6 +3598,9 @@ type PythonEvaluationRequest struct {
 }
 
 func (v *PythonEvaluationRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Expression)
 	w.Optional(v.Inputs != nil)
@@ -3210,6 +3611,9 @@ func (v *PythonEvaluationRequest) encode(w *Writer) {
 }
 
 func (v *PythonEvaluationRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Expression = r.Str()
 	if r.Optional() {
@@ -3227,12 +3631,18 @@ type PythonFileExecutionRequest struct {
 }
 
 func (v *PythonFileExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Path)
 	w.annotate("PythonFileExecutionRequest")
 }
 
 func (v *PythonFileExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Path = r.Str()
 	r.annotate("PythonFileExecutionRequest")
@@ -3246,12 +3656,18 @@ type PythonModuleExecutionRequest struct {
 }
 
 func (v *PythonModuleExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Process.encode(w)
 	w.Str(v.Module)
 	w.annotate("PythonModuleExecutionRequest")
 }
 
 func (v *PythonModuleExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Process.decode(r)
 	v.Module = r.Str()
 	r.annotate("PythonModuleExecutionRequest")
@@ -3273,6 +3689,9 @@ type PythonInstallRequest struct {
 }
 
 func (v *PythonInstallRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Identity.encode(w)
 	v.Output.encode(w)
 	w.Optional(v.Cwd != nil)
@@ -3318,6 +3737,9 @@ func (v *PythonInstallRequest) encode(w *Writer) {
 }
 
 func (v *PythonInstallRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Identity.decode(r)
 	v.Output.decode(r)
 	if r.Optional() {
@@ -3376,11 +3798,17 @@ type CreateContextRequest struct {
 }
 
 func (v *CreateContextRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ContextID)
 	w.annotate("CreateContextRequest")
 }
 
 func (v *CreateContextRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ContextID = r.Str()
 	r.annotate("CreateContextRequest")
 }
@@ -3392,11 +3820,17 @@ type GetExecutionRequest struct {
 }
 
 func (v *GetExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.annotate("GetExecutionRequest")
 }
 
 func (v *GetExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	r.annotate("GetExecutionRequest")
 }
@@ -3408,11 +3842,17 @@ type WaitExecutionRequest struct {
 }
 
 func (v *WaitExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.annotate("WaitExecutionRequest")
 }
 
 func (v *WaitExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	r.annotate("WaitExecutionRequest")
 }
@@ -3424,11 +3864,17 @@ type CancelExecutionRequest struct {
 }
 
 func (v *CancelExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.annotate("CancelExecutionRequest")
 }
 
 func (v *CancelExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	r.annotate("CancelExecutionRequest")
 }
@@ -3441,12 +3887,18 @@ type SignalExecutionRequest struct {
 }
 
 func (v *SignalExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.Str(v.Signal)
 	w.annotate("SignalExecutionRequest")
 }
 
 func (v *SignalExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	v.Signal = r.Str()
 	r.annotate("SignalExecutionRequest")
@@ -3459,11 +3911,17 @@ type ResetExecutionRequest struct {
 }
 
 func (v *ResetExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.annotate("ResetExecutionRequest")
 }
 
 func (v *ResetExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	r.annotate("ResetExecutionRequest")
 }
@@ -3475,11 +3933,17 @@ type DeleteExecutionRequest struct {
 }
 
 func (v *DeleteExecutionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.annotate("DeleteExecutionRequest")
 }
 
 func (v *DeleteExecutionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	r.annotate("DeleteExecutionRequest")
 }
@@ -3492,12 +3956,18 @@ type WriteExecutionStdinRequest struct {
 }
 
 func (v *WriteExecutionStdinRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.Data(v.Chunk)
 	w.annotate("WriteExecutionStdinRequest")
 }
 
 func (v *WriteExecutionStdinRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	v.Chunk = r.Data()
 	r.annotate("WriteExecutionStdinRequest")
@@ -3510,11 +3980,17 @@ type CloseExecutionStdinRequest struct {
 }
 
 func (v *CloseExecutionStdinRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.annotate("CloseExecutionStdinRequest")
 }
 
 func (v *CloseExecutionStdinRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	r.annotate("CloseExecutionStdinRequest")
 }
@@ -3528,6 +4004,9 @@ type ResizeExecutionPTYRequest struct {
 }
 
 func (v *ResizeExecutionPTYRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.U16(v.Cols)
 	w.U16(v.Rows)
@@ -3535,6 +4014,9 @@ func (v *ResizeExecutionPTYRequest) encode(w *Writer) {
 }
 
 func (v *ResizeExecutionPTYRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	v.Cols = r.U16()
 	v.Rows = r.U16()
@@ -3550,6 +4032,9 @@ type ReadExecutionOutputRequest struct {
 }
 
 func (v *ReadExecutionOutputRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.Optional(v.Cursor != nil)
 	if v.Cursor != nil {
@@ -3563,6 +4048,9 @@ func (v *ReadExecutionOutputRequest) encode(w *Writer) {
 }
 
 func (v *ReadExecutionOutputRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	if r.Optional() {
 		v.Cursor = new(string)
@@ -3583,12 +4071,18 @@ type WriteStdinRequest struct {
 }
 
 func (v *WriteStdinRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.Data(v.Chunk)
 	w.annotate("WriteStdinRequest")
 }
 
 func (v *WriteStdinRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	v.Chunk = r.Data()
 	r.annotate("WriteStdinRequest")
@@ -3603,6 +4097,9 @@ type ResizePTYRequest struct {
 }
 
 func (v *ResizePTYRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.U16(v.Cols)
 	w.U16(v.Rows)
@@ -3610,6 +4107,9 @@ func (v *ResizePTYRequest) encode(w *Writer) {
 }
 
 func (v *ResizePTYRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	v.Cols = r.U16()
 	v.Rows = r.U16()
@@ -3623,11 +4123,17 @@ type CloseStdinRequest struct {
 }
 
 func (v *CloseStdinRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.annotate("CloseStdinRequest")
 }
 
 func (v *CloseStdinRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	r.annotate("CloseStdinRequest")
 }
@@ -3640,12 +4146,18 @@ type KillProcessRequest struct {
 }
 
 func (v *KillProcessRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.Str(v.Signal)
 	w.annotate("KillProcessRequest")
 }
 
 func (v *KillProcessRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	v.Signal = r.Str()
 	r.annotate("KillProcessRequest")
@@ -3660,6 +4172,9 @@ type FindListenerRequest struct {
 }
 
 func (v *FindListenerRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Host != nil)
 	if v.Host != nil {
 		w.Str(*v.Host)
@@ -3676,6 +4191,9 @@ func (v *FindListenerRequest) encode(w *Writer) {
 }
 
 func (v *FindListenerRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Host = new(string)
 		*v.Host = r.Str()
@@ -3699,6 +4217,9 @@ type FindBoundUDPRequest struct {
 }
 
 func (v *FindBoundUDPRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Host != nil)
 	if v.Host != nil {
 		w.Str(*v.Host)
@@ -3711,6 +4232,9 @@ func (v *FindBoundUDPRequest) encode(w *Writer) {
 }
 
 func (v *FindBoundUDPRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Host = new(string)
 		*v.Host = r.Str()
@@ -3729,11 +4253,17 @@ type GetSignalStateRequest struct {
 }
 
 func (v *GetSignalStateRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.annotate("GetSignalStateRequest")
 }
 
 func (v *GetSignalStateRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	r.annotate("GetSignalStateRequest")
 }
@@ -3799,6 +4329,9 @@ type HostFilesystemCallRequest struct {
 }
 
 func (v *HostFilesystemCallRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeFilesystemOperation(w, v.Operation)
 	w.Str(v.Path)
 	w.U64(v.PayloadSizeBytes)
@@ -3806,6 +4339,9 @@ func (v *HostFilesystemCallRequest) encode(w *Writer) {
 }
 
 func (v *HostFilesystemCallRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Operation = decodeFilesystemOperation(r)
 	v.Path = r.Str()
 	v.PayloadSizeBytes = r.U64()
@@ -3819,11 +4355,17 @@ type PersistenceLoadRequest struct {
 }
 
 func (v *PersistenceLoadRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Key)
 	w.annotate("PersistenceLoadRequest")
 }
 
 func (v *PersistenceLoadRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Key = r.Str()
 	r.annotate("PersistenceLoadRequest")
 }
@@ -3836,12 +4378,18 @@ type PersistenceFlushRequest struct {
 }
 
 func (v *PersistenceFlushRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Key)
 	w.U64(v.PayloadSizeBytes)
 	w.annotate("PersistenceFlushRequest")
 }
 
 func (v *PersistenceFlushRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Key = r.Str()
 	v.PayloadSizeBytes = r.U64()
 	r.annotate("PersistenceFlushRequest")
@@ -3862,6 +4410,9 @@ type VMFetchRequest struct {
 }
 
 func (v *VMFetchRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.U16(v.Port)
 	w.Str(v.Method)
 	w.Str(v.Path)
@@ -3890,6 +4441,9 @@ func (v *VMFetchRequest) encode(w *Writer) {
 }
 
 func (v *VMFetchRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Port = r.U16()
 	v.Method = r.Str()
 	v.Path = r.Str()
@@ -4289,9 +4843,13 @@ func encodeRequestPayload(w *Writer, v RequestPayload) {
 }
 
 func decodeRequestPayload(r *Reader) RequestPayload {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("RequestPayload")
 		return nil
 	}
 	switch tag {
@@ -4556,6 +5114,9 @@ type RequestFrame struct {
 }
 
 func (v *RequestFrame) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Schema.encode(w)
 	w.I64(v.RequestID)
 	encodeOwnershipScope(w, v.Ownership)
@@ -4564,6 +5125,9 @@ func (v *RequestFrame) encode(w *Writer) {
 }
 
 func (v *RequestFrame) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Schema.decode(r)
 	v.RequestID = r.I64()
 	v.Ownership = decodeOwnershipScope(r)
@@ -4580,6 +5144,9 @@ type AuthenticatedResponse struct {
 }
 
 func (v *AuthenticatedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SidecarID)
 	w.Str(v.ConnectionID)
 	w.U32(v.MaxFrameBytes)
@@ -4587,6 +5154,9 @@ func (v *AuthenticatedResponse) encode(w *Writer) {
 }
 
 func (v *AuthenticatedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SidecarID = r.Str()
 	v.ConnectionID = r.Str()
 	v.MaxFrameBytes = r.U32()
@@ -4601,12 +5171,18 @@ type SessionOpenedResponse struct {
 }
 
 func (v *SessionOpenedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.OwnerConnectionID)
 	w.annotate("SessionOpenedResponse")
 }
 
 func (v *SessionOpenedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.OwnerConnectionID = r.Str()
 	r.annotate("SessionOpenedResponse")
@@ -4619,11 +5195,17 @@ type VMCreatedResponse struct {
 }
 
 func (v *VMCreatedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.VMID)
 	w.annotate("VmCreatedResponse")
 }
 
 func (v *VMCreatedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.VMID = r.Str()
 	r.annotate("VmCreatedResponse")
 }
@@ -4635,11 +5217,17 @@ type VMDisposedResponse struct {
 }
 
 func (v *VMDisposedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.VMID)
 	w.annotate("VmDisposedResponse")
 }
 
 func (v *VMDisposedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.VMID = r.Str()
 	r.annotate("VmDisposedResponse")
 }
@@ -4651,11 +5239,17 @@ type RootFilesystemBootstrappedResponse struct {
 }
 
 func (v *RootFilesystemBootstrappedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.U32(v.EntryCount)
 	w.annotate("RootFilesystemBootstrappedResponse")
 }
 
 func (v *RootFilesystemBootstrappedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.EntryCount = r.U32()
 	r.annotate("RootFilesystemBootstrappedResponse")
 }
@@ -4670,6 +5264,9 @@ type VMConfiguredResponse struct {
 }
 
 func (v *VMConfiguredResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.U32(v.AppliedMounts)
 	w.U32(v.AppliedSoftware)
 	w.Uint(uint64(len(v.ProjectedCommands)))
@@ -4684,6 +5281,9 @@ func (v *VMConfiguredResponse) encode(w *Writer) {
 }
 
 func (v *VMConfiguredResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.AppliedMounts = r.U32()
 	v.AppliedSoftware = r.U32()
 	if n := r.ListLen(2); n > 0 {
@@ -4709,12 +5309,18 @@ type HostCallbacksRegisteredResponse struct {
 }
 
 func (v *HostCallbacksRegisteredResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Registration)
 	w.U32(v.CommandCount)
 	w.annotate("HostCallbacksRegisteredResponse")
 }
 
 func (v *HostCallbacksRegisteredResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Registration = r.Str()
 	v.CommandCount = r.U32()
 	r.annotate("HostCallbacksRegisteredResponse")
@@ -4727,11 +5333,17 @@ type LayerCreatedResponse struct {
 }
 
 func (v *LayerCreatedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.LayerID)
 	w.annotate("LayerCreatedResponse")
 }
 
 func (v *LayerCreatedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.LayerID = r.Str()
 	r.annotate("LayerCreatedResponse")
 }
@@ -4743,11 +5355,17 @@ type LayerSealedResponse struct {
 }
 
 func (v *LayerSealedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.LayerID)
 	w.annotate("LayerSealedResponse")
 }
 
 func (v *LayerSealedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.LayerID = r.Str()
 	r.annotate("LayerSealedResponse")
 }
@@ -4759,11 +5377,17 @@ type SnapshotImportedResponse struct {
 }
 
 func (v *SnapshotImportedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.LayerID)
 	w.annotate("SnapshotImportedResponse")
 }
 
 func (v *SnapshotImportedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.LayerID = r.Str()
 	r.annotate("SnapshotImportedResponse")
 }
@@ -4776,6 +5400,9 @@ type SnapshotExportedResponse struct {
 }
 
 func (v *SnapshotExportedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.LayerID)
 	w.Uint(uint64(len(v.Entries)))
 	for i := range v.Entries {
@@ -4785,6 +5412,9 @@ func (v *SnapshotExportedResponse) encode(w *Writer) {
 }
 
 func (v *SnapshotExportedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.LayerID = r.Str()
 	if n := r.ListLen(9); n > 0 {
 		v.Entries = make([]RootFilesystemEntry, n)
@@ -4802,11 +5432,17 @@ type OverlayCreatedResponse struct {
 }
 
 func (v *OverlayCreatedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.LayerID)
 	w.annotate("OverlayCreatedResponse")
 }
 
 func (v *OverlayCreatedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.LayerID = r.Str()
 	r.annotate("OverlayCreatedResponse")
 }
@@ -4831,6 +5467,9 @@ type GuestFilesystemStat struct {
 }
 
 func (v *GuestFilesystemStat) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.U32(v.Mode)
 	w.U64(v.Size)
 	w.U64(v.Blocks)
@@ -4850,6 +5489,9 @@ func (v *GuestFilesystemStat) encode(w *Writer) {
 }
 
 func (v *GuestFilesystemStat) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Mode = r.U32()
 	v.Size = r.U64()
 	v.Blocks = r.U64()
@@ -4878,6 +5520,9 @@ type GuestDirEntry struct {
 }
 
 func (v *GuestDirEntry) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Name)
 	w.Str(v.Path)
 	w.Bool(v.IsDirectory)
@@ -4887,6 +5532,9 @@ func (v *GuestDirEntry) encode(w *Writer) {
 }
 
 func (v *GuestDirEntry) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Name = r.Str()
 	v.Path = r.Str()
 	v.IsDirectory = r.Bool()
@@ -4909,6 +5557,9 @@ type GuestFilesystemResultResponse struct {
 }
 
 func (v *GuestFilesystemResultResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeGuestFilesystemOperation(w, v.Operation)
 	w.Str(v.Path)
 	w.Optional(v.Content != nil)
@@ -4942,6 +5593,9 @@ func (v *GuestFilesystemResultResponse) encode(w *Writer) {
 }
 
 func (v *GuestFilesystemResultResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Operation = decodeGuestFilesystemOperation(r)
 	v.Path = r.Str()
 	if r.Optional() {
@@ -4983,11 +5637,17 @@ type GuestKernelResultResponse struct {
 }
 
 func (v *GuestKernelResultResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Data(v.Payload)
 	w.annotate("GuestKernelResultResponse")
 }
 
 func (v *GuestKernelResultResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Payload = r.Data()
 	r.annotate("GuestKernelResultResponse")
 }
@@ -4999,6 +5659,9 @@ type RootFilesystemSnapshotResponse struct {
 }
 
 func (v *RootFilesystemSnapshotResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Entries)))
 	for i := range v.Entries {
 		v.Entries[i].encode(w)
@@ -5007,6 +5670,9 @@ func (v *RootFilesystemSnapshotResponse) encode(w *Writer) {
 }
 
 func (v *RootFilesystemSnapshotResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(9); n > 0 {
 		v.Entries = make([]RootFilesystemEntry, n)
 		for i := range v.Entries {
@@ -5023,6 +5689,9 @@ type ListMountsResponse struct {
 }
 
 func (v *ListMountsResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Mounts)))
 	for i := range v.Mounts {
 		v.Mounts[i].encode(w)
@@ -5031,6 +5700,9 @@ func (v *ListMountsResponse) encode(w *Writer) {
 }
 
 func (v *ListMountsResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(3); n > 0 {
 		v.Mounts = make([]MountInfo, n)
 		for i := range v.Mounts {
@@ -5048,6 +5720,9 @@ type ProcessStartedResponse struct {
 }
 
 func (v *ProcessStartedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.Optional(v.Pid != nil)
 	if v.Pid != nil {
@@ -5057,6 +5732,9 @@ func (v *ProcessStartedResponse) encode(w *Writer) {
 }
 
 func (v *ProcessStartedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	if r.Optional() {
 		v.Pid = new(uint32)
@@ -5073,12 +5751,18 @@ type StdinWrittenResponse struct {
 }
 
 func (v *StdinWrittenResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.U64(v.AcceptedBytes)
 	w.annotate("StdinWrittenResponse")
 }
 
 func (v *StdinWrittenResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	v.AcceptedBytes = r.U64()
 	r.annotate("StdinWrittenResponse")
@@ -5093,6 +5777,9 @@ type PTYResizedResponse struct {
 }
 
 func (v *PTYResizedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.U16(v.Cols)
 	w.U16(v.Rows)
@@ -5100,6 +5787,9 @@ func (v *PTYResizedResponse) encode(w *Writer) {
 }
 
 func (v *PTYResizedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	v.Cols = r.U16()
 	v.Rows = r.U16()
@@ -5113,11 +5803,17 @@ type StdinClosedResponse struct {
 }
 
 func (v *StdinClosedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.annotate("StdinClosedResponse")
 }
 
 func (v *StdinClosedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	r.annotate("StdinClosedResponse")
 }
@@ -5129,11 +5825,17 @@ type ProcessKilledResponse struct {
 }
 
 func (v *ProcessKilledResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.annotate("ProcessKilledResponse")
 }
 
 func (v *ProcessKilledResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	r.annotate("ProcessKilledResponse")
 }
@@ -5194,6 +5896,9 @@ type ProcessSnapshotEntry struct {
 }
 
 func (v *ProcessSnapshotEntry) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.U32(v.Pid)
 	w.U32(v.Ppid)
@@ -5215,6 +5920,9 @@ func (v *ProcessSnapshotEntry) encode(w *Writer) {
 }
 
 func (v *ProcessSnapshotEntry) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	v.Pid = r.U32()
 	v.Ppid = r.U32()
@@ -5244,6 +5952,9 @@ type ProcessSnapshotResponse struct {
 }
 
 func (v *ProcessSnapshotResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Processes)))
 	for i := range v.Processes {
 		v.Processes[i].encode(w)
@@ -5252,6 +5963,9 @@ func (v *ProcessSnapshotResponse) encode(w *Writer) {
 }
 
 func (v *ProcessSnapshotResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(23); n > 0 {
 		v.Processes = make([]ProcessSnapshotEntry, n)
 		for i := range v.Processes {
@@ -5272,6 +5986,9 @@ type QueueSnapshotEntry struct {
 }
 
 func (v *QueueSnapshotEntry) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Name)
 	w.Str(v.Category)
 	w.U64(v.Depth)
@@ -5282,6 +5999,9 @@ func (v *QueueSnapshotEntry) encode(w *Writer) {
 }
 
 func (v *QueueSnapshotEntry) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Name = r.Str()
 	v.Category = r.Str()
 	v.Depth = r.U64()
@@ -5312,6 +6032,9 @@ type ResourceSnapshotResponse struct {
 }
 
 func (v *ResourceSnapshotResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.U64(v.RunningProcesses)
 	w.U64(v.ExitedProcesses)
 	w.U64(v.FdTables)
@@ -5334,6 +6057,9 @@ func (v *ResourceSnapshotResponse) encode(w *Writer) {
 }
 
 func (v *ResourceSnapshotResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.RunningProcesses = r.U64()
 	v.ExitedProcesses = r.U64()
 	v.FdTables = r.U64()
@@ -5366,6 +6092,9 @@ type SocketStateEntry struct {
 }
 
 func (v *SocketStateEntry) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.Optional(v.Host != nil)
 	if v.Host != nil {
@@ -5383,6 +6112,9 @@ func (v *SocketStateEntry) encode(w *Writer) {
 }
 
 func (v *SocketStateEntry) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	if r.Optional() {
 		v.Host = new(string)
@@ -5406,6 +6138,9 @@ type ListenerSnapshotResponse struct {
 }
 
 func (v *ListenerSnapshotResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Listener != nil)
 	if v.Listener != nil {
 		v.Listener.encode(w)
@@ -5414,6 +6149,9 @@ func (v *ListenerSnapshotResponse) encode(w *Writer) {
 }
 
 func (v *ListenerSnapshotResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Listener = new(SocketStateEntry)
 		v.Listener.decode(r)
@@ -5428,6 +6166,9 @@ type BoundUDPSnapshotResponse struct {
 }
 
 func (v *BoundUDPSnapshotResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Socket != nil)
 	if v.Socket != nil {
 		v.Socket.encode(w)
@@ -5436,6 +6177,9 @@ func (v *BoundUDPSnapshotResponse) encode(w *Writer) {
 }
 
 func (v *BoundUDPSnapshotResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Socket = new(SocketStateEntry)
 		v.Socket.decode(r)
@@ -5491,6 +6235,9 @@ type SignalHandlerRegistration struct {
 }
 
 func (v *SignalHandlerRegistration) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeSignalDispositionAction(w, v.Action)
 	w.Uint(uint64(len(v.Mask)))
 	for i := range v.Mask {
@@ -5501,6 +6248,9 @@ func (v *SignalHandlerRegistration) encode(w *Writer) {
 }
 
 func (v *SignalHandlerRegistration) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Action = decodeSignalDispositionAction(r)
 	if n := r.ListLen(4); n > 0 {
 		v.Mask = make([]uint32, n)
@@ -5520,6 +6270,9 @@ type SignalStateResponse struct {
 }
 
 func (v *SignalStateResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	if !uniqueKeys(v.Handlers) {
 		w.fail("SignalStateResponse", ErrDuplicateKey)
@@ -5533,6 +6286,9 @@ func (v *SignalStateResponse) encode(w *Writer) {
 }
 
 func (v *SignalStateResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	if n := r.ListLen(10); n > 0 {
 		v.Handlers = make(Map[uint32, SignalHandlerRegistration], n)
@@ -5555,11 +6311,17 @@ type ZombieTimerCountResponse struct {
 }
 
 func (v *ZombieTimerCountResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.U64(v.Count)
 	w.annotate("ZombieTimerCountResponse")
 }
 
 func (v *ZombieTimerCountResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Count = r.U64()
 	r.annotate("ZombieTimerCountResponse")
 }
@@ -5573,6 +6335,9 @@ type FilesystemResultResponse struct {
 }
 
 func (v *FilesystemResultResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeFilesystemOperation(w, v.Operation)
 	w.Str(v.Status)
 	w.U64(v.PayloadSizeBytes)
@@ -5580,6 +6345,9 @@ func (v *FilesystemResultResponse) encode(w *Writer) {
 }
 
 func (v *FilesystemResultResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Operation = decodeFilesystemOperation(r)
 	v.Status = r.Str()
 	v.PayloadSizeBytes = r.U64()
@@ -5594,12 +6362,18 @@ type PermissionDecisionResponse struct {
 }
 
 func (v *PermissionDecisionResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Capability)
 	encodePermissionMode(w, v.Decision)
 	w.annotate("PermissionDecisionResponse")
 }
 
 func (v *PermissionDecisionResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Capability = r.Str()
 	v.Decision = decodePermissionMode(r)
 	r.annotate("PermissionDecisionResponse")
@@ -5614,6 +6388,9 @@ type PersistenceStateResponse struct {
 }
 
 func (v *PersistenceStateResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Key)
 	w.Bool(v.Found)
 	w.U64(v.PayloadSizeBytes)
@@ -5621,6 +6398,9 @@ func (v *PersistenceStateResponse) encode(w *Writer) {
 }
 
 func (v *PersistenceStateResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Key = r.Str()
 	v.Found = r.Bool()
 	v.PayloadSizeBytes = r.U64()
@@ -5635,12 +6415,18 @@ type PersistenceFlushedResponse struct {
 }
 
 func (v *PersistenceFlushedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Key)
 	w.U64(v.CommittedBytes)
 	w.annotate("PersistenceFlushedResponse")
 }
 
 func (v *PersistenceFlushedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Key = r.Str()
 	v.CommittedBytes = r.U64()
 	r.annotate("PersistenceFlushedResponse")
@@ -5667,6 +6453,9 @@ type RejectedResponse struct {
 }
 
 func (v *RejectedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Code)
 	w.Str(v.Message)
 	w.Optional(v.LimitName != nil)
@@ -5725,6 +6514,9 @@ func (v *RejectedResponse) encode(w *Writer) {
 }
 
 func (v *RejectedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Code = r.Str()
 	v.Message = r.Str()
 	if r.Optional() {
@@ -5789,11 +6581,17 @@ type VMFetchResponse struct {
 }
 
 func (v *VMFetchResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ResponseJSON)
 	w.annotate("VmFetchResponse")
 }
 
 func (v *VMFetchResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ResponseJSON = r.Str()
 	r.annotate("VmFetchResponse")
 }
@@ -5814,6 +6612,9 @@ type ExecutionDescriptor struct {
 }
 
 func (v *ExecutionDescriptor) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.U64(v.Generation)
 	encodeExecutionState(w, v.State)
@@ -5850,6 +6651,9 @@ func (v *ExecutionDescriptor) encode(w *Writer) {
 }
 
 func (v *ExecutionDescriptor) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	v.Generation = r.U64()
 	v.State = decodeExecutionState(r)
@@ -5895,6 +6699,9 @@ type ExecutionErrorData struct {
 }
 
 func (v *ExecutionErrorData) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Code)
 	w.Str(v.Name)
 	w.Str(v.Message)
@@ -5910,6 +6717,9 @@ func (v *ExecutionErrorData) encode(w *Writer) {
 }
 
 func (v *ExecutionErrorData) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Code = r.Str()
 	v.Name = r.Str()
 	v.Message = r.Str()
@@ -5932,6 +6742,9 @@ type ExecutionAcceptedResponse struct {
 }
 
 func (v *ExecutionAcceptedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.OperationID)
 	w.Optional(v.Execution != nil)
 	if v.Execution != nil {
@@ -5941,6 +6754,9 @@ func (v *ExecutionAcceptedResponse) encode(w *Writer) {
 }
 
 func (v *ExecutionAcceptedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.OperationID = r.Str()
 	if r.Optional() {
 		v.Execution = new(ExecutionDescriptor)
@@ -5965,6 +6781,9 @@ type ExecutionCompletedResponse struct {
 }
 
 func (v *ExecutionCompletedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Execution != nil)
 	if v.Execution != nil {
 		v.Execution.encode(w)
@@ -6006,6 +6825,9 @@ func (v *ExecutionCompletedResponse) encode(w *Writer) {
 }
 
 func (v *ExecutionCompletedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Execution = new(ExecutionDescriptor)
 		v.Execution.decode(r)
@@ -6054,6 +6876,9 @@ type ExecutionEvaluationResponse struct {
 }
 
 func (v *ExecutionEvaluationResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Result.encode(w)
 	w.Optional(v.Value != nil)
 	if v.Value != nil {
@@ -6063,6 +6888,9 @@ func (v *ExecutionEvaluationResponse) encode(w *Writer) {
 }
 
 func (v *ExecutionEvaluationResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Result.decode(r)
 	if r.Optional() {
 		v.Value = new(JSONText)
@@ -6082,6 +6910,9 @@ type TypeScriptDiagnostic struct {
 }
 
 func (v *TypeScriptDiagnostic) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.U32(v.Code)
 	w.Str(v.Category)
 	w.Str(v.Message)
@@ -6101,6 +6932,9 @@ func (v *TypeScriptDiagnostic) encode(w *Writer) {
 }
 
 func (v *TypeScriptDiagnostic) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Code = r.U32()
 	v.Category = r.Str()
 	v.Message = r.Str()
@@ -6128,6 +6962,9 @@ type TypeScriptCheckResponse struct {
 }
 
 func (v *TypeScriptCheckResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Result.encode(w)
 	w.Optional(v.HasErrors != nil)
 	if v.HasErrors != nil {
@@ -6141,6 +6978,9 @@ func (v *TypeScriptCheckResponse) encode(w *Writer) {
 }
 
 func (v *TypeScriptCheckResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Result.decode(r)
 	if r.Optional() {
 		v.HasErrors = new(bool)
@@ -6162,11 +7002,17 @@ type ExecutionDescriptorResponse struct {
 }
 
 func (v *ExecutionDescriptorResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Execution.encode(w)
 	w.annotate("ExecutionDescriptorResponse")
 }
 
 func (v *ExecutionDescriptorResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Execution.decode(r)
 	r.annotate("ExecutionDescriptorResponse")
 }
@@ -6178,6 +7024,9 @@ type ExecutionListResponse struct {
 }
 
 func (v *ExecutionListResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Executions)))
 	for i := range v.Executions {
 		v.Executions[i].encode(w)
@@ -6186,6 +7035,9 @@ func (v *ExecutionListResponse) encode(w *Writer) {
 }
 
 func (v *ExecutionListResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(25); n > 0 {
 		v.Executions = make([]ExecutionDescriptor, n)
 		for i := range v.Executions {
@@ -6202,11 +7054,17 @@ type ExecutionDeletedResponse struct {
 }
 
 func (v *ExecutionDeletedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.annotate("ExecutionDeletedResponse")
 }
 
 func (v *ExecutionDeletedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	r.annotate("ExecutionDeletedResponse")
 }
@@ -6219,6 +7077,9 @@ type ExecutionIOResponse struct {
 }
 
 func (v *ExecutionIOResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.Optional(v.AcceptedBytes != nil)
 	if v.AcceptedBytes != nil {
@@ -6228,6 +7089,9 @@ func (v *ExecutionIOResponse) encode(w *Writer) {
 }
 
 func (v *ExecutionIOResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	if r.Optional() {
 		v.AcceptedBytes = new(uint64)
@@ -6249,6 +7113,9 @@ type ExecutionOutputEvent struct {
 }
 
 func (v *ExecutionOutputEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.U64(v.Generation)
 	w.Optional(v.ProcessID != nil)
@@ -6263,6 +7130,9 @@ func (v *ExecutionOutputEvent) encode(w *Writer) {
 }
 
 func (v *ExecutionOutputEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	v.Generation = r.U64()
 	if r.Optional() {
@@ -6288,6 +7158,9 @@ type ExecutionOutputPageResponse struct {
 }
 
 func (v *ExecutionOutputPageResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.U64(v.Generation)
 	w.Uint(uint64(len(v.Events)))
@@ -6301,6 +7174,9 @@ func (v *ExecutionOutputPageResponse) encode(w *Writer) {
 }
 
 func (v *ExecutionOutputPageResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	v.Generation = r.U64()
 	if n := r.ListLen(28); n > 0 {
@@ -6559,9 +7435,13 @@ func encodeResponsePayload(w *Writer, v ResponsePayload) {
 }
 
 func decodeResponsePayload(r *Reader) ResponsePayload {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("ResponsePayload")
 		return nil
 	}
 	switch tag {
@@ -6760,6 +7640,9 @@ type ResponseFrame struct {
 }
 
 func (v *ResponseFrame) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Schema.encode(w)
 	w.I64(v.RequestID)
 	encodeOwnershipScope(w, v.Ownership)
@@ -6768,6 +7651,9 @@ func (v *ResponseFrame) encode(w *Writer) {
 }
 
 func (v *ResponseFrame) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Schema.decode(r)
 	v.RequestID = r.I64()
 	v.Ownership = decodeOwnershipScope(r)
@@ -6828,11 +7714,17 @@ type VMLifecycleEvent struct {
 }
 
 func (v *VMLifecycleEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	encodeVMLifecycleState(w, v.State)
 	w.annotate("VmLifecycleEvent")
 }
 
 func (v *VMLifecycleEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.State = decodeVMLifecycleState(r)
 	r.annotate("VmLifecycleEvent")
 }
@@ -6883,6 +7775,9 @@ type ProcessOutputEvent struct {
 }
 
 func (v *ProcessOutputEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	encodeStreamChannel(w, v.Channel)
 	w.Data(v.Chunk)
@@ -6890,6 +7785,9 @@ func (v *ProcessOutputEvent) encode(w *Writer) {
 }
 
 func (v *ProcessOutputEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	v.Channel = decodeStreamChannel(r)
 	v.Chunk = r.Data()
@@ -6904,12 +7802,18 @@ type ProcessExitedEvent struct {
 }
 
 func (v *ProcessExitedEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.I32(v.ExitCode)
 	w.annotate("ProcessExitedEvent")
 }
 
 func (v *ProcessExitedEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	v.ExitCode = r.I32()
 	r.annotate("ProcessExitedEvent")
@@ -6926,6 +7830,9 @@ type ExecutionCompletedEvent struct {
 }
 
 func (v *ExecutionCompletedEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ExecutionID)
 	w.U64(v.Generation)
 	encodeExecutionOutcome(w, v.Outcome)
@@ -6941,6 +7848,9 @@ func (v *ExecutionCompletedEvent) encode(w *Writer) {
 }
 
 func (v *ExecutionCompletedEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ExecutionID = r.Str()
 	v.Generation = r.U64()
 	v.Outcome = decodeExecutionOutcome(r)
@@ -6963,6 +7873,9 @@ type StructuredEvent struct {
 }
 
 func (v *StructuredEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Name)
 	if !uniqueKeys(v.Detail) {
 		w.fail("StructuredEvent", ErrDuplicateKey)
@@ -6976,6 +7889,9 @@ func (v *StructuredEvent) encode(w *Writer) {
 }
 
 func (v *StructuredEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Name = r.Str()
 	if n := r.ListLen(2); n > 0 {
 		v.Detail = make(Map[string, string], n)
@@ -7045,9 +7961,13 @@ func encodeEventPayload(w *Writer, v EventPayload) {
 }
 
 func decodeEventPayload(r *Reader) EventPayload {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("EventPayload")
 		return nil
 	}
 	switch tag {
@@ -7093,6 +8013,9 @@ type EventFrame struct {
 }
 
 func (v *EventFrame) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Schema.encode(w)
 	encodeOwnershipScope(w, v.Ownership)
 	encodeEventPayload(w, v.Payload)
@@ -7100,6 +8023,9 @@ func (v *EventFrame) encode(w *Writer) {
 }
 
 func (v *EventFrame) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Schema.decode(r)
 	v.Ownership = decodeOwnershipScope(r)
 	v.Payload = decodeEventPayload(r)
@@ -7116,6 +8042,9 @@ type HostCallbackRequest struct {
 }
 
 func (v *HostCallbackRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.InvocationID)
 	w.Str(v.CallbackKey)
 	w.Str(v.Input)
@@ -7124,6 +8053,9 @@ func (v *HostCallbackRequest) encode(w *Writer) {
 }
 
 func (v *HostCallbackRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.InvocationID = r.Str()
 	v.CallbackKey = r.Str()
 	v.Input = r.Str()
@@ -7141,6 +8073,9 @@ type JSBridgeCallRequest struct {
 }
 
 func (v *JSBridgeCallRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.CallID)
 	w.Str(v.MountID)
 	w.Str(v.Operation)
@@ -7149,6 +8084,9 @@ func (v *JSBridgeCallRequest) encode(w *Writer) {
 }
 
 func (v *JSBridgeCallRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.CallID = r.Str()
 	v.MountID = r.Str()
 	v.Operation = r.Str()
@@ -7190,9 +8128,13 @@ func encodeSidecarRequestPayload(w *Writer, v SidecarRequestPayload) {
 }
 
 func decodeSidecarRequestPayload(r *Reader) SidecarRequestPayload {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("SidecarRequestPayload")
 		return nil
 	}
 	switch tag {
@@ -7223,6 +8165,9 @@ type SidecarRequestFrame struct {
 }
 
 func (v *SidecarRequestFrame) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Schema.encode(w)
 	w.I64(v.RequestID)
 	encodeOwnershipScope(w, v.Ownership)
@@ -7231,6 +8176,9 @@ func (v *SidecarRequestFrame) encode(w *Writer) {
 }
 
 func (v *SidecarRequestFrame) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Schema.decode(r)
 	v.RequestID = r.I64()
 	v.Ownership = decodeOwnershipScope(r)
@@ -7247,6 +8195,9 @@ type HostCallbackResultResponse struct {
 }
 
 func (v *HostCallbackResultResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.InvocationID)
 	w.Optional(v.Result != nil)
 	if v.Result != nil {
@@ -7260,6 +8211,9 @@ func (v *HostCallbackResultResponse) encode(w *Writer) {
 }
 
 func (v *HostCallbackResultResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.InvocationID = r.Str()
 	if r.Optional() {
 		v.Result = new(JSONText)
@@ -7281,6 +8235,9 @@ type JSBridgeResultResponse struct {
 }
 
 func (v *JSBridgeResultResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.CallID)
 	w.Optional(v.Result != nil)
 	if v.Result != nil {
@@ -7294,6 +8251,9 @@ func (v *JSBridgeResultResponse) encode(w *Writer) {
 }
 
 func (v *JSBridgeResultResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.CallID = r.Str()
 	if r.Optional() {
 		v.Result = new(JSONText)
@@ -7340,9 +8300,13 @@ func encodeSidecarResponsePayload(w *Writer, v SidecarResponsePayload) {
 }
 
 func decodeSidecarResponsePayload(r *Reader) SidecarResponsePayload {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("SidecarResponsePayload")
 		return nil
 	}
 	switch tag {
@@ -7373,6 +8337,9 @@ type SidecarResponseFrame struct {
 }
 
 func (v *SidecarResponseFrame) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Schema.encode(w)
 	w.I64(v.RequestID)
 	encodeOwnershipScope(w, v.Ownership)
@@ -7381,6 +8348,9 @@ func (v *SidecarResponseFrame) encode(w *Writer) {
 }
 
 func (v *SidecarResponseFrame) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Schema.decode(r)
 	v.RequestID = r.I64()
 	v.Ownership = decodeOwnershipScope(r)
@@ -7395,11 +8365,17 @@ type ShutdownControl struct {
 }
 
 func (v *ShutdownControl) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Reason)
 	w.annotate("ShutdownControl")
 }
 
 func (v *ShutdownControl) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Reason = r.Str()
 	r.annotate("ShutdownControl")
 }
@@ -7428,9 +8404,13 @@ func encodeControlPayload(w *Writer, v ControlPayload) {
 }
 
 func decodeControlPayload(r *Reader) ControlPayload {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("ControlPayload")
 		return nil
 	}
 	switch tag {
@@ -7451,12 +8431,18 @@ type ControlFrame struct {
 }
 
 func (v *ControlFrame) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Schema.encode(w)
 	encodeControlPayload(w, v.Payload)
 	w.annotate("ControlFrame")
 }
 
 func (v *ControlFrame) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Schema.decode(r)
 	v.Payload = decodeControlPayload(r)
 	r.annotate("ControlFrame")
@@ -7511,9 +8497,13 @@ func encodeProtocolFrame(w *Writer, v ProtocolFrame) {
 }
 
 func decodeProtocolFrame(r *Reader) ProtocolFrame {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("ProtocolFrame")
 		return nil
 	}
 	switch tag {
@@ -7603,6 +8593,9 @@ type ACPCreateSessionRequest struct {
 }
 
 func (v *ACPCreateSessionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.AgentType)
 	encodeACPRuntimeKind(w, v.Runtime)
 	w.Str(v.Cwd)
@@ -7634,6 +8627,9 @@ func (v *ACPCreateSessionRequest) encode(w *Writer) {
 }
 
 func (v *ACPCreateSessionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.AgentType = r.Str()
 	v.Runtime = decodeACPRuntimeKind(r)
 	v.Cwd = r.Str()
@@ -7680,6 +8676,9 @@ type ACPSessionRequest struct {
 }
 
 func (v *ACPSessionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.Method)
 	w.Optional(v.Params != nil)
@@ -7690,6 +8689,9 @@ func (v *ACPSessionRequest) encode(w *Writer) {
 }
 
 func (v *ACPSessionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.Method = r.Str()
 	if r.Optional() {
@@ -7706,11 +8708,17 @@ type ACPListAgentsRequest struct {
 }
 
 func (v *ACPListAgentsRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Bool(v.Reserved)
 	w.annotate("AcpListAgentsRequest")
 }
 
 func (v *ACPListAgentsRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Reserved = r.Bool()
 	r.annotate("AcpListAgentsRequest")
 }
@@ -7723,6 +8731,9 @@ type ACPAgentEntry struct {
 }
 
 func (v *ACPAgentEntry) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ID)
 	w.Bool(v.Installed)
 	w.Str(v.AdapterEntrypoint)
@@ -7730,6 +8741,9 @@ func (v *ACPAgentEntry) encode(w *Writer) {
 }
 
 func (v *ACPAgentEntry) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ID = r.Str()
 	v.Installed = r.Bool()
 	v.AdapterEntrypoint = r.Str()
@@ -7743,6 +8757,9 @@ type ACPListAgentsResponse struct {
 }
 
 func (v *ACPListAgentsResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Agents)))
 	for i := range v.Agents {
 		v.Agents[i].encode(w)
@@ -7751,6 +8768,9 @@ func (v *ACPListAgentsResponse) encode(w *Writer) {
 }
 
 func (v *ACPListAgentsResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(3); n > 0 {
 		v.Agents = make([]ACPAgentEntry, n)
 		for i := range v.Agents {
@@ -7775,6 +8795,9 @@ type ACPOpenSessionRequest struct {
 }
 
 func (v *ACPOpenSessionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -7812,6 +8835,9 @@ func (v *ACPOpenSessionRequest) encode(w *Writer) {
 }
 
 func (v *ACPOpenSessionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -7855,6 +8881,9 @@ type ACPGetDurableSessionRequest struct {
 }
 
 func (v *ACPGetDurableSessionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -7863,6 +8892,9 @@ func (v *ACPGetDurableSessionRequest) encode(w *Writer) {
 }
 
 func (v *ACPGetDurableSessionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -7878,6 +8910,9 @@ type ACPListDurableSessionsRequest struct {
 }
 
 func (v *ACPListDurableSessionsRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Cursor != nil)
 	if v.Cursor != nil {
 		w.Str(*v.Cursor)
@@ -7890,6 +8925,9 @@ func (v *ACPListDurableSessionsRequest) encode(w *Writer) {
 }
 
 func (v *ACPListDurableSessionsRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Cursor = new(string)
 		*v.Cursor = r.Str()
@@ -7908,6 +8946,9 @@ type ACPDeleteSessionRequest struct {
 }
 
 func (v *ACPDeleteSessionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -7916,6 +8957,9 @@ func (v *ACPDeleteSessionRequest) encode(w *Writer) {
 }
 
 func (v *ACPDeleteSessionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -7930,6 +8974,9 @@ type ACPUnloadSessionRequest struct {
 }
 
 func (v *ACPUnloadSessionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -7938,6 +8985,9 @@ func (v *ACPUnloadSessionRequest) encode(w *Writer) {
 }
 
 func (v *ACPUnloadSessionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -7954,6 +9004,9 @@ type ACPPromptRequest struct {
 }
 
 func (v *ACPPromptRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -7967,6 +9020,9 @@ func (v *ACPPromptRequest) encode(w *Writer) {
 }
 
 func (v *ACPPromptRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -7986,6 +9042,9 @@ type ACPCancelPromptRequest struct {
 }
 
 func (v *ACPCancelPromptRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -7994,6 +9053,9 @@ func (v *ACPCancelPromptRequest) encode(w *Writer) {
 }
 
 func (v *ACPCancelPromptRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -8010,6 +9072,9 @@ type ACPRespondPermissionRequest struct {
 }
 
 func (v *ACPRespondPermissionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.RequestID)
 	w.Str(v.OptionID)
@@ -8017,6 +9082,9 @@ func (v *ACPRespondPermissionRequest) encode(w *Writer) {
 }
 
 func (v *ACPRespondPermissionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.RequestID = r.Str()
 	v.OptionID = r.Str()
@@ -8033,6 +9101,9 @@ type ACPReadHistoryRequest struct {
 }
 
 func (v *ACPReadHistoryRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -8053,6 +9124,9 @@ func (v *ACPReadHistoryRequest) encode(w *Writer) {
 }
 
 func (v *ACPReadHistoryRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -8079,6 +9153,9 @@ type ACPGetSessionConfigRequest struct {
 }
 
 func (v *ACPGetSessionConfigRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -8087,6 +9164,9 @@ func (v *ACPGetSessionConfigRequest) encode(w *Writer) {
 }
 
 func (v *ACPGetSessionConfigRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -8101,6 +9181,9 @@ type ACPGetSessionCapabilitiesRequest struct {
 }
 
 func (v *ACPGetSessionCapabilitiesRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -8109,6 +9192,9 @@ func (v *ACPGetSessionCapabilitiesRequest) encode(w *Writer) {
 }
 
 func (v *ACPGetSessionCapabilitiesRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -8123,6 +9209,9 @@ type ACPGetSessionAgentInfoRequest struct {
 }
 
 func (v *ACPGetSessionAgentInfoRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -8131,6 +9220,9 @@ func (v *ACPGetSessionAgentInfoRequest) encode(w *Writer) {
 }
 
 func (v *ACPGetSessionAgentInfoRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -8147,6 +9239,9 @@ type ACPSetSessionConfigOptionRequest struct {
 }
 
 func (v *ACPSetSessionConfigOptionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.SessionID != nil)
 	if v.SessionID != nil {
 		w.Str(*v.SessionID)
@@ -8157,6 +9252,9 @@ func (v *ACPSetSessionConfigOptionRequest) encode(w *Writer) {
 }
 
 func (v *ACPSetSessionConfigOptionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.SessionID = new(string)
 		*v.SessionID = r.Str()
@@ -8173,11 +9271,17 @@ type ACPGetSessionStateRequest struct {
 }
 
 func (v *ACPGetSessionStateRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.annotate("AcpGetSessionStateRequest")
 }
 
 func (v *ACPGetSessionStateRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	r.annotate("AcpGetSessionStateRequest")
 }
@@ -8189,11 +9293,17 @@ type ACPCloseSessionRequest struct {
 }
 
 func (v *ACPCloseSessionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.annotate("AcpCloseSessionRequest")
 }
 
 func (v *ACPCloseSessionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	r.annotate("AcpCloseSessionRequest")
 }
@@ -8212,6 +9322,9 @@ type ACPResumeSessionRequest struct {
 }
 
 func (v *ACPResumeSessionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.AgentType)
 	encodeACPRuntimeKind(w, v.Runtime)
@@ -8237,6 +9350,9 @@ func (v *ACPResumeSessionRequest) encode(w *Writer) {
 }
 
 func (v *ACPResumeSessionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.AgentType = r.Str()
 	v.Runtime = decodeACPRuntimeKind(r)
@@ -8274,12 +9390,18 @@ type ACPDeliverAgentOutputRequest struct {
 }
 
 func (v *ACPDeliverAgentOutputRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.Data(v.Chunk)
 	w.annotate("AcpDeliverAgentOutputRequest")
 }
 
 func (v *ACPDeliverAgentOutputRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	v.Chunk = r.Data()
 	r.annotate("AcpDeliverAgentOutputRequest")
@@ -8404,9 +9526,13 @@ func encodeACPRequest(w *Writer, v ACPRequest) {
 }
 
 func decodeACPRequest(r *Reader) ACPRequest {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("AcpRequest")
 		return nil
 	}
 	switch tag {
@@ -8510,6 +9636,9 @@ type ACPDurableSessionInfo struct {
 }
 
 func (v *ACPDurableSessionInfo) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.Agent)
 	w.Str(v.Cwd)
@@ -8530,6 +9659,9 @@ func (v *ACPDurableSessionInfo) encode(w *Writer) {
 }
 
 func (v *ACPDurableSessionInfo) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.Agent = r.Str()
 	v.Cwd = r.Str()
@@ -8556,11 +9688,17 @@ type ACPOpenSessionResponse struct {
 }
 
 func (v *ACPOpenSessionResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Bool(v.Reserved)
 	w.annotate("AcpOpenSessionResponse")
 }
 
 func (v *ACPOpenSessionResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Reserved = r.Bool()
 	r.annotate("AcpOpenSessionResponse")
 }
@@ -8572,11 +9710,17 @@ type ACPGetDurableSessionResponse struct {
 }
 
 func (v *ACPGetDurableSessionResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	v.Session.encode(w)
 	w.annotate("AcpGetDurableSessionResponse")
 }
 
 func (v *ACPGetDurableSessionResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Session.decode(r)
 	r.annotate("AcpGetDurableSessionResponse")
 }
@@ -8589,6 +9733,9 @@ type ACPListDurableSessionsResponse struct {
 }
 
 func (v *ACPListDurableSessionsResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Sessions)))
 	for i := range v.Sessions {
 		v.Sessions[i].encode(w)
@@ -8601,6 +9748,9 @@ func (v *ACPListDurableSessionsResponse) encode(w *Writer) {
 }
 
 func (v *ACPListDurableSessionsResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(17); n > 0 {
 		v.Sessions = make([]ACPDurableSessionInfo, n)
 		for i := range v.Sessions {
@@ -8621,11 +9771,17 @@ type ACPDeleteSessionResponse struct {
 }
 
 func (v *ACPDeleteSessionResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Bool(v.Reserved)
 	w.annotate("AcpDeleteSessionResponse")
 }
 
 func (v *ACPDeleteSessionResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Reserved = r.Bool()
 	r.annotate("AcpDeleteSessionResponse")
 }
@@ -8637,11 +9793,17 @@ type ACPUnloadSessionResponse struct {
 }
 
 func (v *ACPUnloadSessionResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Bool(v.Reserved)
 	w.annotate("AcpUnloadSessionResponse")
 }
 
 func (v *ACPUnloadSessionResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Reserved = r.Bool()
 	r.annotate("AcpUnloadSessionResponse")
 }
@@ -8655,6 +9817,9 @@ type ACPPromptResponse struct {
 }
 
 func (v *ACPPromptResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Optional(v.Message != nil)
 	if v.Message != nil {
@@ -8665,6 +9830,9 @@ func (v *ACPPromptResponse) encode(w *Writer) {
 }
 
 func (v *ACPPromptResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	if r.Optional() {
 		v.Message = new(JSONText)
@@ -8681,11 +9849,17 @@ type ACPCancelPromptResponse struct {
 }
 
 func (v *ACPCancelPromptResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Status)
 	w.annotate("AcpCancelPromptResponse")
 }
 
 func (v *ACPCancelPromptResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Status = r.Str()
 	r.annotate("AcpCancelPromptResponse")
 }
@@ -8698,6 +9872,9 @@ type ACPRespondPermissionResponse struct {
 }
 
 func (v *ACPRespondPermissionResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Status)
 	w.Optional(v.Reason != nil)
 	if v.Reason != nil {
@@ -8707,6 +9884,9 @@ func (v *ACPRespondPermissionResponse) encode(w *Writer) {
 }
 
 func (v *ACPRespondPermissionResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Status = r.Str()
 	if r.Optional() {
 		v.Reason = new(string)
@@ -8722,11 +9902,17 @@ type ACPDurableSessionUpdate struct {
 }
 
 func (v *ACPDurableSessionUpdate) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Update)
 	w.annotate("AcpDurableSessionUpdate")
 }
 
 func (v *ACPDurableSessionUpdate) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Update = r.Str()
 	r.annotate("AcpDurableSessionUpdate")
 }
@@ -8739,12 +9925,18 @@ type ACPDurablePermissionRequest struct {
 }
 
 func (v *ACPDurablePermissionRequest) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.RequestID)
 	w.Str(v.Request)
 	w.annotate("AcpDurablePermissionRequest")
 }
 
 func (v *ACPDurablePermissionRequest) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.RequestID = r.Str()
 	v.Request = r.Str()
 	r.annotate("AcpDurablePermissionRequest")
@@ -8760,6 +9952,9 @@ type ACPDurablePermissionResponse struct {
 }
 
 func (v *ACPDurablePermissionResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.RequestID)
 	w.Str(v.Response)
 	w.Str(v.Status)
@@ -8771,6 +9966,9 @@ func (v *ACPDurablePermissionResponse) encode(w *Writer) {
 }
 
 func (v *ACPDurablePermissionResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.RequestID = r.Str()
 	v.Response = r.Str()
 	v.Status = r.Str()
@@ -8815,9 +10013,13 @@ func encodeACPDurableEvent(w *Writer, v ACPDurableEvent) {
 }
 
 func decodeACPDurableEvent(r *Reader) ACPDurableEvent {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("AcpDurableEvent")
 		return nil
 	}
 	switch tag {
@@ -8847,6 +10049,9 @@ type ACPDurableHistoryEntry struct {
 }
 
 func (v *ACPDurableHistoryEntry) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.U64(v.Sequence)
 	w.Str(v.Timestamp)
@@ -8855,6 +10060,9 @@ func (v *ACPDurableHistoryEntry) encode(w *Writer) {
 }
 
 func (v *ACPDurableHistoryEntry) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.Sequence = r.U64()
 	v.Timestamp = r.Str()
@@ -8871,6 +10079,9 @@ type ACPHistoryPageResponse struct {
 }
 
 func (v *ACPHistoryPageResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Uint(uint64(len(v.Events)))
 	for i := range v.Events {
 		v.Events[i].encode(w)
@@ -8881,6 +10092,9 @@ func (v *ACPHistoryPageResponse) encode(w *Writer) {
 }
 
 func (v *ACPHistoryPageResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if n := r.ListLen(12); n > 0 {
 		v.Events = make([]ACPDurableHistoryEntry, n)
 		for i := range v.Events {
@@ -8900,12 +10114,18 @@ type ACPSessionConfigResponse struct {
 }
 
 func (v *ACPSessionConfigResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.U64(v.Revision)
 	w.Str(v.Options)
 	w.annotate("AcpSessionConfigResponse")
 }
 
 func (v *ACPSessionConfigResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Revision = r.U64()
 	v.Options = r.Str()
 	r.annotate("AcpSessionConfigResponse")
@@ -8918,6 +10138,9 @@ type ACPSessionCapabilitiesResponse struct {
 }
 
 func (v *ACPSessionCapabilitiesResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Capabilities != nil)
 	if v.Capabilities != nil {
 		w.Str(*v.Capabilities)
@@ -8926,6 +10149,9 @@ func (v *ACPSessionCapabilitiesResponse) encode(w *Writer) {
 }
 
 func (v *ACPSessionCapabilitiesResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Capabilities = new(JSONText)
 		*v.Capabilities = r.Str()
@@ -8940,6 +10166,9 @@ type ACPSessionAgentInfoResponse struct {
 }
 
 func (v *ACPSessionAgentInfoResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.AgentInfo != nil)
 	if v.AgentInfo != nil {
 		w.Str(*v.AgentInfo)
@@ -8948,6 +10177,9 @@ func (v *ACPSessionAgentInfoResponse) encode(w *Writer) {
 }
 
 func (v *ACPSessionAgentInfoResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.AgentInfo = new(JSONText)
 		*v.AgentInfo = r.Str()
@@ -8967,6 +10199,9 @@ type ACPSessionCreatedResponse struct {
 }
 
 func (v *ACPSessionCreatedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Optional(v.Pid != nil)
 	if v.Pid != nil {
@@ -8992,6 +10227,9 @@ func (v *ACPSessionCreatedResponse) encode(w *Writer) {
 }
 
 func (v *ACPSessionCreatedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	if r.Optional() {
 		v.Pid = new(uint32)
@@ -9027,6 +10265,9 @@ type ACPSessionRPCResponse struct {
 }
 
 func (v *ACPSessionRPCResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.Response)
 	w.U32(v.EventCount)
@@ -9034,6 +10275,9 @@ func (v *ACPSessionRPCResponse) encode(w *Writer) {
 }
 
 func (v *ACPSessionRPCResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.Response = r.Str()
 	v.EventCount = r.U32()
@@ -9056,6 +10300,9 @@ type ACPSessionStateResponse struct {
 }
 
 func (v *ACPSessionStateResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.AgentType)
 	w.Str(v.ProcessID)
@@ -9088,6 +10335,9 @@ func (v *ACPSessionStateResponse) encode(w *Writer) {
 }
 
 func (v *ACPSessionStateResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.AgentType = r.Str()
 	v.ProcessID = r.Str()
@@ -9128,11 +10378,17 @@ type ACPSessionClosedResponse struct {
 }
 
 func (v *ACPSessionClosedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.annotate("AcpSessionClosedResponse")
 }
 
 func (v *ACPSessionClosedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	r.annotate("AcpSessionClosedResponse")
 }
@@ -9145,12 +10401,18 @@ type ACPSessionResumedResponse struct {
 }
 
 func (v *ACPSessionResumedResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.Mode)
 	w.annotate("AcpSessionResumedResponse")
 }
 
 func (v *ACPSessionResumedResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.Mode = r.Str()
 	r.annotate("AcpSessionResumedResponse")
@@ -9164,12 +10426,18 @@ type ACPErrorResponse struct {
 }
 
 func (v *ACPErrorResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.Code)
 	w.Str(v.Message)
 	w.annotate("AcpErrorResponse")
 }
 
 func (v *ACPErrorResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.Code = r.Str()
 	v.Message = r.Str()
 	r.annotate("AcpErrorResponse")
@@ -9182,11 +10450,17 @@ type ACPPendingResponse struct {
 }
 
 func (v *ACPPendingResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.ProcessID)
 	w.annotate("AcpPendingResponse")
 }
 
 func (v *ACPPendingResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.ProcessID = r.Str()
 	r.annotate("AcpPendingResponse")
 }
@@ -9310,9 +10584,13 @@ func encodeACPResponse(w *Writer, v ACPResponse) {
 }
 
 func decodeACPResponse(r *Reader) ACPResponse {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("AcpResponse")
 		return nil
 	}
 	switch tag {
@@ -9411,6 +10689,9 @@ type ACPDurableSessionEvent struct {
 }
 
 func (v *ACPDurableSessionEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.U64(v.Sequence)
 	w.Str(v.Timestamp)
@@ -9419,6 +10700,9 @@ func (v *ACPDurableSessionEvent) encode(w *Writer) {
 }
 
 func (v *ACPDurableSessionEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.Sequence = r.U64()
 	v.Timestamp = r.Str()
@@ -9435,6 +10719,9 @@ type ACPEphemeralSessionUpdateEvent struct {
 }
 
 func (v *ACPEphemeralSessionUpdateEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.U64(v.AfterSequence)
 	w.Str(v.Update)
@@ -9442,6 +10729,9 @@ func (v *ACPEphemeralSessionUpdateEvent) encode(w *Writer) {
 }
 
 func (v *ACPEphemeralSessionUpdateEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.AfterSequence = r.U64()
 	v.Update = r.Str()
@@ -9456,12 +10746,18 @@ type ACPSessionEvent struct {
 }
 
 func (v *ACPSessionEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.Notification)
 	w.annotate("AcpSessionEvent")
 }
 
 func (v *ACPSessionEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.Notification = r.Str()
 	r.annotate("AcpSessionEvent")
@@ -9477,6 +10773,9 @@ type ACPAgentStderrEvent struct {
 }
 
 func (v *ACPAgentStderrEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.AgentType)
 	w.Str(v.ProcessID)
@@ -9485,6 +10784,9 @@ func (v *ACPAgentStderrEvent) encode(w *Writer) {
 }
 
 func (v *ACPAgentStderrEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.AgentType = r.Str()
 	v.ProcessID = r.Str()
@@ -9506,6 +10808,9 @@ type ACPAgentExitedEvent struct {
 }
 
 func (v *ACPAgentExitedEvent) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.AgentType)
 	w.Str(v.ProcessID)
@@ -9524,6 +10829,9 @@ func (v *ACPAgentExitedEvent) encode(w *Writer) {
 }
 
 func (v *ACPAgentExitedEvent) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.AgentType = r.Str()
 	v.ProcessID = r.Str()
@@ -9585,9 +10893,13 @@ func encodeACPEvent(w *Writer, v ACPEvent) {
 }
 
 func decodeACPEvent(r *Reader) ACPEvent {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("AcpEvent")
 		return nil
 	}
 	switch tag {
@@ -9624,12 +10936,18 @@ type ACPHostRequestCallback struct {
 }
 
 func (v *ACPHostRequestCallback) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Str(v.SessionID)
 	w.Str(v.Request)
 	w.annotate("AcpHostRequestCallback")
 }
 
 func (v *ACPHostRequestCallback) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	v.SessionID = r.Str()
 	v.Request = r.Str()
 	r.annotate("AcpHostRequestCallback")
@@ -9659,9 +10977,13 @@ func encodeACPCallback(w *Writer, v ACPCallback) {
 }
 
 func decodeACPCallback(r *Reader) ACPCallback {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("AcpCallback")
 		return nil
 	}
 	switch tag {
@@ -9681,6 +11003,9 @@ type ACPHostRequestCallbackResponse struct {
 }
 
 func (v *ACPHostRequestCallbackResponse) encode(w *Writer) {
+	if w.err != nil {
+		return
+	}
 	w.Optional(v.Response != nil)
 	if v.Response != nil {
 		w.Str(*v.Response)
@@ -9689,6 +11014,9 @@ func (v *ACPHostRequestCallbackResponse) encode(w *Writer) {
 }
 
 func (v *ACPHostRequestCallbackResponse) decode(r *Reader) {
+	if r.err != nil {
+		return
+	}
 	if r.Optional() {
 		v.Response = new(JSONText)
 		*v.Response = r.Str()
@@ -9720,9 +11048,13 @@ func encodeACPCallbackResponse(w *Writer, v ACPCallbackResponse) {
 }
 
 func decodeACPCallbackResponse(r *Reader) ACPCallbackResponse {
+	if r.err != nil {
+		return nil
+	}
 	off := r.Offset()
 	tag := r.Uint()
 	if r.err != nil {
+		r.annotate("AcpCallbackResponse")
 		return nil
 	}
 	switch tag {

@@ -153,7 +153,12 @@ func (g *generator) genStruct(d *TypeDef) {
 	}
 	g.p("}")
 	g.p("")
+	// Coders return at once when an error is pending: only coders that were
+	// active when it happened may annotate it with their type.
 	g.p("func (v *%s) encode(w *Writer) {", name)
+	g.p("if w.err != nil {")
+	g.p("return")
+	g.p("}")
 	for _, f := range d.Fields {
 		g.encode(f.Type, "v."+GoName(f.Name), 0)
 	}
@@ -161,6 +166,9 @@ func (g *generator) genStruct(d *TypeDef) {
 	g.p("}")
 	g.p("")
 	g.p("func (v *%s) decode(r *Reader) {", name)
+	g.p("if r.err != nil {")
+	g.p("return")
+	g.p("}")
 	for _, f := range d.Fields {
 		g.decode(f.Type, "v."+GoName(f.Name), 0)
 	}
@@ -284,9 +292,13 @@ func (g *generator) genUnion(d *TypeDef) {
 	g.p("}")
 	g.p("")
 	g.p("func decode%s(r *Reader) %s {", name, name)
+	g.p("if r.err != nil {")
+	g.p("return nil")
+	g.p("}")
 	g.p("off := r.Offset()")
 	g.p("tag := r.Uint()")
 	g.p("if r.err != nil {")
+	g.p("r.annotate(%q)", d.Name)
 	g.p("return nil")
 	g.p("}")
 	g.p("switch tag {")
