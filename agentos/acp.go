@@ -190,7 +190,7 @@ func (vm *VM) OpenSession(ctx context.Context, o OpenSessionOptions) (*Session, 
 	}
 	if o.SkipOSInstructions {
 		t := true
-		req.SkipOsInstructions = &t
+		req.SkipOSInstructions = &t
 	}
 	s := vm.session(o.SessionID)
 	if _, err := acpExpect[protocol.ACPOpenSessionResponse](ctx, vm, req); err != nil {

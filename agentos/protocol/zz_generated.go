@@ -8588,7 +8588,7 @@ type ACPCreateSessionRequest struct {
 	ProtocolVersion        int32               `bare:"protocolVersion"`
 	ClientCapabilities     JSONText            `bare:"clientCapabilities"`
 	MCPServers             JSONText            `bare:"mcpServers"`
-	SkipOsInstructions     bool                `bare:"skipOsInstructions"`
+	SkipOSInstructions     bool                `bare:"skipOsInstructions"`
 	AdditionalInstructions *string             `bare:"additionalInstructions"`
 }
 
@@ -8618,7 +8618,7 @@ func (v *ACPCreateSessionRequest) encode(w *Writer) {
 	w.I32(v.ProtocolVersion)
 	w.Str(v.ClientCapabilities)
 	w.Str(v.MCPServers)
-	w.Bool(v.SkipOsInstructions)
+	w.Bool(v.SkipOSInstructions)
 	w.Optional(v.AdditionalInstructions != nil)
 	if v.AdditionalInstructions != nil {
 		w.Str(*v.AdditionalInstructions)
@@ -8659,7 +8659,7 @@ func (v *ACPCreateSessionRequest) decode(r *Reader) {
 	v.ProtocolVersion = r.I32()
 	v.ClientCapabilities = r.Str()
 	v.MCPServers = r.Str()
-	v.SkipOsInstructions = r.Bool()
+	v.SkipOSInstructions = r.Bool()
 	if r.Optional() {
 		v.AdditionalInstructions = new(string)
 		*v.AdditionalInstructions = r.Str()
@@ -8790,7 +8790,7 @@ type ACPOpenSessionRequest struct {
 	Env                    *JSONText `bare:"env"`
 	MCPServers             *JSONText `bare:"mcpServers"`
 	PermissionPolicy       *string   `bare:"permissionPolicy"`
-	SkipOsInstructions     *bool     `bare:"skipOsInstructions"`
+	SkipOSInstructions     *bool     `bare:"skipOsInstructions"`
 	AdditionalInstructions *string   `bare:"additionalInstructions"`
 }
 
@@ -8823,9 +8823,9 @@ func (v *ACPOpenSessionRequest) encode(w *Writer) {
 	if v.PermissionPolicy != nil {
 		w.Str(*v.PermissionPolicy)
 	}
-	w.Optional(v.SkipOsInstructions != nil)
-	if v.SkipOsInstructions != nil {
-		w.Bool(*v.SkipOsInstructions)
+	w.Optional(v.SkipOSInstructions != nil)
+	if v.SkipOSInstructions != nil {
+		w.Bool(*v.SkipOSInstructions)
 	}
 	w.Optional(v.AdditionalInstructions != nil)
 	if v.AdditionalInstructions != nil {
@@ -8864,8 +8864,8 @@ func (v *ACPOpenSessionRequest) decode(r *Reader) {
 		*v.PermissionPolicy = r.Str()
 	}
 	if r.Optional() {
-		v.SkipOsInstructions = new(bool)
-		*v.SkipOsInstructions = r.Bool()
+		v.SkipOSInstructions = new(bool)
+		*v.SkipOSInstructions = r.Bool()
 	}
 	if r.Optional() {
 		v.AdditionalInstructions = new(string)

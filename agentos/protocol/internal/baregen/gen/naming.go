@@ -8,7 +8,7 @@ var initialisms = map[string]string{
 	"Id": "ID", "Vm": "VM", "Acp": "ACP", "Pty": "PTY", "Json": "JSON",
 	"Utf8": "UTF8", "Uid": "UID", "Gid": "GID", "Udp": "UDP", "Uds": "UDS",
 	"Url": "URL", "Http": "HTTP", "Api": "API", "Io": "IO", "Rpc": "RPC",
-	"Mcp": "MCP", "Js": "JS",
+	"Mcp": "MCP", "Js": "JS", "Os": "OS",
 }
 
 // typeRenames overrides the Go name of specific schema types where the
