@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable error code. Each maps to one HTTP status
+// in the handlers package, and nowhere else.
+type Code string
+
+// Error codes.
+const (
+	CodeInvalidArgument   Code = "invalid_argument"
+	CodeUnauthenticated   Code = "unauthenticated"
+	CodePermissionDenied  Code = "permission_denied"
+	CodeNotFound          Code = "not_found"
+	CodeConflict          Code = "conflict"
+	CodePayloadTooLarge   Code = "payload_too_large"
+	CodeResourceExhausted Code = "resource_exhausted"
+	CodeInternal          Code = "internal"
+	CodeUnavailable       Code = "unavailable"
+	CodeDeadlineExceeded  Code = "deadline_exceeded"
+	CodeUnprocessable     Code = "unprocessable"
+)
+
+// Error is the one error type that crosses layers: a code, a message safe to
+// show the caller, and optional details (for example a VM's state).
+type Error struct {
+	Code    Code
+	Message string
+	Details map[string]any
+	Err     error // the cause, kept for logs; never shown to callers
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an *Error with a message and a cause.
+func Wrap(code Code, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: err}
+}
+
+// WithDetail adds a detail and returns e.
+func (e *Error) WithDetail(key string, v any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[key] = v
+	return e
+}
+
+// ErrorCode returns the code of err: its *Error's, or CodeInternal.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the caller-safe message of err.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}

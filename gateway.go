@@ -1,0 +1,104 @@
+// Package gateway holds the domain types of agentos-gateway: tenants, API
+// keys, VM records and the error type every layer speaks. The packages below
+// it each wrap one dependency: store (the database), sidecarpool (the agentOS
+// engine), vms (VM life cycles built from both), handlers (HTTP).
+package gateway
+
+import (
+	"time"
+)
+
+// DefaultTenantID is the built-in tenant the admin key acts as, so a single
+// user can start the server and use the printed key with no set-up.
+const DefaultTenantID = "default"
+
+// Tenant is a customer of the gateway; every VM belongs to exactly one.
+type Tenant struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Isolated tenants get sidecars of their own, shared with no other tenant.
+	Isolated  bool      `json:"isolated"`
+	Quotas    Quotas    `json:"quotas"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Quotas bound what a tenant may use; zero means unlimited.
+type Quotas struct {
+	MaxVMs            int     `json:"maxVms" validate:"gte=0"`
+	MaxProcesses      int     `json:"maxProcesses" validate:"gte=0"`
+	RequestsPerSecond float64 `json:"requestsPerSecond" validate:"gte=0"`
+}
+
+// APIKey is a tenant's credential. Only a hash of the secret is stored.
+type APIKey struct {
+	ID       string `json:"id"`
+	TenantID string `json:"tenantId"`
+	// Prefix is the first characters of the key, shown to tell keys apart.
+	Prefix    string    `json:"prefix"`
+	Admin     bool      `json:"-"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// VMState is the state of a VM as the gateway records it.
+type VMState string
+
+// VM states. Disposed and lost are final.
+const (
+	VMCreating  VMState = "creating"
+	VMReady     VMState = "ready"
+	VMDisposing VMState = "disposing"
+	VMDisposed  VMState = "disposed"
+	VMLost      VMState = "lost"
+)
+
+// Final reports whether no transition leaves s.
+func (s VMState) Final() bool { return s == VMDisposed || s == VMLost }
+
+// Valid reports whether s is a known state.
+func (s VMState) Valid() bool {
+	switch s {
+	case VMCreating, VMReady, VMDisposing, VMDisposed, VMLost:
+		return true
+	}
+	return false
+}
+
+// VMSpec is what a VM was created with.
+type VMSpec struct {
+	Labels              map[string]string `json:"labels,omitempty"`
+	Env                 map[string]string `json:"env,omitempty"`
+	Permissions         map[string]any    `json:"permissions,omitempty"`
+	Limits              map[string]any    `json:"limits,omitempty"`
+	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts,omitempty"`
+	Software            []string          `json:"software,omitempty"`
+	Agents              []string          `json:"agents,omitempty"`
+	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty"`
+}
+
+// VM is the gateway's record of a VM.
+type VM struct {
+	ID        string    `json:"id"`
+	TenantID  string    `json:"tenantId"`
+	State     VMState   `json:"state"`
+	Reason    string    `json:"reason,omitempty"` // why it is lost
+	SidecarID string    `json:"sidecarId,omitempty"`
+	Spec      VMSpec    `json:"spec"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// VMFilter selects VMs of a tenant.
+type VMFilter struct {
+	TenantID string
+	State    VMState           // empty: any
+	Labels   map[string]string // every pair must match
+	Cursor   string
+	Limit    int
+}
+
+// Page is one page of a list; NextCursor is empty on the last page.
+type Page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}

@@ -1,0 +1,87 @@
+package vms
+
+import (
+	"context"
+	"errors"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+)
+
+// engineError turns an error of the agentos client into the gateway's error
+// type, so the HTTP layer maps one type to statuses in one place.
+func engineError(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var ge *gateway.Error
+	if errors.As(err, &ge) {
+		return err
+	}
+	var (
+		exited *agentos.SidecarExitedError
+		launch *agentos.LaunchError
+		rej    *agentos.RejectedError
+		acp    *agentos.ACPError
+	)
+	switch {
+	case errors.Is(err, agentos.ErrInvalidArgument):
+		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: %s", what, stripPrefix(err))
+	case errors.Is(err, agentos.ErrTimeout):
+		return gateway.Wrap(gateway.CodeDeadlineExceeded, err, "%s: deadline exceeded; the process was killed", what)
+	case errors.Is(err, agentos.ErrTerminationFailed):
+		return gateway.Wrap(gateway.CodeInternal, err, "%s: termination_failed: the process did not confirm its exit after SIGKILL", what).WithDetail("reason", "termination_failed")
+	case errors.As(err, &exited), errors.Is(err, agentos.ErrClosed):
+		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the sidecar hosting this VM is gone", what)
+	case errors.Is(err, agentos.ErrVMDisposed):
+		return gateway.Wrap(gateway.CodeConflict, err, "%s: the VM was disposed", what).WithDetail("state", gateway.VMDisposed)
+	case errors.As(err, &launch):
+		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: the sidecar refused to launch %q: %s", what, launch.Command, rejectionMessage(launch.Err))
+	case errors.Is(err, agentos.ErrOutputOverflow):
+		return gateway.Wrap(gateway.CodeResourceExhausted, err, "%s: output buffer overflow", what)
+	case errors.As(err, &acp):
+		return gateway.Wrap(gateway.CodeConflict, err, "%s: %s: %s", what, acp.Code, acp.Message).WithDetail("agentCode", acp.Code)
+	case errors.As(err, &rej):
+		return gateway.Wrap(errnoCode(rej.Errno), err, "%s: %s", what, rej.Message).WithDetail("errno", rej.Errno)
+	case errors.Is(err, agentos.ErrNotFound):
+		return gateway.Wrap(gateway.CodeNotFound, err, "%s: not found", what)
+	case errors.Is(err, context.DeadlineExceeded):
+		return gateway.Wrap(gateway.CodeDeadlineExceeded, err, "%s: deadline exceeded", what)
+	case errors.Is(err, context.Canceled):
+		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: cancelled", what)
+	}
+	return gateway.Wrap(gateway.CodeInternal, err, "%s failed", what)
+}
+
+func errnoCode(errno string) gateway.Code {
+	switch errno {
+	case "ENOENT", "ESRCH":
+		return gateway.CodeNotFound
+	case "EEXIST", "ENOTEMPTY", "EBUSY":
+		return gateway.CodeConflict
+	case "ENOTDIR", "EISDIR", "EINVAL", "ENAMETOOLONG", "ELOOP":
+		return gateway.CodeInvalidArgument
+	case "EACCES", "EPERM", "EROFS":
+		return gateway.CodePermissionDenied
+	case "ENOSPC", "EFBIG", "EMFILE", "ENFILE":
+		return gateway.CodeResourceExhausted
+	}
+	return gateway.CodeInternal
+}
+
+func rejectionMessage(err error) string {
+	var rej *agentos.RejectedError
+	if errors.As(err, &rej) {
+		return rej.Message
+	}
+	return err.Error()
+}
+
+func stripPrefix(err error) string {
+	msg := err.Error()
+	const p = "agentos: "
+	for len(msg) > len(p) && msg[:len(p)] == p {
+		msg = msg[len(p):]
+	}
+	return msg
+}

@@ -1,0 +1,321 @@
+package vms
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+)
+
+// Chunk is a piece of process or shell output.
+type Chunk struct {
+	Stream string    `json:"stream"` // "stdout" | "stderr"
+	Data   []byte    `json:"-"`
+	Time   time.Time `json:"ts"`
+}
+
+// ExecRequest is a one-shot command.
+type ExecRequest struct {
+	Command        string
+	Argv           []string
+	Cwd            string
+	Env            map[string]string
+	Stdin          []byte
+	Timeout        time.Duration
+	MaxOutputBytes int
+}
+
+// ExecResult is a finished one-shot command.
+type ExecResult struct {
+	ExitCode        int           `json:"exitCode"`
+	Signal          string        `json:"signal,omitempty"`
+	Stdout          []byte        `json:"-"`
+	Stderr          []byte        `json:"-"`
+	StdoutTruncated bool          `json:"-"`
+	StderrTruncated bool          `json:"-"`
+	Duration        time.Duration `json:"-"`
+	Pid             uint32        `json:"-"`
+}
+
+// countProcess enforces the tenant's process quota and returns its release.
+func (s *Service) countProcess(tenant gateway.Tenant) (func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if max := tenant.Quotas.MaxProcesses; max > 0 && s.procCount[tenant.ID] >= max {
+		return nil, gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s runs %d processes, its quota", tenant.ID, max).WithDetail("quota", "maxProcesses")
+	}
+	s.procCount[tenant.ID]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.procCount[tenant.ID]--
+			s.mu.Unlock()
+		})
+	}, nil
+}
+
+// Exec runs a command to completion. onOutput, when set, receives the output
+// as it arrives (for streamed exec) and must not block.
+func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, req ExecRequest, onOutput func(Chunk)) (*ExecResult, error) {
+	lv, err := s.lookup(ctx, tenant.ID, vmID)
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.countProcess(tenant)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	defer lv.hold(s.cfg.Now())()
+	opts := agentos.ExecOptions{Cwd: req.Cwd, Env: req.Env, Stdin: req.Stdin, Timeout: req.Timeout, MaxOutputBytes: req.MaxOutputBytes}
+	if onOutput != nil {
+		opts.OnOutput = func(o agentos.Output) { onOutput(Chunk{Stream: o.Stream.String(), Data: o.Data, Time: o.Time}) }
+	}
+	var res *agentos.ExecResult
+	if len(req.Argv) > 0 {
+		res, err = lv.vm.ExecArgv(ctx, req.Argv, opts)
+	} else {
+		res, err = lv.vm.Exec(ctx, req.Command, opts)
+	}
+	if err != nil {
+		return nil, engineError(err, "exec")
+	}
+	return &ExecResult{
+		ExitCode: res.ExitCode, Signal: res.Signal, Stdout: res.Stdout, Stderr: res.Stderr,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, Duration: res.Duration,
+	}, nil
+}
+
+// SpawnRequest starts a long-running process.
+type SpawnRequest struct {
+	Command string
+	Argv    []string
+	Cwd     string
+	Env     map[string]string
+}
+
+// ProcessInfo describes a process of a VM.
+type ProcessInfo struct {
+	Pid       uint32      `json:"pid"`
+	Command   string      `json:"command"`
+	Args      []string    `json:"args"`
+	Cwd       string      `json:"cwd"`
+	Running   bool        `json:"running"`
+	Exit      *ExitStatus `json:"exit,omitempty"`
+	Error     string      `json:"error,omitempty"`
+	StartedAt time.Time   `json:"startedAt"`
+	ExitedAt  *time.Time  `json:"exitedAt,omitempty"`
+}
+
+// Process is a spawned process and its replayable output.
+type Process struct {
+	pid  uint32
+	ap   *agentos.Process
+	out  *Log[Chunk]
+	done chan struct{}
+
+	mu   sync.Mutex
+	exit *ExitStatus
+	err  error
+}
+
+// Output returns the process's output log; its sequence numbers are the
+// process's output sequence numbers.
+func (p *Process) Output() *Log[Chunk] { return p.out }
+
+// Pid returns the guest pid.
+func (p *Process) Pid() uint32 { return p.pid }
+
+// Exit returns the exit status once the process ended (nil while it runs),
+// or the error that made its end unknowable.
+func (p *Process) Exit() (*ExitStatus, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit, p.err
+}
+
+func (p *Process) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *Process) vmEnded(err error) {
+	p.mu.Lock()
+	if p.exit == nil && p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+}
+
+// Info describes the process.
+func (p *Process) Info() ProcessInfo {
+	ai := p.ap.Info()
+	info := ProcessInfo{Pid: p.pid, Command: ai.Command, Args: ai.Args, Cwd: ai.Cwd, Running: p.running(), StartedAt: ai.StartedAt.UTC()}
+	if info.Args == nil {
+		info.Args = []string{}
+	}
+	exit, err := p.Exit()
+	info.Exit = exit
+	if err != nil {
+		info.Error = gateway.ErrorMessage(err)
+	}
+	if !info.Running && !ai.ExitedAt.IsZero() {
+		t := ai.ExitedAt.UTC()
+		info.ExitedAt = &t
+	}
+	return info
+}
+
+// Spawn starts a process whose output is kept in a bounded log for
+// streaming and resuming.
+func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string, req SpawnRequest) (ProcessInfo, error) {
+	lv, err := s.lookup(ctx, tenant.ID, vmID)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	release, err := s.countProcess(tenant)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	out := NewLog[Chunk](s.cfg.OutputBufferBytes)
+	opts := agentos.SpawnOptions{Cwd: req.Cwd, Env: req.Env, OnOutput: func(o agentos.Output) {
+		out.Append(o.Seq, len(o.Data), Chunk{Stream: o.Stream.String(), Data: o.Data, Time: o.Time})
+	}}
+	var ap *agentos.Process
+	if len(req.Argv) > 0 {
+		ap, err = lv.vm.Spawn(ctx, req.Argv, opts)
+	} else {
+		ap, err = lv.vm.SpawnCommand(ctx, req.Command, opts)
+	}
+	if err != nil {
+		release()
+		return ProcessInfo{}, engineError(err, "spawn")
+	}
+	p := &Process{pid: ap.Pid(), ap: ap, out: out, done: make(chan struct{})}
+	lv.mu.Lock()
+	lv.procs[p.pid] = p
+	lv.mu.Unlock()
+	s.wg.Add(1)
+	go s.awaitExit(lv, p, release)
+	return p.Info(), nil
+}
+
+// awaitExit records a process's end and closes its log.
+func (s *Service) awaitExit(lv *liveVM, p *Process, release func()) {
+	defer s.wg.Done()
+	defer release()
+	st, err := p.ap.Wait(context.Background())
+	p.mu.Lock()
+	if err != nil {
+		if p.err == nil {
+			p.err = engineError(err, "process")
+		}
+	} else {
+		p.exit = &ExitStatus{ExitCode: st.ExitCode, Signal: st.Signal}
+	}
+	exit, perr := p.exit, p.err
+	p.mu.Unlock()
+	close(p.done)
+	if exit != nil {
+		lv.events.Append(0, 64, VMEvent{Type: "process_exit", Time: s.cfg.Now().UTC(), Pid: p.pid, Exit: exit})
+	}
+	p.out.Close(perr)
+}
+
+// Processes lists a VM's processes, exited ones included, by pid.
+func (s *Service) Processes(ctx context.Context, tenantID, vmID string) ([]ProcessInfo, error) {
+	lv, err := s.lookup(ctx, tenantID, vmID)
+	if err != nil {
+		return nil, err
+	}
+	lv.mu.Lock()
+	ps := make([]*Process, 0, len(lv.procs))
+	for _, p := range lv.procs {
+		ps = append(ps, p)
+	}
+	lv.mu.Unlock()
+	out := make([]ProcessInfo, len(ps))
+	for i, p := range ps {
+		out[i] = p.Info()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pid < out[j].Pid })
+	return out, nil
+}
+
+// Process returns a VM's process by pid, with a release for the caller's
+// hold on the VM (streams keep a VM from going idle).
+func (s *Service) Process(ctx context.Context, tenantID, vmID string, pid uint32) (*Process, func(), error) {
+	lv, err := s.lookup(ctx, tenantID, vmID)
+	if err != nil {
+		return nil, nil, err
+	}
+	lv.mu.Lock()
+	p := lv.procs[pid]
+	lv.mu.Unlock()
+	if p == nil {
+		return nil, nil, gateway.Errorf(gateway.CodeNotFound, "no process %d in VM %s", pid, vmID)
+	}
+	return p, lv.hold(s.cfg.Now()), nil
+}
+
+// WriteStdin sends bytes to a process's stdin.
+func (p *Process) WriteStdin(ctx context.Context, data []byte) error {
+	if !p.running() {
+		return gateway.Errorf(gateway.CodeConflict, "process %d has exited", p.pid).WithDetail("state", "exited")
+	}
+	_, err := p.ap.Write(ctx, data)
+	return engineError(err, "write stdin")
+}
+
+// CloseStdin closes a process's stdin.
+func (p *Process) CloseStdin(ctx context.Context) error {
+	if !p.running() {
+		return gateway.Errorf(gateway.CodeConflict, "process %d has exited", p.pid).WithDetail("state", "exited")
+	}
+	return engineError(p.ap.CloseStdin(ctx), "close stdin")
+}
+
+// Signal sends a signal by name.
+func (p *Process) Signal(ctx context.Context, sig string) error {
+	if !agentos.ValidSignal(sig) {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "unknown signal %q", sig).WithDetail("field", "signal")
+	}
+	if !p.running() {
+		return gateway.Errorf(gateway.CodeConflict, "process %d has exited", p.pid).WithDetail("state", "exited")
+	}
+	return engineError(p.ap.Signal(ctx, sig), "signal")
+}
+
+// Wait waits for the process to end, at most timeout (0: until ctx ends).
+// It returns nil status and no error when the time ran out.
+func (p *Process) Wait(ctx context.Context, timeout time.Duration) (*ExitStatus, error) {
+	var t <-chan time.Time
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		t = timer.C
+	}
+	select {
+	case <-p.done:
+	case <-t:
+		return nil, gateway.Errorf(gateway.CodeDeadlineExceeded, "process %d still running after %s", p.pid, timeout)
+	case <-ctx.Done():
+		return nil, gateway.Wrap(gateway.CodeDeadlineExceeded, ctx.Err(), "wait for process %d", p.pid)
+	}
+	exit, err := p.Exit()
+	if err != nil {
+		return nil, err
+	}
+	return exit, nil
+}
+
+// Done is closed when the process ended.
+func (p *Process) Done() <-chan struct{} { return p.done }

@@ -1,0 +1,544 @@
+// Package vms runs tenants' VMs: it places them on the sidecar pool, records
+// their life in the store, and keeps what the HTTP layer streams (process
+// output, shell output, VM events) in bounded, resumable logs.
+package vms
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+)
+
+// Store is what the service needs of the database.
+type Store interface {
+	CreateVM(ctx context.Context, vm gateway.VM) error
+	GetVM(ctx context.Context, tenantID, id string) (gateway.VM, error)
+	ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gateway.VM], error)
+	SetVMState(ctx context.Context, id string, to gateway.VMState, reason, sidecarID string) (gateway.VM, error)
+	CountLiveVMs(ctx context.Context, tenantID string) (int, error)
+}
+
+// Lease is a counted hold on a pooled sidecar.
+type Lease interface {
+	Sidecar() *agentos.Sidecar
+	SidecarID() string
+	Release()
+}
+
+// Pool places VMs on sidecars.
+type Pool interface {
+	Acquire(ctx context.Context, tenantID string, isolated bool) (Lease, error)
+}
+
+// Config tunes the service.
+type Config struct {
+	// DataDir holds the session databases of agent VMs.
+	DataDir string
+	// OutputBufferBytes bounds each process's and shell's replay log
+	// (default 1 MiB).
+	OutputBufferBytes int
+	// EventBufferBytes bounds each VM's event log (default 256 KiB).
+	EventBufferBytes int
+	// IdleCheck is how often idle VMs are looked for (default 1 s).
+	IdleCheck time.Duration
+	Log       zerolog.Logger
+	Now       func() time.Time
+}
+
+// Service runs VMs for tenants.
+type Service struct {
+	cfg   Config
+	store Store
+	pool  Pool
+	log   zerolog.Logger
+
+	mu        sync.Mutex
+	live      map[string]*liveVM
+	creatingCount int // creates in progress
+	procCount map[string]int // running processes per tenant
+	closing   bool
+
+	tenantLocks sync.Map // tenant id → *sync.Mutex, serialises quota check + record
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a service and starts its idle reaper; Shutdown stops it.
+func New(cfg Config, store Store, pool Pool) *Service {
+	if cfg.OutputBufferBytes <= 0 {
+		cfg.OutputBufferBytes = 1 << 20
+	}
+	if cfg.EventBufferBytes <= 0 {
+		cfg.EventBufferBytes = 256 << 10
+	}
+	if cfg.IdleCheck <= 0 {
+		cfg.IdleCheck = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Service{
+		cfg: cfg, store: store, pool: pool, log: cfg.Log,
+		live: map[string]*liveVM{}, procCount: map[string]int{},
+		stop: make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go s.reapIdle()
+	return s
+}
+
+// VMEvent is an entry of a VM's event stream.
+type VMEvent struct {
+	Type   string            `json:"type"` // "state", "limit_warning", "process_exit", "structured"
+	Time   time.Time         `json:"time"`
+	State  gateway.VMState   `json:"state,omitempty"`
+	Reason string            `json:"reason,omitempty"`
+	Name   string            `json:"name,omitempty"`
+	Detail map[string]string `json:"detail,omitempty"`
+	Pid    uint32            `json:"pid,omitempty"`
+	Exit   *ExitStatus       `json:"exit,omitempty"`
+}
+
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	ExitCode int    `json:"exitCode"`
+	Signal   string `json:"signal,omitempty"`
+}
+
+// liveVM is a VM the gateway runs right now.
+type liveVM struct {
+	id       string
+	tenantID string
+	vm       *agentos.VM
+	lease    Lease
+	events   *Log[VMEvent]
+	idle     time.Duration
+
+	mu          sync.Mutex
+	procs       map[uint32]*Process
+	shells      map[string]*Shell
+	lastActive  time.Time
+	busy        int // calls and open streams in progress
+	ended       bool
+	releaseOnce sync.Once
+}
+
+func newID(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (s *Service) tenantLock(id string) *sync.Mutex {
+	m, _ := s.tenantLocks.LoadOrStore(id, &sync.Mutex{})
+	return m.(*sync.Mutex)
+}
+
+// Create creates a VM for a tenant.
+func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gateway.VMSpec) (gateway.VM, error) {
+	opts, err := vmOptions(spec, s.cfg.DataDir)
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return gateway.VM{}, gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
+	}
+
+	// Quota check and the creating record happen under the tenant's lock,
+	// so concurrent creates cannot both pass the last free slot.
+	lock := s.tenantLock(tenant.ID)
+	lock.Lock()
+	if max := tenant.Quotas.MaxVMs; max > 0 {
+		n, err := s.store.CountLiveVMs(ctx, tenant.ID)
+		if err != nil {
+			lock.Unlock()
+			return gateway.VM{}, err
+		}
+		if n >= max {
+			lock.Unlock()
+			return gateway.VM{}, gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s has %d live VMs, its quota", tenant.ID, max).WithDetail("quota", "maxVms")
+		}
+	}
+	now := s.cfg.Now().UTC()
+	rec := gateway.VM{ID: newID("vm_"), TenantID: tenant.ID, State: gateway.VMCreating, Spec: spec, CreatedAt: now, UpdatedAt: now}
+	err = s.store.CreateVM(ctx, rec)
+	lock.Unlock()
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	s.mu.Lock()
+	s.creatingCount++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.creatingCount--
+		s.mu.Unlock()
+	}()
+
+	fail := func(err error) (gateway.VM, error) {
+		// The record stays, disposed, with why: a client polling the id
+		// learns what happened. The store needs a context that outlives a
+		// cancelled request.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, serr := s.store.SetVMState(sctx, rec.ID, gateway.VMDisposed, "create failed: "+gateway.ErrorMessage(err), ""); serr != nil {
+			s.log.Error().Err(serr).Str("vm", rec.ID).Msg("record failed create")
+		}
+		return gateway.VM{}, err
+	}
+	lease, err := s.pool.Acquire(ctx, tenant.ID, tenant.Isolated)
+	if err != nil {
+		return fail(err)
+	}
+	vm, err := lease.Sidecar().CreateVM(ctx, opts)
+	if err != nil {
+		lease.Release()
+		return fail(engineError(err, "create vm"))
+	}
+	lv := &liveVM{
+		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
+		events: NewLog[VMEvent](s.cfg.EventBufferBytes),
+		idle:   time.Duration(spec.IdleTimeoutSeconds) * time.Second,
+		procs:  map[uint32]*Process{}, shells: map[string]*Shell{}, lastActive: s.cfg.Now(),
+	}
+	rec, err = s.store.SetVMState(context.WithoutCancel(ctx), rec.ID, gateway.VMReady, "", lease.SidecarID())
+	if err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = vm.Dispose(dctx)
+		lease.Release()
+		return gateway.VM{}, err
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		s.endVM(lv, gateway.VMDisposed, "the gateway is shutting down", true)
+		return gateway.VM{}, gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
+	}
+	s.live[rec.ID] = lv
+	s.mu.Unlock()
+	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: gateway.VMReady})
+	s.wg.Add(1)
+	go s.watch(lv)
+	return rec, nil
+}
+
+// vmOptions validates a spec and turns it into client options.
+func vmOptions(spec gateway.VMSpec, dataDir string) (agentos.VMOptions, error) {
+	o := agentos.VMOptions{
+		Env: spec.Env, Software: spec.Software, Agents: spec.Agents, Limits: spec.Limits,
+		LoopbackExemptPorts: spec.LoopbackExemptPorts, DataDir: dataDir,
+	}
+	for _, a := range spec.Agents {
+		if _, ok := agentos.AgentPackages[a]; !ok {
+			return o, gateway.Errorf(gateway.CodeInvalidArgument, "unknown agent %q", a).WithDetail("field", "agents")
+		}
+	}
+	if spec.Permissions != nil {
+		p, err := permissionsPolicy(spec.Permissions)
+		if err != nil {
+			return o, err
+		}
+		o.Permissions = p
+	}
+	return o, nil
+}
+
+// permissionsPolicy accepts {"fs": "allow"|"deny"|"ask", "network": ..., "childProcess": ..., "process": ..., "env": ..., "hostFunction": ...}.
+func permissionsPolicy(m map[string]any) (*protocol.PermissionsPolicy, error) {
+	mode := func(field string) (*protocol.PermissionMode, error) {
+		v, ok := m[field]
+		if !ok {
+			return nil, nil
+		}
+		s, _ := v.(string)
+		var pm protocol.PermissionMode
+		switch s {
+		case "allow":
+			pm = protocol.PermissionModeAllow
+		case "ask":
+			pm = protocol.PermissionModeAsk
+		case "deny":
+			pm = protocol.PermissionModeDeny
+		default:
+			return nil, gateway.Errorf(gateway.CodeInvalidArgument, "permissions.%s must be allow, ask or deny", field).WithDetail("field", "permissions."+field)
+		}
+		return &pm, nil
+	}
+	for k := range m {
+		switch k {
+		case "fs", "network", "childProcess", "process", "env", "hostFunction":
+		default:
+			return nil, gateway.Errorf(gateway.CodeInvalidArgument, "unknown permission %q", k).WithDetail("field", "permissions."+k)
+		}
+	}
+	var p protocol.PermissionsPolicy
+	if pm, err := mode("fs"); err != nil {
+		return nil, err
+	} else if pm != nil {
+		var scope protocol.FsPermissionScope = *pm
+		p.Fs = &scope
+	}
+	pattern := func(field string, dst **protocol.PatternPermissionScope) error {
+		pm, err := mode(field)
+		if err != nil || pm == nil {
+			return err
+		}
+		var scope protocol.PatternPermissionScope = *pm
+		*dst = &scope
+		return nil
+	}
+	for field, dst := range map[string]**protocol.PatternPermissionScope{
+		"network": &p.Network, "childProcess": &p.ChildProcess, "process": &p.Process, "env": &p.Env, "hostFunction": &p.HostFunction,
+	} {
+		if err := pattern(field, dst); err != nil {
+			return nil, err
+		}
+	}
+	return &p, nil
+}
+
+// watch follows the client's view of a VM: it forwards limit warnings and
+// notices when the VM is lost with its sidecar.
+func (s *Service) watch(lv *liveVM) {
+	defer s.wg.Done()
+	for {
+		sub := lv.vm.Subscribe(1024)
+		for ev := range sub.C() {
+			switch ev.Kind {
+			case "limit_warning", "structured":
+				lv.events.Append(0, 128, VMEvent{Type: ev.Kind, Time: ev.Time.UTC(), Name: ev.Name, Detail: ev.Detail})
+			}
+		}
+		if errors.Is(sub.Err(), agentos.ErrOutputOverflow) {
+			lv.events.Append(0, 64, VMEvent{Type: "structured", Time: s.cfg.Now().UTC(), Name: "events_dropped"})
+			continue
+		}
+		break
+	}
+	st, err := lv.vm.State()
+	if st == agentos.VMLost {
+		reason := "sidecar died"
+		if err != nil {
+			reason = err.Error()
+		}
+		s.endVM(lv, gateway.VMLost, reason, false)
+	}
+}
+
+// endVM moves a live VM to a final state: the record, its streams, its lease.
+func (s *Service) endVM(lv *liveVM, state gateway.VMState, reason string, dispose bool) {
+	lv.mu.Lock()
+	if lv.ended {
+		lv.mu.Unlock()
+		return
+	}
+	lv.ended = true
+	lv.mu.Unlock()
+	if dispose {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := lv.vm.Dispose(ctx); err != nil {
+			s.log.Warn().Err(err).Str("vm", lv.id).Msg("dispose")
+		}
+		cancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.store.SetVMState(ctx, lv.id, state, reason, ""); err != nil {
+		s.log.Error().Err(err).Str("vm", lv.id).Str("state", string(state)).Msg("record vm state")
+	}
+	s.mu.Lock()
+	delete(s.live, lv.id)
+	s.mu.Unlock()
+	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: state, Reason: reason})
+	final := gateway.Errorf(gateway.CodeConflict, "the VM is %s", state).WithDetail("state", state)
+	if reason != "" {
+		final.Message += ": " + reason
+	}
+	lv.events.Close(final)
+	lv.mu.Lock()
+	procs, shells := lv.procs, lv.shells
+	lv.mu.Unlock()
+	for _, p := range procs {
+		p.vmEnded(final)
+	}
+	for _, sh := range shells {
+		sh.out.Close(final)
+	}
+	lv.releaseOnce.Do(lv.lease.Release)
+}
+
+// lookup returns the live VM of a tenant, or the reason it cannot be used.
+func (s *Service) lookup(ctx context.Context, tenantID, id string) (*liveVM, error) {
+	s.mu.Lock()
+	lv := s.live[id]
+	s.mu.Unlock()
+	if lv != nil && lv.tenantID == tenantID {
+		lv.touch(s.cfg.Now())
+		return lv, nil
+	}
+	rec, err := s.store.GetVM(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	return nil, gateway.Errorf(gateway.CodeConflict, "the VM is %s", rec.State).WithDetail("state", rec.State).WithDetail("reason", rec.Reason)
+}
+
+func (lv *liveVM) touch(now time.Time) {
+	lv.mu.Lock()
+	lv.lastActive = now
+	lv.mu.Unlock()
+}
+
+// hold marks the VM busy for the length of a call or stream.
+func (lv *liveVM) hold(now time.Time) func() {
+	lv.mu.Lock()
+	lv.busy++
+	lv.lastActive = now
+	lv.mu.Unlock()
+	return func() {
+		lv.mu.Lock()
+		lv.busy--
+		lv.lastActive = time.Now()
+		lv.mu.Unlock()
+	}
+}
+
+// Get returns a tenant's VM record.
+func (s *Service) Get(ctx context.Context, tenantID, id string) (gateway.VM, error) {
+	return s.store.GetVM(ctx, tenantID, id)
+}
+
+// List lists a tenant's VMs.
+func (s *Service) List(ctx context.Context, f gateway.VMFilter) (gateway.Page[gateway.VM], error) {
+	return s.store.ListVMs(ctx, f)
+}
+
+// Delete disposes a VM.
+func (s *Service) Delete(ctx context.Context, tenantID, id string) (gateway.VM, error) {
+	lv, err := s.lookup(ctx, tenantID, id)
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	if _, err := s.store.SetVMState(ctx, id, gateway.VMDisposing, "", ""); err != nil {
+		return gateway.VM{}, err
+	}
+	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: gateway.VMDisposing})
+	s.endVM(lv, gateway.VMDisposed, "", true)
+	return s.store.GetVM(ctx, tenantID, id)
+}
+
+// Events follows a VM's event log after the given sequence.
+func (s *Service) Events(ctx context.Context, tenantID, id string) (*Log[VMEvent], func(), error) {
+	lv, err := s.lookup(ctx, tenantID, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lv.events, lv.hold(s.cfg.Now()), nil
+}
+
+// reapIdle disposes VMs idle past their timeout.
+func (s *Service) reapIdle() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.IdleCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		now := s.cfg.Now()
+		var idle []*liveVM
+		s.mu.Lock()
+		for _, lv := range s.live {
+			if lv.idleSince(now) {
+				idle = append(idle, lv)
+			}
+		}
+		s.mu.Unlock()
+		for _, lv := range idle {
+			s.log.Info().Str("vm", lv.id).Dur("idleTimeout", lv.idle).Msg("disposing idle vm")
+			s.endVM(lv, gateway.VMDisposed, "idle timeout", true)
+		}
+	}
+}
+
+func (lv *liveVM) idleSince(now time.Time) bool {
+	if lv.idle <= 0 {
+		return false
+	}
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if lv.busy > 0 || now.Sub(lv.lastActive) < lv.idle {
+		return false
+	}
+	for _, p := range lv.procs {
+		if p.running() {
+			return false
+		}
+	}
+	return len(lv.shells) == 0
+}
+
+// Shutdown disposes every live VM (bounded by ctx), ends their streams with
+// a final event, and stops the service's goroutines.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	lvs := make([]*liveVM, 0, len(s.live))
+	for _, lv := range s.live {
+		lvs = append(lvs, lv)
+	}
+	s.mu.Unlock()
+	close(s.stop)
+	var wg sync.WaitGroup
+	for _, lv := range lvs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.endVM(lv, gateway.VMDisposed, "the gateway shut down", ctx.Err() == nil)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("vms: shutdown: %w", ctx.Err())
+	}
+}
+
+// StateCounts returns how many VMs this gateway runs, by state, for metrics.
+func (s *Service) StateCounts() map[gateway.VMState]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[gateway.VMState]int{gateway.VMCreating: s.creatingCount, gateway.VMReady: 0}
+	for _, lv := range s.live {
+		lv.mu.Lock()
+		if !lv.ended {
+			out[gateway.VMReady]++
+		}
+		lv.mu.Unlock()
+	}
+	return out
+}
