@@ -62,11 +62,11 @@ type Service struct {
 	pool  Pool
 	log   zerolog.Logger
 
-	mu        sync.Mutex
-	live      map[string]*liveVM
-	creatingCount int // creates in progress
-	procCount map[string]int // running processes per tenant
-	closing   bool
+	mu            sync.Mutex
+	live          map[string]*liveVM
+	creatingCount int            // creates in progress
+	procCount     map[string]int // running processes per tenant
+	closing       bool
 
 	tenantLocks sync.Map // tenant id → *sync.Mutex, serialises quota check + record
 
