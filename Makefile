@@ -32,8 +32,16 @@ $(ENGINE_STAMP): $(ENGINE_DIR)/package.json $(ENGINE_DIR)/package-lock.json
 run: setup
 	$(GO) run ./cmd/server
 
+# The store's tests run against SQLite and a throwaway PostgreSQL server that
+# this target installs (apt) and starts, and always stops, even on failure.
 test: setup
 	$(GO) vet ./...
+	@if [[ -z "$${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then \
+		pgdir="$$(mktemp -d -t agentos-gateway-pg.XXXXXX)"; \
+		trap 'scripts/postgres-test.sh stop "$$pgdir"' EXIT; \
+		AGENTOS_GATEWAY_TEST_POSTGRES="$$(scripts/postgres-test.sh start "$$pgdir")"; \
+		export AGENTOS_GATEWAY_TEST_POSTGRES; \
+	fi; \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
 
 test-short: setup

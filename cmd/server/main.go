@@ -1,0 +1,286 @@
+// Command server runs agentos-gateway: REST + Server-Sent Events over a pool
+// of agentOS sidecars, on an embedded SQLite store by default.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/handlers"
+	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
+	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stderr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "agentos-gateway:", err)
+		os.Exit(1)
+	}
+}
+
+// config is every setting, each a flag with a matching environment variable.
+type config struct {
+	addr               string
+	dataDir            string
+	storeDSN           string
+	maxSidecars        int
+	vmsPerSidecar      int
+	minIdleSidecars    int
+	sidecarIdleTimeout time.Duration
+	memoryHighWater    int64
+	maxBodyBytes       int64
+	maxFileBytes       int64
+	outputBufferBytes  int
+	shutdownGrace      time.Duration
+	heartbeat          time.Duration
+	logFormat          string
+	logLevel           string
+}
+
+// parseConfig reads flags, falling back to AGENTOS_GATEWAY_<FLAG> variables.
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("agentos-gateway", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	env := func(name, def string) string {
+		if v := getenv("AGENTOS_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
+			return v
+		}
+		return def
+	}
+	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	var ints = map[string]*string{}
+	num := func(name, def, usage string) {
+		v := env(name, def)
+		ints[name] = &v
+		fs.StringVar(ints[name], name, v, usage)
+	}
+	str(&c.addr, "addr", "127.0.0.1:8080", "listen address")
+	str(&c.dataDir, "data-dir", "data", "directory for the SQLite store and session databases")
+	str(&c.storeDSN, "store", "", "store DSN: a SQLite file path or postgres://… (default: <data-dir>/gateway.db)")
+	num("max-sidecars", "4", "maximum sidecar processes")
+	num("vms-per-sidecar", "16", "VMs placed on one sidecar")
+	num("min-idle-sidecars", "1", "idle sidecars kept warm")
+	num("sidecar-idle-timeout", "5m", "stop idle sidecars beyond the minimum after this long")
+	num("memory-high-water", "0", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
+	num("max-body-bytes", "1048576", "largest JSON body or stdin upload")
+	num("max-file-bytes", "1073741824", "largest file upload")
+	num("output-buffer-bytes", "1048576", "replay buffer per process and shell for Last-Event-ID")
+	num("shutdown-grace", "20s", "time in-flight requests get to finish on SIGTERM")
+	num("heartbeat", "15s", "SSE heartbeat period")
+	str(&c.logFormat, "log-format", "json", "json or console")
+	str(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var err error
+	atoi := func(name string) int {
+		n, e := strconv.Atoi(*ints[name])
+		if e != nil || n < 0 {
+			err = errors.Join(err, fmt.Errorf("--%s: %q is not a non-negative integer", name, *ints[name]))
+		}
+		return n
+	}
+	dur := func(name string) time.Duration {
+		d, e := time.ParseDuration(*ints[name])
+		if e != nil || d < 0 {
+			err = errors.Join(err, fmt.Errorf("--%s: %q is not a duration", name, *ints[name]))
+		}
+		return d
+	}
+	c.maxSidecars = atoi("max-sidecars")
+	c.vmsPerSidecar = atoi("vms-per-sidecar")
+	c.minIdleSidecars = atoi("min-idle-sidecars")
+	c.sidecarIdleTimeout = dur("sidecar-idle-timeout")
+	c.memoryHighWater = int64(atoi("memory-high-water"))
+	c.maxBodyBytes = int64(atoi("max-body-bytes"))
+	c.maxFileBytes = int64(atoi("max-file-bytes"))
+	c.outputBufferBytes = atoi("output-buffer-bytes")
+	c.shutdownGrace = dur("shutdown-grace")
+	c.heartbeat = dur("heartbeat")
+	if c.maxSidecars < 1 || c.vmsPerSidecar < 1 {
+		err = errors.Join(err, errors.New("--max-sidecars and --vms-per-sidecar must be at least 1"))
+	}
+	if c.logFormat != "json" && c.logFormat != "console" {
+		err = errors.Join(err, fmt.Errorf("--log-format: %q is not json or console", c.logFormat))
+	}
+	if c.storeDSN == "" {
+		c.storeDSN = filepath.Join(c.dataDir, "gateway.db")
+	}
+	return c, err
+}
+
+func newLogger(c config, out io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(c.logLevel)
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("--log-level: %w", err)
+	}
+	if c.logFormat == "console" {
+		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// run starts the gateway and serves until ctx ends or SIGTERM/SIGINT. ready,
+// when not nil, receives the listening address (tests use it).
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready chan<- string) error {
+	c, err := parseConfig(args, getenv)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	engine, err := agentos.LocateEngine()
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, c.storeDSN)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer db.Close()
+	if n, err := db.MarkLiveVMsLost(ctx, "the gateway restarted"); err != nil {
+		return fmt.Errorf("store: %w", err)
+	} else if n > 0 {
+		log.Warn().Int("vms", n).Msg("VMs that were live before the restart are marked lost")
+	}
+	if err := ensureAdmin(ctx, db, getenv("AGENTOS_GATEWAY_ADMIN_KEY"), stderr); err != nil {
+		return err
+	}
+
+	pool := sidecarpool.New(sidecarpool.Config{
+		MaxSidecars: c.maxSidecars, VMsPerSidecar: c.vmsPerSidecar, MinIdleSidecars: c.minIdleSidecars,
+		IdleTimeout: c.sidecarIdleTimeout, MemoryHighWater: c.memoryHighWater,
+		Options: agentos.Options{Engine: engine},
+		OnExit: func(info sidecarpool.SidecarInfo, err error) {
+			log.Error().Err(err).Str("sidecar", info.ID).Int("pid", info.Pid).Msg("sidecar died; its VMs are lost")
+		},
+	})
+	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Log: log}, db, poolAdapter{pool})
+	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, Heartbeat: c.heartbeat, OpenAPI: api.Spec, Log: log}, svc, db, pool)
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info().Str("addr", ln.Addr().String()).Str("store", db.Dialect()).Str("sidecar", engine.SidecarBin).Msg("agentos-gateway listening")
+
+	// Warm the pool in the background: /readyz turns ready once it answered.
+	warmCtx, cancelWarm := context.WithCancel(ctx)
+	defer cancelWarm()
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		if err := pool.Warm(warmCtx); err != nil && warmCtx.Err() == nil {
+			log.Error().Err(err).Msg("warming the sidecar pool")
+		}
+	}()
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+
+	select {
+	case err := <-serveErr:
+		cancelWarm()
+		<-warmed
+		return err
+	case <-ctx.Done():
+	}
+	cancelWarm()
+	<-warmed
+	return shutdown(log, c.shutdownGrace, srv, h, svc, pool)
+}
+
+// shutdown stops accepting, lets in-flight requests finish within the grace
+// period, ends streams with a final event, disposes VMs and stops sidecars.
+func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, svc *vms.Service, pool *sidecarpool.Pool) error {
+	log.Info().Dur("grace", grace).Msg("shutting down")
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	h.DrainStreams()
+	if err := <-done; err != nil {
+		log.Warn().Err(err).Msg("requests still running at the end of the grace period")
+		_ = srv.Close()
+	}
+	h.Close()
+	vctx, vcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer vcancel()
+	if err := svc.Shutdown(vctx); err != nil {
+		log.Warn().Err(err).Msg("disposing VMs")
+	}
+	if err := pool.Close(vctx); err != nil {
+		log.Warn().Err(err).Msg("stopping sidecars")
+	}
+	log.Info().Msg("stopped")
+	return nil
+}
+
+// ensureAdmin makes sure an admin key exists: the one from
+// AGENTOS_GATEWAY_ADMIN_KEY, or a new one printed once on first start.
+func ensureAdmin(ctx context.Context, db *store.DB, fromEnv string, out io.Writer) error {
+	if _, err := db.EnsureTenant(ctx, gateway.Tenant{ID: gateway.DefaultTenantID, Name: "default"}); err != nil {
+		return fmt.Errorf("default tenant: %w", err)
+	}
+	if fromEnv != "" {
+		if _, err := db.ImportAPIKey(ctx, gateway.DefaultTenantID, true, fromEnv); err != nil {
+			return fmt.Errorf("AGENTOS_GATEWAY_ADMIN_KEY: %w", err)
+		}
+		return nil
+	}
+	has, err := db.HasAdminKey(ctx)
+	if err != nil || has {
+		return err
+	}
+	_, secret, err := db.CreateAPIKey(ctx, gateway.DefaultTenantID, true)
+	if err != nil {
+		return fmt.Errorf("admin key: %w", err)
+	}
+	fmt.Fprintf(out, "\nagentos-gateway admin API key (shown once, store it now):\n\n    %s\n\nUse it as: Authorization: Bearer %s\n\n", secret, secret)
+	return nil
+}
+
+// poolAdapter lets the vms service use the pool through its own interface.
+type poolAdapter struct{ p *sidecarpool.Pool }
+
+func (a poolAdapter) Acquire(ctx context.Context, tenantID string, isolated bool) (vms.Lease, error) {
+	l, err := a.p.Acquire(ctx, tenantID, isolated)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}

@@ -1,0 +1,7 @@
+package main
+
+import "net"
+
+type netTCPAddr = net.TCPAddr
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

@@ -1,0 +1,280 @@
+package handlers
+
+import (
+	"errors"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+// queryPath reads and checks the path query parameter: absolute, no NUL, no
+// "..", normalised.
+func queryPath(r *http.Request, name string) (string, error) {
+	raw := r.URL.Query().Get(name)
+	if raw == "" {
+		return "", gateway.Errorf(gateway.CodeInvalidArgument, "query parameter %s is required", name).WithDetail("field", name)
+	}
+	p, err := agentos.CheckPath(raw)
+	if err != nil {
+		return "", gateway.Errorf(gateway.CodeInvalidArgument, "%s: path must be absolute, without .. or NUL", name).WithDetail("field", name)
+	}
+	return p, nil
+}
+
+func (s *Server) files(w http.ResponseWriter, r *http.Request) (*vms.Files, bool) {
+	f, err := s.vms.Files(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"))
+	if err != nil {
+		writeError(w, r, err)
+		return nil, false
+	}
+	return f, true
+}
+
+func contentType(p string) string {
+	if t := mime.TypeByExtension(path.Ext(p)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+// readFile streams a file's bytes. Errors found before the first byte are
+// problems; the size is known up front, so a transfer cut short afterwards
+// shows as a short body to the client.
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	f, ok := s.files(w, r)
+	if !ok {
+		return
+	}
+	defer f.Release()
+	info, err := f.Stat(r.Context(), p)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if info.IsDir {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "%s is a directory; use /dirs", p).WithDetail("field", "path"))
+		return
+	}
+	w.Header().Set("Content-Type", contentType(p))
+	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	w.Header().Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
+	if _, err := f.ReadTo(r.Context(), p, w); err != nil {
+		// Headers are gone; abort the response so the client sees a
+		// truncated transfer rather than a complete-looking one.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *Server) statFileHead(w http.ResponseWriter, r *http.Request) {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	f, ok := s.files(w, r)
+	if !ok {
+		return
+	}
+	defer f.Release()
+	info, err := f.Stat(r.Context(), p)
+	if err != nil {
+		w.WriteHeader(statusOf[gateway.ErrorCode(err)])
+		return
+	}
+	if info.IsDir {
+		w.Header().Set("Content-Type", "inode/directory")
+	} else {
+		w.Header().Set("Content-Type", contentType(p))
+	}
+	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	w.Header().Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
+	w.WriteHeader(http.StatusOK)
+}
+
+// writeFile streams the body into the file; the size limit is enforced while
+// streaming and nothing is left behind when it is exceeded.
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	mkdirs, err := queryBool(r, "mkdirs")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if r.ContentLength > s.cfg.MaxFileBytes {
+		writeError(w, r, gateway.Errorf(gateway.CodePayloadTooLarge, "the file exceeds %d bytes", s.cfg.MaxFileBytes).WithDetail("limit", s.cfg.MaxFileBytes))
+		return
+	}
+	f, ok := s.files(w, r)
+	if !ok {
+		return
+	}
+	defer f.Release()
+	n, err := f.WriteFrom(r.Context(), p, http.MaxBytesReader(w, r.Body, s.cfg.MaxFileBytes), mkdirs)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			err = gateway.Errorf(gateway.CodePayloadTooLarge, "the file exceeds %d bytes", s.cfg.MaxFileBytes).WithDetail("limit", s.cfg.MaxFileBytes)
+		}
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": p, "size": n})
+}
+
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	recursive, err := queryBool(r, "recursive")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if p == "/" {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "refusing to delete /").WithDetail("field", "path"))
+		return
+	}
+	f, ok := s.files(w, r)
+	if !ok {
+		return
+	}
+	defer f.Release()
+	if err := f.Remove(r.Context(), p, recursive); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	recursive, err := queryBool(r, "recursive")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	maxDepth, err := queryInt(r, "maxDepth", 0, 0, 64)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	f, ok := s.files(w, r)
+	if !ok {
+		return
+	}
+	defer f.Release()
+	entries, err := f.List(r.Context(), p, recursive, maxDepth)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listJSON[agentos.DirEntry]{Items: entries})
+}
+
+type mkdirRequest struct {
+	Path string `json:"path" validate:"required,startswith=/,max=4096"`
+}
+
+func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
+	var req mkdirRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	p, err := agentos.CheckPath(req.Path)
+	if err != nil {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "path must be absolute, without .. or NUL").WithDetail("field", "path"))
+		return
+	}
+	f, ok := s.files(w, r)
+	if !ok {
+		return
+	}
+	defer f.Release()
+	if err := f.Mkdir(r.Context(), p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"path": p})
+}
+
+type moveRequest struct {
+	From string `json:"from" validate:"required,startswith=/,max=4096"`
+	To   string `json:"to" validate:"required,startswith=/,max=4096"`
+}
+
+func (s *Server) move(w http.ResponseWriter, r *http.Request) {
+	var req moveRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	from, err1 := agentos.CheckPath(req.From)
+	to, err2 := agentos.CheckPath(req.To)
+	if err1 != nil || err2 != nil {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "from and to must be absolute paths without .. or NUL"))
+		return
+	}
+	f, ok := s.files(w, r)
+	if !ok {
+		return
+	}
+	defer f.Release()
+	if err := f.Move(r.Context(), from, to); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"from": from, "to": to})
+}
+
+// statJSON is a file's metadata.
+type statJSON struct {
+	Path      string `json:"path"`
+	Size      int64  `json:"size"`
+	Mode      uint32 `json:"mode"`
+	IsDir     bool   `json:"isDirectory"`
+	IsSymlink bool   `json:"isSymbolicLink"`
+	ModTime   string `json:"mtime"`
+	Uid       uint32 `json:"uid"`
+	Gid       uint32 `json:"gid"`
+}
+
+func (s *Server) stat(w http.ResponseWriter, r *http.Request) {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	f, ok := s.files(w, r)
+	if !ok {
+		return
+	}
+	defer f.Release()
+	info, err := f.Stat(r.Context(), p)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statJSON{Path: p, Size: info.Size, Mode: info.RawMode, IsDir: info.IsDir, IsSymlink: info.IsSymlink,
+		ModTime: rfc3339(info.ModTime), Uid: info.UID, Gid: info.GID})
+}

@@ -1,0 +1,88 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+// metrics is the gateway's Prometheus registry. It is per Server, not
+// global, so tests can run several servers in one process.
+type metrics struct {
+	reg            *prometheus.Registry
+	httpDuration   *prometheus.HistogramVec
+	execDuration   prometheus.Histogram
+	sseSubscribers prometheus.Gauge
+}
+
+func newMetrics(svc *vms.Service, pool Pool) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentos_gateway_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"method", "route", "status"}),
+		execDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "agentos_gateway_exec_duration_seconds", Help: "Duration of exec calls.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		sseSubscribers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentos_gateway_sse_subscribers", Help: "Open Server-Sent Events streams.",
+		}),
+	}
+	m.reg.MustRegister(m.httpDuration, m.execDuration, m.sseSubscribers,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&poolCollector{pool: pool, svc: svc})
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// poolCollector reads the pool's and the service's state at scrape time.
+type poolCollector struct {
+	pool Pool
+	svc  *vms.Service
+}
+
+var (
+	descSidecars   = prometheus.NewDesc("agentos_gateway_sidecars", "Live sidecars by state.", []string{"state"}, nil)
+	descSidecarRSS = prometheus.NewDesc("agentos_gateway_sidecar_rss_bytes", "Resident memory of each sidecar.", []string{"sidecar"}, nil)
+	descVMs        = prometheus.NewDesc("agentos_gateway_vms", "VMs this gateway runs, by state.", []string{"state"}, nil)
+	descSpawned    = prometheus.NewDesc("agentos_gateway_sidecar_spawns_total", "Sidecars started.", nil, nil)
+	descSpawnFail  = prometheus.NewDesc("agentos_gateway_sidecar_spawn_failures_total", "Sidecar starts that failed.", nil, nil)
+	descCrashes    = prometheus.NewDesc("agentos_gateway_sidecar_crashes_total", "Sidecars that died unexpectedly.", nil, nil)
+	descRestarts   = prometheus.NewDesc("agentos_gateway_sidecar_restarts_total", "Sidecars started to replace one that crashed.", nil, nil)
+	descRetired    = prometheus.NewDesc("agentos_gateway_sidecar_retired_total", "Sidecars stopped for idleness or memory.", nil, nil)
+)
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSidecars, descSidecarRSS, descVMs, descSpawned, descSpawnFail, descCrashes, descRestarts, descRetired} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	byState := map[string]int{}
+	for _, sc := range c.pool.Sidecars() {
+		byState[sc.State]++
+		ch <- prometheus.MustNewConstMetric(descSidecarRSS, prometheus.GaugeValue, float64(sc.RSS), sc.ID)
+	}
+	for st, n := range byState {
+		ch <- prometheus.MustNewConstMetric(descSidecars, prometheus.GaugeValue, float64(n), st)
+	}
+	for st, n := range c.svc.StateCounts() {
+		ch <- prometheus.MustNewConstMetric(descVMs, prometheus.GaugeValue, float64(n), string(st))
+	}
+	st := c.pool.Stats()
+	ch <- prometheus.MustNewConstMetric(descSpawned, prometheus.CounterValue, float64(st.Spawned))
+	ch <- prometheus.MustNewConstMetric(descSpawnFail, prometheus.CounterValue, float64(st.SpawnFailures))
+	ch <- prometheus.MustNewConstMetric(descCrashes, prometheus.CounterValue, float64(st.Crashes))
+	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(st.Restarts))
+	ch <- prometheus.MustNewConstMetric(descRetired, prometheus.CounterValue, float64(st.Retired))
+}

@@ -1,0 +1,239 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+)
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	principalKey
+)
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// withRequestID gives every request an id (the caller's X-Request-ID when it
+// looks sane) and a logger that carries it on every line.
+func (s *Server) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-ID")
+		if id == "" || len(id) > 128 || strings.ContainsAny(id, "\r\n") {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-ID", id)
+		log := s.log.With().Str("requestId", id).Logger()
+		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		ctx = log.WithContext(ctx)
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// statusWriter records the status for logs and metrics. It keeps the
+// Flusher the SSE handlers need.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe logs each request and records its latency by route pattern.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				zerolog.Ctx(r.Context()).Error().Interface("panic", v).Bytes("stack", debug.Stack()).Msg("handler panic")
+				if sw.status == 0 {
+					writeError(sw, r, gateway.Errorf(gateway.CodeInternal, "internal error"))
+				}
+			}
+			route := chi.RouteContext(r.Context()).RoutePattern()
+			if route == "" {
+				route = "unmatched"
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			d := time.Since(start)
+			s.metrics.httpDuration.WithLabelValues(r.Method, route, strconv.Itoa(status)).Observe(d.Seconds())
+			zerolog.Ctx(r.Context()).Info().Str("method", r.Method).Str("route", route).Str("path", r.URL.Path).
+				Int("status", status).Int64("bytes", sw.bytes).Dur("duration", d).Msg("request")
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// principal is who is calling: a tenant, through one of its keys.
+type principal struct {
+	tenant gateway.Tenant
+	key    gateway.APIKey
+	admin  bool
+}
+
+func principalFrom(ctx context.Context) principal {
+	p, _ := ctx.Value(principalKey).(principal)
+	return p
+}
+
+// authenticate resolves the bearer key to its tenant on every request (no
+// cache: a deleted key stops working at once) and applies the tenant's rate
+// limit.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		secret, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || secret == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway"`)
+			writeError(w, r, gateway.Errorf(gateway.CodeUnauthenticated, "an API key is required: Authorization: Bearer <key>"))
+			return
+		}
+		key, err := s.store.LookupAPIKey(r.Context(), strings.TrimSpace(secret))
+		if err != nil {
+			if gateway.ErrorCode(err) == gateway.CodeUnauthenticated || gateway.ErrorCode(err) == gateway.CodeNotFound {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway", error="invalid_token"`)
+				writeError(w, r, gateway.Errorf(gateway.CodeUnauthenticated, "unknown or revoked API key"))
+				return
+			}
+			writeError(w, r, err)
+			return
+		}
+		tenant, err := s.store.GetTenant(r.Context(), key.TenantID)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if !s.limiter.allow(tenant) {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, r, gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s exceeds %g requests per second", tenant.ID, tenant.Quotas.RequestsPerSecond).WithDetail("quota", "requestsPerSecond"))
+			return
+		}
+		log := zerolog.Ctx(r.Context()).With().Str("tenant", tenant.ID).Logger()
+		ctx := context.WithValue(r.Context(), principalKey, principal{tenant: tenant, key: key, admin: key.Admin})
+		next.ServeHTTP(w, r.WithContext(log.WithContext(ctx)))
+	})
+}
+
+// adminOnly refuses tenant keys.
+func adminOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !principalFrom(r.Context()).admin {
+			writeError(w, r, gateway.Errorf(gateway.CodePermissionDenied, "this route needs the admin key"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limiter keeps one token bucket per tenant, rebuilt when its quota changes.
+type limiter struct {
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	rps float64
+	l   *rate.Limiter
+}
+
+func (l *limiter) allow(t gateway.Tenant) bool {
+	rps := t.Quotas.RequestsPerSecond
+	if rps <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buckets == nil {
+		l.buckets = map[string]*bucket{}
+	}
+	b := l.buckets[t.ID]
+	if b == nil || b.rps != rps {
+		burst := max(1, int(rps))
+		b = &bucket{rps: rps, l: rate.NewLimiter(rate.Limit(rps), burst)}
+		l.buckets[t.ID] = b
+	}
+	return b.l.Allow()
+}
+
+func pathParam(r *http.Request, name string) string { return chi.URLParam(r, name) }
+
+func parseUintParam(r *http.Request, name string) (uint64, error) {
+	v := chi.URLParam(r, name)
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return 0, gateway.Errorf(gateway.CodeInvalidArgument, "%s must be a number, not %q", name, v).WithDetail("field", name)
+	}
+	return n, nil
+}
+
+func queryBool(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, gateway.Errorf(gateway.CodeInvalidArgument, "query parameter %s must be true or false", name).WithDetail("field", name)
+	}
+	return b, nil
+}
+
+func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, gateway.Errorf(gateway.CodeInvalidArgument, "query parameter %s must be an integer in [%d, %d]", name, lo, hi).WithDetail("field", name)
+	}
+	return n, nil
+}

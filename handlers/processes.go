@@ -1,0 +1,187 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+// spawnRequest is the body of POST /v1/vms/{vm}/processes.
+type spawnRequest struct {
+	Command string            `json:"command" validate:"required_without=Argv,excluded_with=Argv,max=131072"`
+	Argv    []string          `json:"argv" validate:"required_without=Command,omitempty,min=1,max=4096,dive,max=131072"`
+	Cwd     string            `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
+	Env     map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
+}
+
+func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	var req spawnRequest
+	if err := decodeJSONBytes(body, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.Command == "" && (len(req.Argv) == 0 || req.Argv[0] == "") {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "command or argv is required").WithDetail("field", "command"))
+		return
+	}
+	p := principalFrom(r.Context())
+	vmID := pathParam(r, "vm")
+	s.idempotent(w, r, body, func(ctx context.Context) (int, any, error) {
+		info, err := s.vms.Spawn(ctx, p.tenant, vmID, vms.SpawnRequest{Command: req.Command, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env})
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, info, nil
+	})
+}
+
+func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.vms.Processes(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listJSON[vms.ProcessInfo]{Items: ps})
+}
+
+// process resolves {vm} and {pid} and holds the VM for the request.
+func (s *Server) process(w http.ResponseWriter, r *http.Request) (*vms.Process, func(), bool) {
+	pid, err := parseUintParam(r, "pid")
+	if err != nil {
+		writeError(w, r, err)
+		return nil, nil, false
+	}
+	p, release, err := s.vms.Process(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"), uint32(pid))
+	if err != nil {
+		writeError(w, r, err)
+		return nil, nil, false
+	}
+	return p, release, true
+}
+
+func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
+	p, release, ok := s.process(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	writeJSON(w, http.StatusOK, p.Info())
+}
+
+// processOutput streams a process's output. Event ids are output sequence
+// numbers; Last-Event-ID resumes from the process's bounded buffer, with a
+// gap event when the point asked for was already dropped. The stream ends
+// with an exit event {exitCode, signal}, or error when the process's end is
+// unknowable (VM disposed, sidecar died).
+func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
+	after, _, err := lastEventID(r)
+	if err != nil {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Last-Event-ID must be a sequence number"))
+		return
+	}
+	p, release, ok := s.process(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
+		return followLog(ctx, p.Output(), after, emit, outputEvent, func(last uint64, endErr error) []sseEvent {
+			exit, err := p.Exit()
+			if err == nil && exit == nil {
+				err = endErr
+			}
+			if err != nil {
+				return []sseEvent{endEvent(last, err)}
+			}
+			var sig any
+			if exit.Signal != "" {
+				sig = exit.Signal
+			}
+			b, _ := json.Marshal(map[string]any{"exitCode": exit.ExitCode, "signal": sig})
+			return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "exit", Data: b}}
+		})
+	})
+}
+
+func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
+	p, release, ok := s.process(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		writeError(w, r, jsonError(err, s.cfg.MaxBodyBytes))
+		return
+	}
+	if err := p.WriteStdin(r.Context(), data); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"written": len(data)})
+}
+
+func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request) {
+	p, release, ok := s.process(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	if err := p.CloseStdin(r.Context()); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type signalRequest struct {
+	Signal string `json:"signal" validate:"required,max=16"`
+}
+
+func (s *Server) processSignal(w http.ResponseWriter, r *http.Request) {
+	var req signalRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	p, release, ok := s.process(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	if err := p.Signal(r.Context(), req.Signal); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) processWait(w http.ResponseWriter, r *http.Request) {
+	ms, err := queryInt(r, "timeoutMs", 30000, 0, 3600000)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	p, release, ok := s.process(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	exit, err := p.Wait(r.Context(), time.Duration(ms)*time.Millisecond)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, exit)
+}

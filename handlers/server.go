@@ -1,0 +1,181 @@
+// Package handlers is the HTTP face of the gateway: REST + Server-Sent
+// Events over the vms service, with problem+json errors mapped in one place.
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
+	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+// Store is what the handlers need of the database directly (VMs go through
+// the vms service).
+type Store interface {
+	LookupAPIKey(ctx context.Context, secret string) (gateway.APIKey, error)
+	GetTenant(ctx context.Context, id string) (gateway.Tenant, error)
+	CreateTenant(ctx context.Context, t gateway.Tenant) (gateway.Tenant, error)
+	ListTenants(ctx context.Context, cursor string, limit int) (gateway.Page[gateway.Tenant], error)
+	UpdateTenant(ctx context.Context, id string, update func(*gateway.Tenant) error) (gateway.Tenant, error)
+	CreateAPIKey(ctx context.Context, tenantID string, admin bool) (gateway.APIKey, string, error)
+	ListAPIKeys(ctx context.Context, tenantID string) ([]gateway.APIKey, error)
+	DeleteAPIKey(ctx context.Context, tenantID, keyID string) error
+	BeginIdempotent(ctx context.Context, tenantID, key, requestHash string, ttl time.Duration) (store.IdempotencyRecord, bool, error)
+	CompleteIdempotent(ctx context.Context, tenantID, key string, status int, body []byte) error
+	AbandonIdempotent(ctx context.Context, tenantID, key string) error
+	Ping(ctx context.Context) error
+}
+
+// Pool is what the handlers show of the sidecar pool.
+type Pool interface {
+	Sidecars() []sidecarpool.SidecarInfo
+	Stats() sidecarpool.Stats
+	Ready() bool
+}
+
+// Config configures the HTTP layer.
+type Config struct {
+	// MaxBodyBytes bounds JSON bodies and stdin uploads (default 1 MiB).
+	MaxBodyBytes int64
+	// MaxFileBytes bounds file uploads (default 1 GiB).
+	MaxFileBytes int64
+	// Heartbeat is the SSE heartbeat period (default 15 s).
+	Heartbeat time.Duration
+	// OpenAPI is the spec served at /v1/openapi.yaml.
+	OpenAPI []byte
+	Log     zerolog.Logger
+}
+
+// Server is the gateway's HTTP handler.
+type Server struct {
+	cfg     Config
+	vms     *vms.Service
+	store   Store
+	pool    Pool
+	log     zerolog.Logger
+	router  chi.Router
+	sse     *sseHub
+	metrics *metrics
+	limiter limiter
+}
+
+// New builds the router.
+func New(cfg Config, svc *vms.Service, st Store, pool Pool) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxFileBytes <= 0 {
+		cfg.MaxFileBytes = 1 << 30
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 15 * time.Second
+	}
+	s := &Server{cfg: cfg, vms: svc, store: st, pool: pool, log: cfg.Log}
+	s.metrics = newMetrics(svc, pool)
+	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) })
+	s.router = s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// DrainStreams ends every open event stream with a final event; call it when
+// shutdown begins so that streaming handlers return.
+func (s *Server) DrainStreams() { s.sse.drain() }
+
+// Close ends the SSE machinery; call it after the HTTP server stopped.
+func (s *Server) Close() { s.sse.close() }
+
+// Router exposes the chi router, for the test that compares it with the
+// OpenAPI spec.
+func (s *Server) Router() chi.Router { return s.router }
+
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(s.withRequestID, s.observe)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "method %s not allowed on %s", r.Method, r.URL.Path).WithDetail("reason", "method_not_allowed"))
+	})
+
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", s.metrics.handler())
+	r.Get("/v1/openapi.yaml", s.openapi)
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Post("/vms", s.createVM)
+		r.Get("/vms", s.listVMs)
+		r.Route("/vms/{vm}", func(r chi.Router) {
+			r.Get("/", s.getVM)
+			r.Delete("/", s.deleteVM)
+			r.Get("/events", s.vmEvents)
+			r.Post("/exec", s.exec)
+			r.Post("/processes", s.spawn)
+			r.Get("/processes", s.listProcesses)
+			r.Get("/processes/{pid}", s.getProcess)
+			r.Get("/processes/{pid}/output", s.processOutput)
+			r.Post("/processes/{pid}/stdin", s.processStdin)
+			r.Post("/processes/{pid}/stdin/close", s.processCloseStdin)
+			r.Post("/processes/{pid}/signal", s.processSignal)
+			r.Get("/processes/{pid}/wait", s.processWait)
+			r.Post("/shells", s.openShell)
+			r.Post("/shells/{shell}/input", s.shellInput)
+			r.Post("/shells/{shell}/resize", s.shellResize)
+			r.Get("/shells/{shell}/output", s.shellOutput)
+			r.Delete("/shells/{shell}", s.closeShell)
+			r.Get("/files", s.readFile)
+			r.Head("/files", s.statFileHead)
+			r.Put("/files", s.writeFile)
+			r.Delete("/files", s.deleteFile)
+			r.Get("/dirs", s.listDir)
+			r.Post("/dirs", s.mkdir)
+			r.Post("/fs/move", s.move)
+			r.Get("/fs/stat", s.stat)
+		})
+		r.Group(func(r chi.Router) {
+			r.Use(adminOnly)
+			r.Post("/tenants", s.createTenant)
+			r.Get("/tenants", s.listTenants)
+			r.Get("/tenants/{tenant}", s.getTenant)
+			r.Patch("/tenants/{tenant}", s.updateTenant)
+			r.Post("/tenants/{tenant}/keys", s.createKey)
+			r.Get("/tenants/{tenant}/keys", s.listKeys)
+			r.Delete("/tenants/{tenant}/keys/{key}", s.deleteKey)
+			r.Get("/sidecars", s.listSidecars)
+		})
+	})
+	return r
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.store.Ping(r.Context()); err != nil {
+		writeError(w, r, gateway.Wrap(gateway.CodeUnavailable, err, "the store does not answer"))
+		return
+	}
+	if !s.pool.Ready() {
+		writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "no sidecar has answered yet"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = w.Write(s.cfg.OpenAPI)
+}

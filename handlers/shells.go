@@ -1,0 +1,119 @@
+package handlers
+
+import (
+	"context"
+	"io"
+	"net/http"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+type openShellRequest struct {
+	Shell string            `json:"shell" validate:"omitempty,oneof=sh bash"`
+	Cols  uint16            `json:"cols" validate:"omitempty,min=1,max=1000"`
+	Rows  uint16            `json:"rows" validate:"omitempty,min=1,max=1000"`
+	Cwd   string            `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
+	Env   map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
+}
+
+func (s *Server) openShell(w http.ResponseWriter, r *http.Request) {
+	var req openShellRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.Cols == 0 {
+		req.Cols = 80
+	}
+	if req.Rows == 0 {
+		req.Rows = 24
+	}
+	sh, err := s.vms.OpenShell(r.Context(), principalFrom(r.Context()).tenant, pathParam(r, "vm"), vms.ShellRequest{
+		Shell: req.Shell, Cols: req.Cols, Rows: req.Rows, Cwd: req.Cwd, Env: req.Env,
+	})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"shellId": sh.ID()})
+}
+
+func (s *Server) shell(w http.ResponseWriter, r *http.Request) (*vms.Shell, func(), bool) {
+	sh, release, err := s.vms.Shell(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"), pathParam(r, "shell"))
+	if err != nil {
+		writeError(w, r, err)
+		return nil, nil, false
+	}
+	return sh, release, true
+}
+
+func (s *Server) shellInput(w http.ResponseWriter, r *http.Request) {
+	sh, release, ok := s.shell(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		writeError(w, r, jsonError(err, s.cfg.MaxBodyBytes))
+		return
+	}
+	if err := sh.Input(r.Context(), data); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type resizeRequest struct {
+	Cols uint16 `json:"cols" validate:"required,min=1,max=1000"`
+	Rows uint16 `json:"rows" validate:"required,min=1,max=1000"`
+}
+
+func (s *Server) shellResize(w http.ResponseWriter, r *http.Request) {
+	var req resizeRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sh, release, ok := s.shell(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	if err := sh.Resize(r.Context(), req.Cols, req.Rows); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
+	after, _, err := lastEventID(r)
+	if err != nil {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Last-Event-ID must be a sequence number"))
+		return
+	}
+	sh, release, ok := s.shell(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
+		return followLog(ctx, sh.Output(), after, emit, outputEvent, nil)
+	})
+}
+
+func (s *Server) closeShell(w http.ResponseWriter, r *http.Request) {
+	sh, release, ok := s.shell(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	if err := sh.Close(r.Context()); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,183 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/r3labs/sse/v2"
+)
+
+// sseEvent is one event to send. An empty ID sends no id line; the events
+// the gateway sends always carry one so a client's Last-Event-ID stays a
+// position it can resume from.
+type sseEvent struct {
+	ID    string
+	Event string
+	Data  []byte
+}
+
+// sseHub serves Server-Sent Events through r3labs/sse, configured against
+// its defaults: no replay log (resume comes from the gateway's own bounded
+// logs and sequence numbers), one private stream per connection so a slow
+// client can only ever slow itself, non-blocking publishes, and heartbeats.
+type sseHub struct {
+	srv       *sse.Server
+	heartbeat time.Duration
+	onCount   func(delta int)
+	draining  chan struct{} // closed when the gateway shuts down
+	drainOnce sync.Once
+}
+
+// sseBuffer is how many events may wait between the gateway and one client's
+// socket before the gateway stops reading ahead for it.
+const sseBuffer = 64
+
+func newSSEHub(heartbeat time.Duration, onCount func(int)) *sseHub {
+	srv := sse.New()
+	srv.AutoReplay = false
+	srv.AutoStream = false
+	srv.BufferSize = sseBuffer
+	srv.EncodeBase64 = false
+	srv.SplitData = false
+	srv.Headers = map[string]string{"X-Accel-Buffering": "no"}
+	if onCount == nil {
+		onCount = func(int) {}
+	}
+	return &sseHub{srv: srv, heartbeat: heartbeat, onCount: onCount, draining: make(chan struct{})}
+}
+
+func (h *sseHub) close() { h.srv.Close() }
+
+// drain ends every stream with a final "error" event saying the gateway is
+// shutting down, so clients know to reconnect elsewhere or later.
+func (h *sseHub) drain() { h.drainOnce.Do(func() { close(h.draining) }) }
+
+// serve streams the events produced by pump until pump returns (the stream's
+// end: its final events are delivered first) or the client goes away (pump's
+// context is cancelled). Every resource of the connection is freed when it
+// returns.
+func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, pump func(ctx context.Context, emit func(sseEvent) error) error) {
+	id := newStreamID()
+	stream := h.srv.CreateStream(id)
+	stream.AutoReplay = false
+	// Events published before r3labs registers the subscriber would be
+	// dropped, so pumping starts only once it has.
+	subscribed := make(chan struct{})
+	stream.OnSubscribe = func(string, *sse.Subscriber) { close(subscribed) }
+	h.onCount(1)
+	defer h.onCount(-1)
+	defer h.srv.RemoveStream(id)
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	publish := func(ev *sse.Event) error {
+		// TryPublish never blocks; a full buffer means this client reads
+		// slowly, and only this connection's pump waits for it.
+		for !h.srv.TryPublish(id, ev) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		return nil
+	}
+	// lastID is only touched by the pump goroutine: events without an id
+	// repeat the last one, because r3labs writes an id line for every event
+	// and an empty one would reset the client's resume position.
+	var lastID string
+	if resumeID > 0 {
+		lastID = strconv.FormatUint(resumeID, 10)
+	}
+	emit := func(e sseEvent) error {
+		if e.ID == "" {
+			e.ID = lastID
+		}
+		lastID = e.ID
+		return publish(&sse.Event{ID: []byte(e.ID), Event: []byte(e.Event), Data: e.Data})
+	}
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		select {
+		case <-subscribed:
+		case <-ctx.Done():
+			return
+		}
+		hb := time.NewTicker(h.heartbeat)
+		defer hb.Stop()
+		pumpDone := make(chan struct{})
+		go func() {
+			defer close(pumpDone)
+			pctx, cancelPump := context.WithCancel(ctx)
+			defer cancelPump()
+			go func() {
+				select {
+				case <-h.draining:
+					cancelPump()
+				case <-pctx.Done():
+				}
+			}()
+			_ = pump(pctx, emit)
+			select {
+			case <-h.draining:
+				if ctx.Err() == nil {
+					_ = emit(sseEvent{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
+				}
+			default:
+			}
+			// An empty event makes r3labs end the response after everything
+			// published before it was written.
+			_ = publish(&sse.Event{})
+		}()
+		for {
+			select {
+			case <-pumpDone:
+				return
+			case <-hb.C:
+				_ = publish(&sse.Event{Comment: []byte("heartbeat")})
+			}
+		}
+	}()
+
+	r2 := r.WithContext(ctx)
+	q := r2.URL.Query()
+	q.Set("stream", id)
+	u := *r2.URL
+	u.RawQuery = q.Encode()
+	r2.URL = &u
+	// Resume positions are the gateway's own; r3labs must not see them.
+	r2.Header = r.Header.Clone()
+	r2.Header.Del("Last-Event-ID")
+	h.srv.ServeHTTP(w, r2)
+	cancel()
+	<-pumped
+}
+
+func newStreamID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// lastEventID parses Last-Event-ID (header, or the lastEventId query
+// parameter for clients that cannot set headers) as a sequence number.
+func lastEventID(r *http.Request) (uint64, bool, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("lastEventId")
+	}
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false, err
+	}
+	return n, true, nil
+}

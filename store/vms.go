@@ -1,0 +1,304 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"sort"
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+)
+
+// StateChange is one entry of a VM's state history.
+type StateChange struct {
+	State  gateway.VMState `json:"state"`
+	Reason string          `json:"reason,omitempty"`
+	At     time.Time       `json:"at"`
+}
+
+// liveStates are the states that occupy a sidecar and count against quotas;
+// finalStates admit no transition. Spelled out as SQL lists for the queries.
+const (
+	liveStatesSQL  = `('creating', 'ready', 'disposing')`
+	finalStatesSQL = `('disposed', 'lost')`
+)
+
+const vmColumns = `id, tenant_id, state, reason, sidecar_id, spec, created_at, updated_at`
+
+func scanVM(row interface{ Scan(...any) error }) (gateway.VM, error) {
+	var (
+		vm   gateway.VM
+		spec []byte
+	)
+	err := row.Scan(&vm.ID, &vm.TenantID, &vm.State, &vm.Reason, &vm.SidecarID, &spec,
+		scanTime(&vm.CreatedAt), scanTime(&vm.UpdatedAt))
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	if err := json.Unmarshal(spec, &vm.Spec); err != nil {
+		return gateway.VM{}, err
+	}
+	return vm, nil
+}
+
+// CreateVM stores a new VM with the ID its caller chose, and the first row
+// of its state history. An empty State is VMCreating; a zero CreatedAt is now
+// and a zero UpdatedAt is CreatedAt (both are kept to the microsecond). An
+// existing ID is CodeConflict; an unknown tenant CodeNotFound.
+func (db *DB) CreateVM(ctx context.Context, vm gateway.VM) error {
+	if vm.ID == "" || vm.TenantID == "" {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "vm id and tenant id are required")
+	}
+	if vm.State == "" {
+		vm.State = gateway.VMCreating
+	}
+	if !vm.State.Valid() {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "unknown vm state %q", vm.State)
+	}
+	if vm.CreatedAt.IsZero() {
+		vm.CreatedAt = db.now()
+	}
+	if vm.UpdatedAt.IsZero() {
+		vm.UpdatedAt = vm.CreatedAt
+	}
+	spec, err := jsonText(vm.Spec)
+	if err != nil {
+		return gateway.Wrap(gateway.CodeInvalidArgument, err, "vm spec cannot be stored")
+	}
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		if err := db.tenantExists(ctx, tx, vm.TenantID); err != nil {
+			return err
+		}
+		res, err := db.exec(ctx, tx, `INSERT INTO vms (`+vmColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`,
+			vm.ID, vm.TenantID, string(vm.State), vm.Reason, vm.SidecarID, spec,
+			db.d.ts(vm.CreatedAt), db.d.ts(vm.UpdatedAt))
+		if err != nil {
+			return dbError(err, "store: create vm")
+		}
+		if rowsAffected(res) == 0 {
+			return gateway.Errorf(gateway.CodeConflict, "vm %s already exists", vm.ID)
+		}
+		for name, value := range vm.Spec.Labels {
+			if _, err := db.exec(ctx, tx, `INSERT INTO vm_labels (vm_id, name, value) VALUES (?, ?, ?)`, vm.ID, name, value); err != nil {
+				return dbError(err, "store: create vm")
+			}
+		}
+		return db.appendHistory(ctx, tx, vm.ID, vm.State, vm.Reason, vm.CreatedAt)
+	})
+}
+
+func (db *DB) appendHistory(ctx context.Context, tx *sql.Tx, id string, state gateway.VMState, reason string, at time.Time) error {
+	_, err := db.exec(ctx, tx, `INSERT INTO vm_state_history (vm_id, state, reason, at) VALUES (?, ?, ?, ?)`,
+		id, string(state), reason, db.d.ts(at))
+	if err != nil {
+		return dbError(err, "store: record vm state")
+	}
+	return nil
+}
+
+// GetVM returns a tenant's VM. Another tenant's VM is CodeNotFound, exactly
+// as a missing one, so that IDs of other tenants cannot be probed.
+func (db *DB) GetVM(ctx context.Context, tenantID, id string) (gateway.VM, error) {
+	vm, err := scanVM(db.queryRow(ctx, db.r, `SELECT `+vmColumns+` FROM vms WHERE id = ? AND tenant_id = ?`, id, tenantID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return gateway.VM{}, gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
+	}
+	if err != nil {
+		return gateway.VM{}, dbError(err, "store: get vm")
+	}
+	return vm, nil
+}
+
+// ListVMs returns a page of a tenant's VMs, newest first, that are in
+// f.State (if set) and carry every label of f.Labels. f.Cursor is the
+// NextCursor of the previous page; f.Limit defaults to 50 and is at most 500.
+// The filters run in SQL, so every page is full but the last.
+func (db *DB) ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gateway.VM], error) {
+	if f.TenantID == "" {
+		return gateway.Page[gateway.VM]{}, gateway.Errorf(gateway.CodeInvalidArgument, "tenant id is required")
+	}
+	if f.State != "" && !f.State.Valid() {
+		return gateway.Page[gateway.VM]{}, gateway.Errorf(gateway.CodeInvalidArgument, "unknown vm state %q", f.State)
+	}
+	limit := listLimit(f.Limit)
+	after, ok, err := decodeCursor(f.Cursor)
+	if err != nil {
+		return gateway.Page[gateway.VM]{}, err
+	}
+
+	query := `SELECT ` + vmColumns + ` FROM vms v WHERE tenant_id = ?`
+	args := []any{f.TenantID}
+	if f.State != "" {
+		query += ` AND state = ?`
+		args = append(args, string(f.State))
+	}
+	names := make([]string, 0, len(f.Labels))
+	for name := range f.Labels {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the same filter gives the same SQL
+	for _, name := range names {
+		query += ` AND EXISTS (SELECT 1 FROM vm_labels l WHERE l.vm_id = v.id AND l.name = ? AND l.value = ?)`
+		args = append(args, name, f.Labels[name])
+	}
+	if ok {
+		query += ` AND (created_at, id) < (?, ?)`
+		args = append(args, db.d.ts(after.time()), after.ID)
+	}
+	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limit+1)
+
+	rows, err := db.query(ctx, db.r, query, args...)
+	if err != nil {
+		return gateway.Page[gateway.VM]{}, dbError(err, "store: list vms")
+	}
+	defer rows.Close()
+	page := gateway.Page[gateway.VM]{Items: []gateway.VM{}}
+	for rows.Next() {
+		vm, err := scanVM(rows)
+		if err != nil {
+			return gateway.Page[gateway.VM]{}, dbError(err, "store: list vms")
+		}
+		page.Items = append(page.Items, vm)
+	}
+	if err := rows.Err(); err != nil {
+		return gateway.Page[gateway.VM]{}, dbError(err, "store: list vms")
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		last := page.Items[limit-1]
+		page.NextCursor = encodeCursor(last.CreatedAt, last.ID)
+	}
+	return page, nil
+}
+
+// SetVMState moves a VM (of any tenant: the caller is the gateway itself) to
+// state to, records reason, and appends a history row. An empty sidecarID
+// keeps the current one. A VM in a final state (disposed, lost) admits no
+// transition, not even to the same state: that is CodeConflict with the
+// current state in Details["state"].
+func (db *DB) SetVMState(ctx context.Context, id string, to gateway.VMState, reason, sidecarID string) (gateway.VM, error) {
+	if !to.Valid() {
+		return gateway.VM{}, gateway.Errorf(gateway.CodeInvalidArgument, "unknown vm state %q", to)
+	}
+	var out gateway.VM
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		vm, err := scanVM(db.queryRow(ctx, tx, `SELECT `+vmColumns+` FROM vms WHERE id = ?`+db.d.forUpdate, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
+		}
+		if err != nil {
+			return dbError(err, "store: get vm")
+		}
+		if vm.State.Final() {
+			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s", id, vm.State).WithDetail("state", string(vm.State))
+		}
+		vm.State, vm.Reason, vm.UpdatedAt = to, reason, db.now()
+		if sidecarID != "" {
+			vm.SidecarID = sidecarID
+		}
+		_, err = db.exec(ctx, tx, `UPDATE vms SET state = ?, reason = ?, sidecar_id = ?, updated_at = ? WHERE id = ?`,
+			string(vm.State), vm.Reason, vm.SidecarID, db.d.ts(vm.UpdatedAt), id)
+		if err != nil {
+			return dbError(err, "store: set vm state")
+		}
+		if err := db.appendHistory(ctx, tx, id, to, reason, vm.UpdatedAt); err != nil {
+			return err
+		}
+		out = vm
+		return nil
+	})
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	return out, nil
+}
+
+// VMHistory returns a tenant's VM's state changes, oldest first; another
+// tenant's VM is CodeNotFound.
+func (db *DB) VMHistory(ctx context.Context, tenantID, id string) ([]StateChange, error) {
+	// One read transaction would make the two reads one snapshot on
+	// PostgreSQL too; but history rows are only ever appended, so reading
+	// them after the ownership check can only return more, never less.
+	var one int
+	err := db.queryRow(ctx, db.r, `SELECT 1 FROM vms WHERE id = ? AND tenant_id = ?`, id, tenantID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
+	}
+	if err != nil {
+		return nil, dbError(err, "store: get vm history")
+	}
+	rows, err := db.query(ctx, db.r, `SELECT state, reason, at FROM vm_state_history WHERE vm_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, dbError(err, "store: get vm history")
+	}
+	defer rows.Close()
+	history := []StateChange{}
+	for rows.Next() {
+		var c StateChange
+		if err := rows.Scan(&c.State, &c.Reason, scanTime(&c.At)); err != nil {
+			return nil, dbError(err, "store: get vm history")
+		}
+		history = append(history, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError(err, "store: get vm history")
+	}
+	return history, nil
+}
+
+// MarkLiveVMsLost marks every VM not in a final state, of every tenant, lost
+// with reason, and returns how many there were. The gateway calls it at
+// start-up: the VMs of a previous run died with its sidecars.
+func (db *DB) MarkLiveVMsLost(ctx context.Context, reason string) (int, error) {
+	now := db.now()
+	var n int
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		// RETURNING names exactly the rows changed, so the history gets a row
+		// for each even if VMs change state concurrently (PostgreSQL).
+		rows, err := db.query(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?
+			WHERE state NOT IN `+finalStatesSQL+` RETURNING id`,
+			string(gateway.VMLost), reason, db.d.ts(now))
+		if err != nil {
+			return dbError(err, "store: mark vms lost")
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return dbError(err, "store: mark vms lost")
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return dbError(err, "store: mark vms lost")
+		}
+		for _, id := range ids {
+			if err := db.appendHistory(ctx, tx, id, gateway.VMLost, reason, now); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// CountLiveVMs returns how many of a tenant's VMs are creating, ready or
+// disposing: those its MaxVMs quota counts.
+func (db *DB) CountLiveVMs(ctx context.Context, tenantID string) (int, error) {
+	var n int
+	err := db.queryRow(ctx, db.r, `SELECT COUNT(*) FROM vms WHERE tenant_id = ? AND state IN `+liveStatesSQL, tenantID).Scan(&n)
+	if err != nil {
+		return 0, dbError(err, "store: count vms")
+	}
+	return n, nil
+}
