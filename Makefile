@@ -47,8 +47,10 @@ test: setup
 test-short: setup
 	$(GO) test -race -short -count=1 ./...
 
+# Go benchmarks and the same operations through the official SDK, in one run,
+# reported as ratios.
 bench: setup
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./agentos/...
+	bench/run.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzUnmarshalFrame -fuzztime 30s ./agentos/protocol/

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Runs the official Node SDK (bench/official.mjs) and the Go client's
+# benchmarks (agentos/bench_test.go) on this machine, against the same sidecar
+# binary, and prints a Markdown table comparing them.
+#
+#   bench/run.sh                      # from any directory
+#   EXEC_N=30 CREATE_N=5 LARGE_N=3 bench/run.sh
+#
+# EXEC_N iterations of each exec operation, CREATE_N VM creations, LARGE_N
+# iterations of each large transfer, on both sides. Latency rows compare
+# medians; transfer rows compare throughput. The ratio is always Go's time
+# over the official SDK's time: below 1.0 the Go client is faster.
+#
+# Progress and logs go to stderr; the table to stdout. Exits non-zero when
+# either side fails. Every sidecar started here is gone when it returns.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH="$ROOT/bench"
+EXEC_N=${EXEC_N:-30}
+CREATE_N=${CREATE_N:-5}
+LARGE_N=${LARGE_N:-3}
+GO=${GO:-go}
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+for n in "$EXEC_N" "$CREATE_N" "$LARGE_N"; do
+	[[ "$n" =~ ^[1-9][0-9]*$ ]] || die "iteration counts must be positive integers (got '$n')"
+done
+command -v node >/dev/null || die "node is required"
+command -v npm >/dev/null || die "npm is required"
+command -v "$GO" >/dev/null || die "go is required"
+
+make -s -C "$ROOT" setup >&2
+export AGENTOS_SIDECAR_BIN="$ROOT/deps/agentos/node_modules/@rivet-dev/agentos-sidecar-linux-x64-gnu/agentos-sidecar"
+[[ -x "$AGENTOS_SIDECAR_BIN" ]] || die "no sidecar at $AGENTOS_SIDECAR_BIN after make setup"
+
+# package-lock.json was written by `npm install --ignore-scripts`, plus six
+# {"optional": true} placeholders for the darwin/linux-arm64 sidecar packages,
+# which the registry does not have: without them npm >= 11.16 rejects its own
+# lockfile in `npm ci` (npm/cli#9846). Keep them if the lockfile is regenerated.
+if [[ ! -d "$BENCH/node_modules/@rivet-dev/agentos-core" ]]; then
+	log "installing the official SDK into bench/node_modules (npm ci)"
+	(cd "$BENCH" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+fi
+
+# Every sidecar started below inherits this variable, which is how the cleanup
+# finds exactly ours (other sidecars on the machine are left alone).
+export AGENTOS_BENCH_RUN="run-$$-$(date +%s%N)"
+WORK=$(mktemp -d)
+
+our_sidecars() {
+	local env pid
+	for env in /proc/[0-9]*/environ; do
+		pid=${env#/proc/}
+		pid=${pid%/environ}
+		[[ "$(readlink "/proc/$pid/exe" 2>/dev/null || true)" == */agentos-sidecar ]] || continue
+		if grep -qzxF "AGENTOS_BENCH_RUN=$AGENTOS_BENCH_RUN" "$env" 2>/dev/null; then
+			echo "$pid"
+		fi
+	done
+}
+
+cleanup() {
+	local rc=$? pids pid i
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		pids=$(our_sidecars)
+		[[ -z "$pids" ]] && break
+		sleep 0.5
+	done
+	if [[ -n "$pids" ]]; then
+		log "warning: sidecars of this run still alive, killing: $(echo $pids)"
+		for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+		rc=1
+	fi
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+STATUS=0 # a failed step still gets its row in the table, and the exit status 1
+
+# --- benchmarks ---------------------------------------------------------------
+# The machine may be busy with other work, so the two clients run group by
+# group, one right after the other, rather than one whole side after the other.
+official() { # ops
+	log "official SDK: node bench/official.mjs --only $1"
+	if ! (cd "$BENCH" && node official.mjs --only "$1" --exec "$EXEC_N" --create "$CREATE_N" --large "$LARGE_N" \
+		>"$WORK/official.part" 2>>"$WORK/official.log"); then
+		grep -v 'warm worker\|restored session' "$WORK/official.log" | tail -n 20 >&2 || true
+		log "error: official.mjs failed on some of: $1"
+		STATUS=1
+	fi
+	tee -a "$WORK/official.jsonl" <"$WORK/official.part" >&2
+}
+# b.Loop benchmarks: setup runs once, then exactly N iterations.
+gobench() { # regexp iterations
+	log "Go client: go test -bench '$1' -benchtime=${2}x ./agentos/"
+	if ! (cd "$ROOT" && "$GO" test -run '^$' -bench "$1" -benchtime="${2}x" -count=1 -timeout 30m ./agentos/) \
+		| tee -a "$WORK/go.txt" >&2; then
+		log "error: go test failed on $1"
+		STATUS=1
+	fi
+}
+official create_vm
+gobench '^BenchmarkCreateVM$' "$CREATE_N"
+official exec_true,exec_echo_hi,exec_cat_1mib
+gobench '^Benchmark(ExecTrue|ExecEchoHi|ExecCat1MiB)$' "$EXEC_N"
+official stream_50mib,write_read_4mib,write_read_16mib
+gobench '^Benchmark(Stream50MiB|WriteRead4MiB|WriteRead16MiB)$' "$LARGE_N"
+
+# --- table ------------------------------------------------------------------
+touch "$WORK/official.jsonl" "$WORK/go.txt"
+node - "$WORK/official.jsonl" "$WORK/go.txt" <<'EOF'
+const fs = require("node:fs");
+const [officialFile, goFile] = process.argv.slice(2);
+
+const official = {};
+for (const line of fs.readFileSync(officialFile, "utf8").split("\n")) {
+	if (!line.trim()) continue;
+	const j = JSON.parse(line);
+	official[j.op] = j;
+}
+
+// "BenchmarkExecTrue-2   30   85617679 ns/op   82.33 p50-ms ..." -> metrics by unit.
+const goRes = {};
+for (const line of fs.readFileSync(goFile, "utf8").split("\n")) {
+	const m = line.match(/^Benchmark(\w+?)(-\d+)?\s+(\d+)\s+(.*)$/);
+	if (!m) continue;
+	const f = m[4].trim().split(/\s+/);
+	const metrics = { n: Number(m[3]) };
+	for (let i = 0; i + 1 < f.length; i += 2) metrics[f[i + 1]] = Number(f[i]);
+	goRes[m[1]] = metrics;
+}
+
+const rows = [
+	["create_vm", "CreateVM", "latency"],
+	["exec_true", "ExecTrue", "latency"],
+	["exec_echo_hi", "ExecEchoHi", "latency"],
+	["exec_cat_1mib", "ExecCat1MiB", "latency"],
+	["stream_50mib", "Stream50MiB", "throughput"],
+	["write_read_4mib", "WriteRead4MiB", "throughput"],
+	["write_read_16mib", "WriteRead16MiB", "throughput"],
+];
+
+const fmt = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+const missing = [];
+const out = [
+	"| operation | official SDK | Go client | ratio Go/official (time; < 1.0: Go faster) |",
+	"|---|---|---|---|",
+];
+for (const [op, bench, kind] of rows) {
+	const o = official[op];
+	const g = goRes[bench];
+	if (!o) missing.push(`official ${op}`);
+	if (!g) missing.push(`Go Benchmark${bench}`);
+	// write_read_16mib is expected to fail on the SDK: its failure is the result.
+	if (o?.error && op !== "write_read_16mib") missing.push(`official ${op} (${o.error})`);
+	let oCell, gCell, oVal, gVal;
+	if (kind === "latency") {
+		if (o && !o.error) { oVal = o.median_ms; oCell = `${fmt(o.median_ms)} ms (p95 ${fmt(o.p95_ms)}, n=${o.n})`; }
+		if (g) { gVal = g["p50-ms"]; gCell = `${fmt(g["p50-ms"])} ms (p95 ${fmt(g["p95-ms"])}, n=${g.n})`; }
+	} else {
+		if (o && !o.error) { oVal = o.mib_per_s; oCell = `${fmt(o.mib_per_s)} MiB/s (median ${fmt(o.median_ms)} ms, n=${o.n})`; }
+		if (g) { gVal = g["MiB/s"]; gCell = `${fmt(g["MiB/s"])} MiB/s (median ${fmt(g["p50-ms"])} ms, n=${g.n})`; }
+	}
+	if (o?.error) oCell = `fails: ${o.error.replace(/\|/g, "/")}`;
+	let ratio = "n/a";
+	if (oVal > 0 && gVal > 0) ratio = (kind === "latency" ? gVal / oVal : oVal / gVal).toFixed(2);
+	out.push(`| ${op} | ${oCell ?? "missing"} | ${gCell ?? "failed or missing (see log)"} | ${ratio} |`);
+}
+console.log(out.join("\n"));
+const meta = official._meta;
+if (meta) console.log(`\nofficial SDK ${meta.sdk} on node ${meta.node}; sidecar ${meta.sidecar_exe ?? "(not seen)"}`);
+if (missing.length) {
+	console.error(`bench: error: no result for: ${missing.join("; ")}`);
+	process.exit(1);
+}
+EOF
+[[ "$STATUS" == 0 ]] || die "some benchmarks failed (see above)"
