@@ -192,8 +192,21 @@ func (vm *VM) OpenSession(ctx context.Context, o OpenSessionOptions) (*Session, 
 		t := true
 		req.SkipOSInstructions = &t
 	}
+	vm.mu.Lock()
+	_, known := vm.sessions[o.SessionID]
+	vm.mu.Unlock()
 	s := vm.session(o.SessionID)
 	if _, err := acpExpect[protocol.ACPOpenSessionResponse](ctx, vm, req); err != nil {
+		if !known {
+			// Do not keep a handle per failed open (each would also be
+			// unloaded at dispose).
+			vm.mu.Lock()
+			if vm.sessions[o.SessionID] == s {
+				delete(vm.sessions, o.SessionID)
+			}
+			vm.mu.Unlock()
+			s.end(err)
+		}
 		return nil, err
 	}
 	return s, nil

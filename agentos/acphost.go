@@ -285,8 +285,14 @@ func (tt *terminalTable) handle(ctx context.Context, op string, params json.RawM
 		t.mu.Lock()
 		res := map[string]any{"output": string(t.out), "truncated": t.truncated}
 		t.mu.Unlock()
-		if st, err := t.proc.Wait(doneContext()); err == nil {
-			res["exitStatus"] = exitStatusJSON(st)
+		// Not Wait on a cancelled context: its select picks at random
+		// between done and cancelled when both are ready.
+		select {
+		case <-t.proc.Done():
+			if st, err := t.proc.Wait(context.Background()); err == nil {
+				res["exitStatus"] = exitStatusJSON(st)
+			}
+		default:
 		}
 		return res, nil
 	case "wait_for_exit", "waitForExit":
@@ -376,12 +382,4 @@ func parseTerminalEnv(raw json.RawMessage) (map[string]string, error) {
 		m[kv.Name] = kv.Value
 	}
 	return m, nil
-}
-
-// doneContext is an already-cancelled context: Wait on it answers only when
-// the process has already finished.
-func doneContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
 }

@@ -216,3 +216,31 @@ func entryPaths(es []DirEntry) []string {
 	}
 	return out
 }
+
+// TestGuestDirectoriesWritable: after create every POSIX directory the
+// official SDK guarantees exists, and the guest user (uid 1000) can write
+// where it must: the bootstrap must not re-own existing directories.
+func TestGuestDirectoriesWritable(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 60*time.Second)
+	for _, d := range posixDirs {
+		if d == "/var/lock" || d == "/var/run" {
+			// Relative symlinks in the base layer; on 0.2.21 every
+			// filesystem call on them (even LSTAT) fails with EEXIST.
+			continue
+		}
+		if _, err := vm.Stat(ctx, d); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+	}
+	for _, d := range []string{"/workspace", "/home/agentos", "/tmp"} {
+		r, err := vm.Exec(ctx, "sh -c 'echo x > "+d+"/probe && cat "+d+"/probe'", ExecOptions{Timeout: 30 * time.Second})
+		if err != nil || r.ExitCode != 0 || string(r.Stdout) != "x\n" {
+			t.Fatalf("guest write in %s: %+v %v stderr=%q", d, r, err, r.Stderr)
+		}
+	}
+	st, err := vm.Stat(ctx, "/tmp")
+	if err != nil || st.RawMode&0o1777 != 0o1777 {
+		t.Fatalf("/tmp mode = %o, %v", st.RawMode, err)
+	}
+}

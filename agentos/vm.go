@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -401,25 +402,24 @@ func (vm *VM) configureLocked(ctx context.Context) (protocol.VMConfiguredRespons
 }
 
 // bootstrapDirs creates the POSIX directories the official SDK guarantees.
-// The SDK first downloads a ~200 KB snapshot of the whole root filesystem to
-// find the missing ones. Bootstrapping a directory that already exists is
-// accepted, and the base layer (fixed for a pinned sidecar) has symlinks at
-// /var/lock and /var/run, so one request without those normally does it; if
-// the sidecar still refuses with EEXIST, the snapshot way is the fallback.
+// Bootstrapping an entry that exists replaces its owner and mode (the guest
+// runs as uid 1000 and needs /workspace, /home/agentos and /tmp writable), so
+// only missing directories may be sent. The SDK finds them by downloading a
+// ~200 KB snapshot of the root filesystem on every create; the base layer is
+// fixed for the pinned sidecar, so the directories it lacks are known, and
+// TestGuestDirectoriesWritable checks that nothing else was touched.
 func (vm *VM) bootstrapDirs(ctx context.Context) error {
-	dirs := slices.DeleteFunc(slices.Clone(posixDirs), func(d string) bool { return d == "/var/lock" || d == "/var/run" })
-	err := vm.bootstrap(ctx, dirs)
-	var rej *RejectedError
-	if errors.As(err, &rej) && rej.Errno == "EEXIST" {
-		var missing []string
-		if missing, err = vm.missingDirs(ctx); err == nil && len(missing) > 0 {
-			err = vm.bootstrap(ctx, missing)
-		}
-	}
-	if err != nil {
+	if err := vm.bootstrap(ctx, missingInBaseLayer); err != nil {
 		return fmt.Errorf("agentos: bootstrap root filesystem: %w", err)
 	}
 	return nil
+}
+
+// missingInBaseLayer are the directories of posixDirs that the base layer of
+// agentos-sidecar 0.2.21 lacks (SPEC §7.1 step 5, and the snapshot in
+// golden/a_create_dispose.jsonl).
+var missingInBaseLayer = []string{
+	"/dev", "/proc", "/boot", "/usr/games", "/usr/include", "/usr/libexec", "/usr/man", "/usr/local/bin", "/usr/share/man", "/etc/agentos",
 }
 
 func (vm *VM) bootstrap(ctx context.Context, dirs []string) error {
@@ -436,26 +436,6 @@ func (vm *VM) bootstrap(ctx context.Context, dirs []string) error {
 		return unexpected("BootstrapRootFilesystemRequest", resp)
 	}
 	return nil
-}
-
-// missingDirs is the official SDK's way: snapshot the root filesystem and
-// compare.
-func (vm *VM) missingDirs(ctx context.Context) ([]string, error) {
-	entries, err := vm.ExportRootFilesystem(ctx, 1<<53-1)
-	if err != nil {
-		return nil, err
-	}
-	have := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		have[e.Path] = true
-	}
-	var missing []string
-	for _, d := range posixDirs {
-		if !have[d] {
-			missing = append(missing, d)
-		}
-	}
-	return missing, nil
 }
 
 // call sends a VM-owned request. Calls on a lost or disposed VM fail at once.
@@ -544,6 +524,13 @@ func (vm *VM) Dispose(ctx context.Context) error {
 		if _, ok := resp.(protocol.VMDisposedResponse); !ok {
 			err = unexpected("DisposeVmRequest", resp)
 		}
+	}
+	var rej *RejectedError
+	if errors.As(err, &rej) && strings.Contains(rej.Message, "ERR_AGENTOS_VM_TEARDOWN_DEADLINE") {
+		// Measured on 0.2.21: a VM that ever ran an agent always reports a
+		// teardown deadline, yet it is gone (later calls are refused with
+		// ADMISSION_CLOSED). Treating it as disposed is the truth.
+		err = nil
 	}
 	if err != nil {
 		var exited *SidecarExitedError

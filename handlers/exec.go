@@ -108,6 +108,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Idempotency-Key is not supported on a streamed exec; use the buffered form or a process").WithDetail("field", "Idempotency-Key"))
 			return
 		}
+		// Refuse an unusable VM with a status, before the stream starts.
+		if err := s.vms.Usable(r.Context(), p.tenant.ID, vmID); err != nil {
+			writeError(w, r, err)
+			return
+		}
 		s.execStream(w, r, p.tenant, vmID, sreq)
 		return
 	}
@@ -243,13 +248,16 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 		_, _ = w.Write(rec.Body)
 		return
 	}
-	// The outcome is recorded even if the client goes away meanwhile.
+	// The operation runs to its end and its outcome is recorded even if the
+	// client goes away meanwhile: the retry it will make must get that
+	// outcome, not run the command a second time.
 	ctx := context.WithoutCancel(r.Context())
-	status, v, opErr := op(r.Context())
+	status, v, opErr := op(ctx)
 	if opErr != nil {
-		if gateway.ErrorCode(opErr) == gateway.CodeInvalidArgument || gateway.ErrorCode(opErr) == gateway.CodeNotFound ||
-			gateway.ErrorCode(opErr) == gateway.CodeResourceExhausted || gateway.ErrorCode(opErr) == gateway.CodeUnavailable {
-			// Nothing ran: let the client retry with the same key.
+		switch gateway.ErrorCode(opErr) {
+		case gateway.CodeInvalidArgument, gateway.CodeNotFound, gateway.CodeConflict, gateway.CodeResourceExhausted:
+			// Refused before anything ran: the client may retry with the
+			// same key once it fixed the cause.
 			_ = s.store.AbandonIdempotent(ctx, p.tenant.ID, key)
 			writeError(w, r, opErr)
 			return

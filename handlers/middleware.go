@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -129,14 +130,15 @@ func principalFrom(ctx context.Context) principal {
 // limit.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		secret, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || secret == "" {
+		// The scheme name is case-insensitive (RFC 9110 §11.1).
+		scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		secret = strings.TrimSpace(secret)
+		if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway"`)
 			writeError(w, r, gateway.Errorf(gateway.CodeUnauthenticated, "an API key is required: Authorization: Bearer <key>"))
 			return
 		}
-		key, err := s.store.LookupAPIKey(r.Context(), strings.TrimSpace(secret))
+		key, err := s.store.LookupAPIKey(r.Context(), secret)
 		if err != nil {
 			if gateway.ErrorCode(err) == gateway.CodeUnauthenticated || gateway.ErrorCode(err) == gateway.CodeNotFound {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway", error="invalid_token"`)
@@ -203,7 +205,15 @@ func (l *limiter) allow(t gateway.Tenant) bool {
 	return b.l.Allow()
 }
 
-func pathParam(r *http.Request, name string) string { return chi.URLParam(r, name) }
+// pathParam returns a path parameter unescaped: chi matches on the raw path
+// when the client escaped something, and hands the segment over as sent.
+func pathParam(r *http.Request, name string) string {
+	v := chi.URLParam(r, name)
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
 
 func parseUintParam(r *http.Request, name string) (uint64, error) {
 	v := chi.URLParam(r, name)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
@@ -31,7 +32,7 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if req.Command == "" && (len(req.Argv) == 0 || req.Argv[0] == "") {
+	if strings.TrimSpace(req.Command) == "" && (len(req.Argv) == 0 || req.Argv[0] == "") {
 		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "command or argv is required").WithDetail("field", "command"))
 		return
 	}

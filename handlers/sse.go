@@ -69,9 +69,20 @@ func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, 
 	// dropped, so pumping starts only once it has.
 	subscribed := make(chan struct{})
 	stream.OnSubscribe = func(string, *sse.Subscriber) { close(subscribed) }
+	// r3labs deregisters a subscriber from a goroutine of its own once the
+	// request context ends; removing the stream before that has happened
+	// would leave that goroutine blocked for ever, so removal waits for it.
+	unsubscribed := make(chan struct{})
+	stream.OnUnsubscribe = func(string, *sse.Subscriber) { close(unsubscribed) }
 	h.onCount(1)
 	defer h.onCount(-1)
-	defer h.srv.RemoveStream(id)
+	defer func() {
+		select {
+		case <-unsubscribed:
+		case <-time.After(5 * time.Second):
+		}
+		h.srv.RemoveStream(id)
+	}()
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

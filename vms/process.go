@@ -294,8 +294,8 @@ func (p *Process) Signal(ctx context.Context, sig string) error {
 	return engineError(p.ap.Signal(ctx, sig), "signal")
 }
 
-// Wait waits for the process to end, at most timeout (0: until ctx ends).
-// It returns nil status and no error when the time ran out.
+// Wait waits for the process to end, at most timeout (0: until ctx ends);
+// past it the error is deadline_exceeded.
 func (p *Process) Wait(ctx context.Context, timeout time.Duration) (*ExitStatus, error) {
 	var t <-chan time.Time
 	if timeout > 0 {

@@ -369,7 +369,13 @@ func (s *Service) endVM(lv *liveVM, state gateway.VMState, reason string, dispos
 	if reason != "" {
 		final.Message += ": " + reason
 	}
-	lv.events.Close(final)
+	if state == gateway.VMDisposed {
+		// A disposed VM's event stream simply ends; a lost one's ends with
+		// the error.
+		lv.events.Close(nil)
+	} else {
+		lv.events.Close(final)
+	}
 	lv.mu.Lock()
 	procs, shells := lv.procs, lv.shells
 	lv.mu.Unlock()
@@ -416,6 +422,12 @@ func (lv *liveVM) hold(now time.Time) func() {
 		lv.lastActive = time.Now()
 		lv.mu.Unlock()
 	}
+}
+
+// Usable reports whether a tenant's VM can take calls now.
+func (s *Service) Usable(ctx context.Context, tenantID, id string) error {
+	_, err := s.lookup(ctx, tenantID, id)
+	return err
 }
 
 // Get returns a tenant's VM record.

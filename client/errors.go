@@ -1,0 +1,196 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The gateway's stable error codes.
+const (
+	CodeInvalidArgument   = "invalid_argument"
+	CodeUnauthenticated   = "unauthenticated"
+	CodePermissionDenied  = "permission_denied"
+	CodeNotFound          = "not_found"
+	CodeConflict          = "conflict"
+	CodePayloadTooLarge   = "payload_too_large"
+	CodeUnprocessable     = "unprocessable"
+	CodeResourceExhausted = "resource_exhausted"
+	CodeInternal          = "internal"
+	CodeUnavailable       = "unavailable"
+	CodeDeadlineExceeded  = "deadline_exceeded"
+)
+
+// Error is an answer of the gateway outside 2xx (an RFC 9457 problem), or the
+// final "error" event of a stream (then Status is 0).
+type Error struct {
+	// Status is the HTTP status (0 for a stream's error event).
+	Status int
+	// Code is the gateway's stable code, such as "not_found". When the body
+	// was not a problem, it is derived from the status.
+	Code   string
+	Title  string
+	Detail string
+	// Details holds extra facts, for example a VM's "state" on conflict or
+	// the "field" an invalid_argument is about.
+	Details map[string]any
+	// Type and Instance are the problem's URIs.
+	Type     string
+	Instance string
+	// RequestID is the gateway's id of the request (problem or X-Request-ID).
+	RequestID string
+	// RetryAfter is the Retry-After header, when the gateway sent one.
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	msg := e.Detail
+	if msg == "" {
+		msg = e.Title
+	}
+	var b strings.Builder
+	b.WriteString("agentos-gateway: ")
+	if e.Status != 0 {
+		b.WriteString(strconv.Itoa(e.Status))
+		b.WriteByte(' ')
+	}
+	b.WriteString(e.Code)
+	if msg != "" {
+		b.WriteString(": ")
+		b.WriteString(msg)
+	}
+	if e.RequestID != "" {
+		b.WriteString(" (request ")
+		b.WriteString(e.RequestID)
+		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+// IsCode reports whether err is, or wraps, an *Error with the given code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// CodeOf returns the code of err's *Error, or "" when it has none.
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// codeForStatus is the gateway's code for a status, for answers that carry
+// no problem (HEAD, proxies, a server that is not the gateway).
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusMethodNotAllowed:
+		return CodeInvalidArgument
+	case http.StatusUnauthorized:
+		return CodeUnauthenticated
+	case http.StatusForbidden:
+		return CodePermissionDenied
+	case http.StatusNotFound, http.StatusGone:
+		return CodeNotFound
+	case http.StatusConflict, http.StatusPreconditionFailed:
+		return CodeConflict
+	case http.StatusRequestEntityTooLarge:
+		return CodePayloadTooLarge
+	case http.StatusUnprocessableEntity:
+		return CodeUnprocessable
+	case http.StatusTooManyRequests:
+		return CodeResourceExhausted
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		return CodeUnavailable
+	case http.StatusGatewayTimeout, http.StatusRequestTimeout:
+		return CodeDeadlineExceeded
+	}
+	if status >= 500 {
+		return CodeInternal
+	}
+	if status >= 400 {
+		return CodeInvalidArgument
+	}
+	// A 1xx/3xx the HTTP client did not follow.
+	return CodeInternal
+}
+
+// maxErrorBody bounds how much of an error body is read.
+const maxErrorBody = 64 << 10
+
+type problemJSON struct {
+	Type      string         `json:"type"`
+	Title     string         `json:"title"`
+	Status    int            `json:"status"`
+	Detail    string         `json:"detail"`
+	Instance  string         `json:"instance"`
+	Code      string         `json:"code"`
+	RequestID string         `json:"requestId"`
+	Details   map[string]any `json:"details"`
+}
+
+// parseError turns a non-2xx answer into an *Error. It never fails: a body
+// that is not a problem falls back to the status (and a snippet of the body
+// as the detail).
+func parseError(resp *http.Response) *Error {
+	e := &Error{
+		Status:    resp.StatusCode,
+		Title:     http.StatusText(resp.StatusCode),
+		RequestID: resp.Header.Get("X-Request-ID"),
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		if s, err := strconv.Atoi(strings.TrimSpace(ra)); err == nil && s >= 0 {
+			e.RetryAfter = time.Duration(s) * time.Second
+		} else if t, err := http.ParseTime(ra); err == nil {
+			e.RetryAfter = max(0, time.Until(t))
+		}
+	}
+	var body []byte
+	if resp.Body != nil {
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	var p problemJSON
+	if (mt == "application/problem+json" || mt == "application/json" || strings.HasSuffix(mt, "+json")) &&
+		json.Unmarshal(body, &p) == nil && (p.Code != "" || p.Title != "" || p.Detail != "") {
+		e.Code, e.Detail, e.Details, e.Type, e.Instance = p.Code, p.Detail, p.Details, p.Type, p.Instance
+		if p.Title != "" {
+			e.Title = p.Title
+		}
+		if p.RequestID != "" {
+			e.RequestID = p.RequestID
+		}
+	} else {
+		e.Detail = snippet(body)
+	}
+	if e.Code == "" {
+		e.Code = codeForStatus(resp.StatusCode)
+	}
+	return e
+}
+
+// snippet is a short, printable rendering of a foreign error body.
+func snippet(b []byte) string {
+	const n = 512
+	s := strings.TrimSpace(string(b))
+	if !utf8.ValidString(s) {
+		return fmt.Sprintf("(%d bytes of binary body)", len(b))
+	}
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}

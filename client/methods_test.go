@@ -1,0 +1,711 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+)
+
+// recorded is what the recording handler saw of one request.
+type recorded struct {
+	Method      string
+	EscapedPath string
+	Query       url.Values
+	Header      http.Header
+	Body        []byte
+	ContentLen  int64
+}
+
+// canned is the answer the recording handler gives.
+type canned struct {
+	status int
+	ctype  string
+	header map[string]string
+	body   string
+}
+
+type recorder struct {
+	mu   sync.Mutex
+	got  []recorded
+	resp canned
+}
+
+func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	rc.got = append(rc.got, recorded{Method: r.Method, EscapedPath: r.URL.EscapedPath(), Query: r.URL.Query(),
+		Header: r.Header.Clone(), Body: body, ContentLen: r.ContentLength})
+	resp := rc.resp
+	rc.mu.Unlock()
+	for k, v := range resp.header {
+		w.Header().Set(k, v)
+	}
+	if resp.ctype != "" {
+		w.Header().Set("Content-Type", resp.ctype)
+	}
+	if resp.status == 0 {
+		resp.status = http.StatusOK
+	}
+	w.WriteHeader(resp.status)
+	_, _ = io.WriteString(w, resp.body)
+}
+
+func (rc *recorder) reset(c canned) {
+	rc.mu.Lock()
+	rc.got, rc.resp = nil, c
+	rc.mu.Unlock()
+}
+
+func (rc *recorder) requests() []recorded {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]recorded(nil), rc.got...)
+}
+
+const (
+	weirdVM      = "vm/ 1?#%"
+	weirdVMEsc   = "vm%2F%201%3F%23%25"
+	guestPath    = "/tmp/a b&c=d?e#.txt"
+	shellID      = "sh 1/x"
+	shellIDEsc   = "sh%201%2Fx"
+	tenantID     = "t/1"
+	tenantIDEsc  = "t%2F1"
+	apiKey       = "sekret"
+	userAgent    = "test-agent/1"
+	jsonCT       = "application/json"
+	sseCT        = "text/event-stream"
+	vmJSON       = `{"id":"vm_1","state":"ready","labels":{"a":"b"},"sidecarId":"sc_1","loopbackExemptPorts":[],"software":[],"agents":[],"idleTimeoutSeconds":30,"createdAt":"2025-01-02T03:04:05.123Z","updatedAt":"2025-01-02T03:04:06Z"}`
+	processJSON  = `{"pid":42,"command":"sleep","args":["10"],"cwd":"/","running":false,"exit":{"exitCode":3,"signal":"SIGTERM"},"startedAt":"2025-01-02T03:04:05Z","exitedAt":"2025-01-02T03:04:07Z"}`
+	tenantJSON   = `{"id":"t/1","name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
+	outputSSE    = "id: 8\ndata: {\"seq\":8,\"stream\":\"stdout\",\"data\":\"hi\\n\",\"encoding\":\"utf8\",\"ts\":\"2025-01-02T03:04:05Z\"}\nevent: stdout\n\n"
+	processTrail = "/v1/vms/" + weirdVMEsc + "/processes/42"
+)
+
+type methodCase struct {
+	name     string
+	call     func(ctx context.Context, c *client.Client) error
+	resp     canned
+	method   string
+	path     string
+	query    url.Values
+	accept   string
+	headers  map[string]string // must be set
+	absent   []string          // must not be set
+	bodyJSON string            // expected JSON body ("" = none)
+	bodyRaw  []byte            // expected raw body
+	ctype    string            // expected request Content-Type
+}
+
+func pathQ(extra ...string) url.Values {
+	q := url.Values{"path": {guestPath}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		q.Add(extra[i], extra[i+1])
+	}
+	return q
+}
+
+// check fails the test when cond is false; the calls use it on their answers.
+func expect(cond bool, format string, args ...any) error {
+	if !cond {
+		return &checkError{msg: format, args: args}
+	}
+	return nil
+}
+
+type checkError struct {
+	msg  string
+	args []any
+}
+
+func (e *checkError) Error() string {
+	b, _ := json.Marshal(e.args)
+	return e.msg + " " + string(b)
+}
+
+func readOne(ctx context.Context, s *client.Stream, err error, wantType string) error {
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ev, err := s.Next(ctx)
+	if err != nil {
+		return err
+	}
+	if ev.Type != wantType || ev.ID != "8" {
+		return expect(false, "event", ev.Type, ev.ID)
+	}
+	o, err := ev.Output()
+	if err != nil {
+		return err
+	}
+	return expect(string(o.Data) == "hi\n" && o.Seq == 8 && o.Stream == "stdout" && !o.Time.IsZero(), "output", o)
+}
+
+func methodCases() []methodCase {
+	vmBase := "/v1/vms/" + weirdVMEsc
+	return []methodCase{
+		{name: "Health", method: "GET", path: "/healthz", accept: jsonCT, resp: canned{ctype: jsonCT, body: `{"status":"ok"}`},
+			call: func(ctx context.Context, c *client.Client) error { return c.Health(ctx) }},
+		{name: "Ready", method: "GET", path: "/readyz", accept: jsonCT, resp: canned{ctype: jsonCT, body: `{"status":"ready"}`},
+			call: func(ctx context.Context, c *client.Client) error { return c.Ready(ctx) }},
+		{name: "OpenAPI", method: "GET", path: "/v1/openapi.yaml", accept: "application/yaml", resp: canned{ctype: "application/yaml", body: "openapi: 3.1.0\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				b, err := c.OpenAPI(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(string(b) == "openapi: 3.1.0\n", "spec", string(b))
+			}},
+		{name: "Metrics", method: "GET", path: "/metrics", accept: "text/plain", resp: canned{ctype: "text/plain; version=0.0.4", body: "up 1\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				b, err := c.Metrics(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(string(b) == "up 1\n", "metrics", string(b))
+			}},
+		{name: "CreateVM", method: "POST", path: "/v1/vms", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"labels":{"a":"b"},"permissions":{"fs":"allow"},"software":["@agentos-software/pi"],"idleTimeoutSeconds":30}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: vmJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				vm, err := c.CreateVM(ctx, client.CreateVMRequest{Labels: map[string]string{"a": "b"}, Permissions: map[string]any{"fs": "allow"},
+					Software: []string{"@agentos-software/pi"}, IdleTimeoutSeconds: 30})
+				if err != nil {
+					return err
+				}
+				return expect(vm.ID == "vm_1" && vm.State == client.VMReady && vm.Labels["a"] == "b" && vm.CreatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 5, 123e6, time.UTC)), "vm", vm)
+			}},
+		{name: "GetVM", method: "GET", path: vmBase, accept: jsonCT, resp: canned{ctype: jsonCT, body: vmJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				vm, err := c.GetVM(ctx, weirdVM)
+				if err != nil {
+					return err
+				}
+				return expect(vm.SidecarID == "sc_1" && vm.IdleTimeoutSeconds == 30, "vm", vm)
+			}},
+		{name: "ListVMs", method: "GET", path: "/v1/vms", accept: jsonCT,
+			query: url.Values{"state": {"ready"}, "label": {"a:1", "b:x:y"}, "cursor": {"c/1"}, "limit": {"10"}},
+			resp:  canned{ctype: jsonCT, body: `{"items":[` + vmJSON + `],"nextCursor":"c2"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListVMs(ctx, client.ListVMsOptions{State: client.VMReady, Labels: map[string]string{"b": "x:y", "a": "1"}, Cursor: "c/1", Limit: 10})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.NextCursor == "c2", "list", l)
+			}},
+		{name: "ListVMsNoFilter", method: "GET", path: "/v1/vms", accept: jsonCT, query: url.Values{},
+			resp: canned{ctype: jsonCT, body: `{"items":[],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.ListVMs(ctx, client.ListVMsOptions{})
+				return err
+			}},
+		{name: "DeleteVM", method: "DELETE", path: vmBase, accept: jsonCT, resp: canned{ctype: jsonCT, body: strings.Replace(vmJSON, "ready", "disposed", 1)},
+			call: func(ctx context.Context, c *client.Client) error {
+				vm, err := c.DeleteVM(ctx, weirdVM)
+				if err != nil {
+					return err
+				}
+				return expect(vm.State == client.VMDisposed && vm.State.Final(), "vm", vm)
+			}},
+		{name: "VMEvents", method: "GET", path: vmBase + "/events", accept: sseCT, headers: map[string]string{"Last-Event-ID": "5"},
+			resp: canned{ctype: sseCT, body: "id: 6\nevent: state\ndata: {\"type\":\"state\",\"time\":\"2025-01-02T03:04:05Z\",\"state\":\"lost\",\"reason\":\"sidecar died\"}\n\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.VMEvents(ctx, weirdVM, client.StreamOptions{LastEventID: "5"})
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ev, err := s.Next(ctx)
+				if err != nil {
+					return err
+				}
+				v, err := ev.VMEvent()
+				if err != nil {
+					return err
+				}
+				return expect(ev.ID == "6" && s.LastEventID() == "6" && v.State == client.VMLost && v.Reason == "sidecar died", "event", ev, v)
+			}},
+		{name: "Exec", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
+			headers:  map[string]string{"Idempotency-Key": "k-1", "X-Request-ID": "rid-1"},
+			bodyJSON: `{"command":"cat","cwd":"/tmp","env":{"A":"1"},"stdin":"hello","timeoutMs":1000,"maxOutputBytes":10}`,
+			resp: canned{ctype: jsonCT, header: map[string]string{"Idempotent-Replayed": "true"},
+				body: `{"exitCode":0,"stdout":"AP8=","stderr":"ZXJy","encoding":"base64","truncated":true,"durationMs":12}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				res, err := c.Exec(ctx, weirdVM, client.ExecRequest{Command: "cat", Cwd: "/tmp", Env: map[string]string{"A": "1"},
+					Stdin: []byte("hello"), TimeoutMs: 1000, MaxOutputBytes: 10}, client.WithIdempotencyKey("k-1"), client.WithRequestID("rid-1"))
+				if err != nil {
+					return err
+				}
+				out, err := res.StdoutBytes()
+				if err != nil {
+					return err
+				}
+				errb, err := res.StderrBytes()
+				if err != nil {
+					return err
+				}
+				return expect(bytes.Equal(out, []byte{0, 0xff}) && string(errb) == "err" && res.Truncated && res.Replayed && res.DurationMs == 12, "result", res)
+			}},
+		{name: "ExecArgvBinaryStdin", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
+			absent:   []string{"Idempotency-Key"},
+			bodyJSON: `{"argv":["od","-c"],"stdin":"AP8=","stdinEncoding":"base64"}`,
+			resp:     canned{ctype: jsonCT, body: `{"exitCode":1,"stdout":"a","stderr":"","encoding":"utf8","truncated":false,"durationMs":1}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				res, err := c.Exec(ctx, weirdVM, client.ExecRequest{Argv: []string{"od", "-c"}, Stdin: []byte{0, 0xff}})
+				if err != nil {
+					return err
+				}
+				out, _ := res.StdoutBytes()
+				return expect(res.ExitCode == 1 && string(out) == "a" && !res.Replayed, "result", res)
+			}},
+		{name: "ExecStream", method: "POST", path: vmBase + "/exec", accept: sseCT, ctype: jsonCT, absent: []string{"Idempotency-Key", "Last-Event-ID"},
+			bodyJSON: `{"command":"echo hi","stdin":""}`, resp: canned{ctype: sseCT, body: outputSSE},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.ExecStream(ctx, weirdVM, client.ExecRequest{Command: "echo hi", Stdin: []byte{}})
+				return readOne(ctx, s, err, "stdout")
+			}},
+		{name: "SpawnProcess", method: "POST", path: vmBase + "/processes", accept: jsonCT, ctype: jsonCT,
+			headers: map[string]string{"Idempotency-Key": "spawn-1"}, bodyJSON: `{"argv":["sleep","10"],"cwd":"/"}`,
+			resp: canned{status: 201, ctype: jsonCT, body: processJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				p, err := c.SpawnProcess(ctx, weirdVM, client.SpawnRequest{Argv: []string{"sleep", "10"}, Cwd: "/"}, client.WithIdempotencyKey("spawn-1"))
+				if err != nil {
+					return err
+				}
+				return expect(p.Pid == 42 && p.Exit != nil && p.Exit.ExitCode == 3 && p.ExitedAt != nil, "process", p)
+			}},
+		{name: "ListProcesses", method: "GET", path: vmBase + "/processes", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[` + processJSON + `],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListProcesses(ctx, weirdVM)
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.Items[0].Args[0] == "10", "list", l)
+			}},
+		{name: "GetProcess", method: "GET", path: processTrail, accept: jsonCT, resp: canned{ctype: jsonCT, body: processJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				p, err := c.GetProcess(ctx, weirdVM, 42)
+				if err != nil {
+					return err
+				}
+				return expect(p.Command == "sleep" && p.Exit.Signal == "SIGTERM", "process", p)
+			}},
+		{name: "ProcessOutput", method: "GET", path: processTrail + "/output", accept: sseCT, headers: map[string]string{"Last-Event-ID": "7", "Cache-Control": "no-cache"},
+			resp: canned{ctype: sseCT, body: outputSSE},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.ProcessOutput(ctx, weirdVM, 42, client.StreamOptions{LastEventID: "7"})
+				return readOne(ctx, s, err, "stdout")
+			}},
+		{name: "WriteStdin", method: "POST", path: processTrail + "/stdin", accept: jsonCT, ctype: "application/octet-stream",
+			bodyRaw: []byte("\x00\x01bin\n"), resp: canned{ctype: jsonCT, body: `{"written":6}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				return c.WriteStdin(ctx, weirdVM, 42, []byte("\x00\x01bin\n"))
+			}},
+		{name: "CloseStdin", method: "POST", path: processTrail + "/stdin/close", accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.CloseStdin(ctx, weirdVM, 42) }},
+		{name: "Signal", method: "POST", path: processTrail + "/signal", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"signal":"SIGTERM"}`,
+			resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.Signal(ctx, weirdVM, 42, "SIGTERM") }},
+		{name: "WaitProcess", method: "GET", path: processTrail + "/wait", accept: jsonCT, query: url.Values{"timeoutMs": {"1501"}},
+			resp: canned{ctype: jsonCT, body: `{"exitCode":3,"signal":"SIGKILL"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				st, err := c.WaitProcess(ctx, weirdVM, 42, 1500*time.Millisecond+time.Microsecond)
+				if err != nil {
+					return err
+				}
+				return expect(st.ExitCode == 3 && st.Signal == "SIGKILL", "status", st)
+			}},
+		{name: "WaitProcessNoTimeout", method: "GET", path: processTrail + "/wait", accept: jsonCT, query: url.Values{"timeoutMs": {"0"}},
+			resp: canned{ctype: jsonCT, body: `{"exitCode":0}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.WaitProcess(ctx, weirdVM, 42, 0)
+				return err
+			}},
+		{name: "OpenShell", method: "POST", path: vmBase + "/shells", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"shell":"bash","cols":100,"rows":30}`,
+			resp: canned{status: 201, ctype: jsonCT, body: `{"shellId":"sh 1/x"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				id, err := c.OpenShell(ctx, weirdVM, client.ShellRequest{Shell: "bash", Cols: 100, Rows: 30})
+				if err != nil {
+					return err
+				}
+				return expect(id == shellID, "shell id", id)
+			}},
+		{name: "ShellInput", method: "POST", path: vmBase + "/shells/" + shellIDEsc + "/input", accept: jsonCT, ctype: "application/octet-stream",
+			bodyRaw: []byte("ls\r"), resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error {
+				return c.ShellInput(ctx, weirdVM, shellID, []byte("ls\r"))
+			}},
+		{name: "ResizeShell", method: "POST", path: vmBase + "/shells/" + shellIDEsc + "/resize", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"cols":120,"rows":40}`, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error {
+				return c.ResizeShell(ctx, weirdVM, shellID, 120, 40)
+			}},
+		{name: "ShellOutput", method: "GET", path: vmBase + "/shells/" + shellIDEsc + "/output", accept: sseCT, absent: []string{"Last-Event-ID"},
+			resp: canned{ctype: sseCT, body: outputSSE},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.ShellOutput(ctx, weirdVM, shellID, client.StreamOptions{})
+				return readOne(ctx, s, err, "stdout")
+			}},
+		{name: "CloseShell", method: "DELETE", path: vmBase + "/shells/" + shellIDEsc, accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.CloseShell(ctx, weirdVM, shellID) }},
+		{name: "ReadFile", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+			resp: canned{ctype: "text/plain", body: "file content"},
+			call: func(ctx context.Context, c *client.Client) error {
+				rc, err := c.ReadFile(ctx, weirdVM, guestPath)
+				if err != nil {
+					return err
+				}
+				defer rc.Close()
+				b, err := io.ReadAll(rc)
+				if err != nil {
+					return err
+				}
+				return expect(string(b) == "file content", "content", string(b))
+			}},
+		{name: "StatFileHead", method: "HEAD", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+			resp: canned{ctype: "text/plain; charset=utf-8", header: map[string]string{"Content-Length": "1234", "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT"}},
+			call: func(ctx context.Context, c *client.Client) error {
+				h, err := c.StatFileHead(ctx, weirdVM, guestPath)
+				if err != nil {
+					return err
+				}
+				return expect(h.Size == 1234 && h.ContentType == "text/plain; charset=utf-8" && !h.IsDir &&
+					h.ModTime.Equal(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), "head", h)
+			}},
+		{name: "StatFileHeadDir", method: "HEAD", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+			resp: canned{ctype: "inode/directory", header: map[string]string{"Content-Length": "4096"}},
+			call: func(ctx context.Context, c *client.Client) error {
+				h, err := c.StatFileHead(ctx, weirdVM, guestPath)
+				if err != nil {
+					return err
+				}
+				return expect(h.IsDir && h.Size == 4096, "head", h)
+			}},
+		{name: "WriteFile", method: "PUT", path: vmBase + "/files", query: pathQ("mkdirs", "true"), accept: jsonCT, ctype: "application/octet-stream",
+			headers: map[string]string{"Content-Length": "7"}, bodyRaw: []byte("payload"),
+			resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","size":7}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				res, err := c.WriteFile(ctx, weirdVM, guestPath, io.MultiReader(strings.NewReader("pay"), strings.NewReader("load")), client.WriteFileOptions{Mkdirs: true, Size: 7})
+				if err != nil {
+					return err
+				}
+				return expect(res.Size == 7 && res.Path == "/tmp/x", "result", res)
+			}},
+		{name: "WriteFileChunked", method: "PUT", path: vmBase + "/files", query: pathQ(), accept: jsonCT, ctype: "application/octet-stream",
+			bodyRaw: []byte("payload"), resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","size":7}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.WriteFile(ctx, weirdVM, guestPath, io.MultiReader(strings.NewReader("payload")), client.WriteFileOptions{})
+				return err
+			}},
+		{name: "DeleteFile", method: "DELETE", path: vmBase + "/files", query: pathQ("recursive", "true"), accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.DeleteFile(ctx, weirdVM, guestPath, true) }},
+		{name: "DeleteFileFlat", method: "DELETE", path: vmBase + "/files", query: pathQ(), accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.DeleteFile(ctx, weirdVM, guestPath, false) }},
+		{name: "ListDir", method: "GET", path: vmBase + "/dirs", query: pathQ("recursive", "true", "maxDepth", "3"), accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"name":"a","path":"/tmp/a","isDirectory":true,"isSymbolicLink":false,"size":0}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListDir(ctx, weirdVM, guestPath, true, 3)
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.Items[0].IsDir && l.Items[0].Path == "/tmp/a", "list", l)
+			}},
+		{name: "Mkdir", method: "POST", path: vmBase + "/dirs", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"path":"/tmp/a b&c=d?e#.txt"}`,
+			resp: canned{status: 201, ctype: jsonCT, body: `{"path":"/tmp/a"}`},
+			call: func(ctx context.Context, c *client.Client) error { return c.Mkdir(ctx, weirdVM, guestPath) }},
+		{name: "Move", method: "POST", path: vmBase + "/fs/move", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"from":"/a","to":"/b c"}`,
+			resp: canned{ctype: jsonCT, body: `{"from":"/a","to":"/b c"}`},
+			call: func(ctx context.Context, c *client.Client) error { return c.Move(ctx, weirdVM, "/a", "/b c") }},
+		{name: "Stat", method: "GET", path: vmBase + "/fs/stat", query: pathQ(), accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","size":5,"mode":33188,"isDirectory":false,"isSymbolicLink":false,"mtime":"2025-01-02T03:04:05Z","uid":1,"gid":2}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				st, err := c.Stat(ctx, weirdVM, guestPath)
+				if err != nil {
+					return err
+				}
+				return expect(st.Size == 5 && st.Mode == 0o100644 && st.UID == 1 && st.GID == 2 && !st.ModTime.IsZero(), "stat", st)
+			}},
+		{name: "CreateTenant", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5}}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: tenantJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				t, err := c.CreateTenant(ctx, client.TenantCreate{Name: "acme", Isolated: true, Quotas: &client.Quotas{MaxVMs: 2, RequestsPerSecond: 1.5}})
+				if err != nil {
+					return err
+				}
+				return expect(t.ID == tenantID && t.Quotas.MaxVMs == 2 && t.Quotas.RequestsPerSecond == 1.5, "tenant", t)
+			}},
+		{name: "CreateTenantDefaults", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"name":"solo"}`,
+			resp: canned{status: 201, ctype: jsonCT, body: tenantJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.CreateTenant(ctx, client.TenantCreate{Name: "solo"})
+				return err
+			}},
+		{name: "ListTenants", method: "GET", path: "/v1/tenants", accept: jsonCT, query: url.Values{"cursor": {"x"}, "limit": {"5"}},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + tenantJSON + `],"nextCursor":"y"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListTenants(ctx, client.ListOptions{Cursor: "x", Limit: 5})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.NextCursor == "y", "list", l)
+			}},
+		{name: "GetTenant", method: "GET", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, resp: canned{ctype: jsonCT, body: tenantJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.GetTenant(ctx, tenantID)
+				return err
+			}},
+		{name: "UpdateTenant", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"isolated":false,"quotas":{"maxVms":0}}`, resp: canned{ctype: jsonCT, body: tenantJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Isolated: client.Ptr(false), Quotas: &client.QuotasUpdate{MaxVMs: client.Ptr(0)}})
+				return err
+			}},
+		{name: "CreateKey", method: "POST", path: "/v1/tenants/" + tenantIDEsc + "/keys", accept: jsonCT,
+			resp: canned{status: 201, ctype: jsonCT, body: `{"id":"k1","tenantId":"t/1","prefix":"agw_abc","createdAt":"2025-01-02T03:04:05Z","key":"agw_abcdef"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				k, err := c.CreateKey(ctx, tenantID)
+				if err != nil {
+					return err
+				}
+				return expect(k.Key == "agw_abcdef" && k.TenantID == tenantID, "key", k)
+			}},
+		{name: "ListKeys", method: "GET", path: "/v1/tenants/" + tenantIDEsc + "/keys", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"k1","tenantId":"t/1","prefix":"agw_abc","createdAt":"2025-01-02T03:04:05Z"}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListKeys(ctx, tenantID)
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.Items[0].Key == "", "keys", l)
+			}},
+		{name: "DeleteKey", method: "DELETE", path: "/v1/tenants/" + tenantIDEsc + "/keys/k%2F1", accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.DeleteKey(ctx, tenantID, "k/1") }},
+		{name: "Sidecars", method: "GET", path: "/v1/sidecars", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"sc_1","pid":99,"state":"ready","vmCount":2,"tenants":["default"],"isolated":false,"rssBytes":1024,"restarts":1,"startedAt":"2025-01-02T03:04:05Z"}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.Sidecars(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.Items[0].Pid == 99 && l.Items[0].VMCount == 2 && l.Items[0].RSSBytes == 1024, "sidecars", l)
+			}},
+	}
+}
+
+// TestMethodsWire checks, for every method, the HTTP method, the escaped
+// path, the query, the headers and the body it sends, and that it decodes
+// the answer.
+func TestMethodsWire(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	// A base URL with a path prefix and a trailing slash is kept.
+	prefixed := http.StripPrefix("/gw", rec)
+	srv2 := httptest.NewServer(prefixed)
+	defer srv2.Close()
+	c := client.New(srv.URL+"/", apiKey, client.WithUserAgent(userAgent))
+
+	for _, tc := range methodCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			rec.reset(tc.resp)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := tc.call(ctx, c); err != nil {
+				t.Fatalf("call: %v", err)
+			}
+			got := rec.requests()
+			if len(got) != 1 {
+				t.Fatalf("%d requests, want 1", len(got))
+			}
+			r := got[0]
+			if r.Method != tc.method {
+				t.Errorf("method %s, want %s", r.Method, tc.method)
+			}
+			if r.EscapedPath != tc.path {
+				t.Errorf("path %s, want %s", r.EscapedPath, tc.path)
+			}
+			wantQ := tc.query
+			if wantQ == nil {
+				wantQ = url.Values{}
+			}
+			if !reflect.DeepEqual(r.Query, wantQ) {
+				t.Errorf("query %v, want %v", r.Query, wantQ)
+			}
+			if h := r.Header.Get("Authorization"); h != "Bearer "+apiKey {
+				t.Errorf("Authorization %q", h)
+			}
+			if h := r.Header.Get("User-Agent"); h != userAgent {
+				t.Errorf("User-Agent %q", h)
+			}
+			if h := r.Header.Get("Accept"); h != tc.accept {
+				t.Errorf("Accept %q, want %q", h, tc.accept)
+			}
+			for k, v := range tc.headers {
+				if k == "Content-Length" {
+					if r.ContentLen != 7 {
+						t.Errorf("Content-Length %d", r.ContentLen)
+					}
+					continue
+				}
+				if h := r.Header.Get(k); h != v {
+					t.Errorf("%s %q, want %q", k, h, v)
+				}
+			}
+			if tc.headers["Idempotency-Key"] == "" {
+				tc.absent = append(tc.absent, "Idempotency-Key")
+			}
+			if tc.headers["Last-Event-ID"] == "" {
+				tc.absent = append(tc.absent, "Last-Event-ID")
+			}
+			for _, k := range tc.absent {
+				if _, ok := r.Header[k]; ok {
+					t.Errorf("header %s sent: %q", k, r.Header.Get(k))
+				}
+			}
+			if h := r.Header.Get("Content-Type"); h != tc.ctype {
+				t.Errorf("Content-Type %q, want %q", h, tc.ctype)
+			}
+			switch {
+			case tc.bodyJSON != "":
+				var got, want any
+				if err := json.Unmarshal(r.Body, &got); err != nil {
+					t.Fatalf("body %q: %v", r.Body, err)
+				}
+				if err := json.Unmarshal([]byte(tc.bodyJSON), &want); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("body %s, want %s", r.Body, tc.bodyJSON)
+				}
+			case tc.bodyRaw != nil:
+				if !bytes.Equal(r.Body, tc.bodyRaw) {
+					t.Errorf("body %q, want %q", r.Body, tc.bodyRaw)
+				}
+			default:
+				if len(r.Body) != 0 {
+					t.Errorf("unexpected body %q", r.Body)
+				}
+			}
+		})
+	}
+
+	// The same calls through a base URL with a path prefix.
+	cp := client.New(srv2.URL+"/gw", apiKey)
+	rec.reset(canned{ctype: jsonCT, body: vmJSON})
+	if _, err := cp.GetVM(context.Background(), weirdVM); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.requests(); len(got) != 1 || got[0].EscapedPath != "/v1/vms/"+weirdVMEsc {
+		t.Fatalf("prefixed call: %+v", got)
+	}
+}
+
+// TestMethodsWireCoversEveryMethod keeps the table above complete.
+func TestMethodsWireCoversEveryMethod(t *testing.T) {
+	elsewhere := map[string]bool{"BaseURL": true, "FollowProcessOutput": true, "FollowShellOutput": true, "FollowVMEvents": true}
+	cases := methodCases()
+	typ := reflect.TypeOf(&client.Client{})
+	for i := range typ.NumMethod() {
+		name := typ.Method(i).Name
+		if elsewhere[name] {
+			continue
+		}
+		found := false
+		for _, tc := range cases {
+			if tc.name == name || strings.HasPrefix(tc.name, name) && tc.name[len(name)] >= 'A' && tc.name[len(name)] <= 'Z' {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("method %s has no wire test case", name)
+		}
+	}
+}
+
+func TestNoAPIKeySendsNoAuthorization(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	rec.reset(canned{ctype: jsonCT, body: `{"status":"ok"}`})
+	if err := client.New(srv.URL, "").Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := rec.requests()[0]
+	if _, ok := r.Header["Authorization"]; ok {
+		t.Fatal("Authorization sent without a key")
+	}
+	if r.Header.Get("User-Agent") != client.DefaultUserAgent {
+		t.Fatalf("User-Agent %q", r.Header.Get("User-Agent"))
+	}
+}
+
+func TestWithHTTPClient(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	rec.reset(canned{ctype: jsonCT, body: `{"status":"ok"}`})
+	var used bool
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		used = true
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	if err := client.New(srv.URL, apiKey, client.WithHTTPClient(hc), client.WithHTTPClient(nil)).Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !used {
+		t.Fatal("the given HTTP client was not used")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestWriteFileDoesNotCloseReader(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	rec.reset(canned{ctype: jsonCT, body: `{"path":"/x","size":3}`})
+	r := &closeTracker{Reader: strings.NewReader("abc")}
+	if _, err := client.New(srv.URL, apiKey).WriteFile(context.Background(), "vm", "/x", r, client.WriteFileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r.closed {
+		t.Fatal("WriteFile closed the caller's reader")
+	}
+	if got := rec.requests()[0]; string(got.Body) != "abc" {
+		t.Fatalf("body %q", got.Body)
+	}
+}
+
+type closeTracker struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeTracker) Close() error { c.closed = true; return nil }
+
+func TestStreamRefusesNonEventStream(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	rec.reset(canned{ctype: jsonCT, body: `{"not":"a stream"}`})
+	_, err := client.New(srv.URL, apiKey).ProcessOutput(context.Background(), "vm", 1, client.StreamOptions{})
+	if !errors.Is(err, client.ErrNotEventStream) {
+		t.Fatalf("err %v, want ErrNotEventStream", err)
+	}
+}

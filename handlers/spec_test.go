@@ -1,0 +1,630 @@
+package handlers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
+	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
+	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+// This file checks the handlers against api/openapi.yaml without a sidecar:
+// real handlers over a real (in-memory) store and a vms service whose pool
+// never has room, with every response going through apispec.Transport. It
+// reaches every route's validation and lookup errors, the tenant routes in
+// full, and the JSON shapes of the Go types the handlers answer with.
+
+// specFullPool is a sidecar pool with no room: creating a VM is
+// resource_exhausted, and no sidecar is ever started.
+type specFullPool struct{}
+
+func (specFullPool) Acquire(context.Context, string, bool) (vms.Lease, error) {
+	return nil, gateway.Errorf(gateway.CodeResourceExhausted, "the sidecar pool is full")
+}
+
+// specPool is what the handlers show of the pool.
+type specPool struct{ ready bool }
+
+func (p *specPool) Sidecars() []sidecarpool.SidecarInfo {
+	return []sidecarpool.SidecarInfo{
+		{ID: "sc_1", Pid: 4242, State: sidecarpool.StateReady, Holds: 2, Tenants: []string{"default"}, RSS: 64 << 20, StartedAt: time.Now()},
+		{ID: "sc_2", State: sidecarpool.StateStarting, StartedAt: time.Now()},
+	}
+}
+func (p *specPool) Stats() sidecarpool.Stats { return sidecarpool.Stats{Restarts: 1} }
+func (p *specPool) Ready() bool              { return p.ready }
+
+const specAdminKey = "agk_spec_test_admin_key_0123456789"
+
+type specEnv struct {
+	t        *testing.T
+	doc      *openapi3.T
+	url      string
+	client   *http.Client
+	db       *store.DB
+	tenantB  string // a tenant other than default
+	keyB     string // its key
+	lostVM   string // a VM of default, lost
+	goneVM   string // a VM of default that never got a sidecar, disposed
+	slowKey  string // a key of a tenant allowed 1 request per second
+	slowTent string
+}
+
+func newSpecEnv(t *testing.T) *specEnv {
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.EnsureTenant(ctx, gateway.Tenant{ID: gateway.DefaultTenantID, Name: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ImportAPIKey(ctx, gateway.DefaultTenantID, true, specAdminKey); err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.CreateTenant(ctx, gateway.Tenant{Name: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, keyB, err := db.CreateAPIKey(ctx, b.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := db.CreateTenant(ctx, gateway.Tenant{Name: "slow", Quotas: gateway.Quotas{RequestsPerSecond: 0.001}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, slowKey, err := db.CreateAPIKey(ctx, slow.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := gateway.VM{ID: "vm_0000000000000000lost", TenantID: gateway.DefaultTenantID, State: gateway.VMLost,
+		Reason: "sidecar died", Spec: gateway.VMSpec{Labels: map[string]string{"team": "docs"}, Env: map[string]string{"A": "1"},
+			Permissions: map[string]any{"network": "deny"}, Software: []string{"@agentos-software/pi"}, LoopbackExemptPorts: []uint16{8080}}}
+	if err := db.CreateVM(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+
+	svc := vms.New(vms.Config{}, db, specFullPool{})
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+	s := New(Config{MaxBodyBytes: 4 << 10, MaxFileBytes: 1 << 10, OpenAPI: api.Spec}, svc, db, &specPool{ready: true})
+	t.Cleanup(s.Close)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+
+	doc := apispec.MustLoad(t)
+	e := &specEnv{t: t, doc: doc, url: srv.URL, db: db, tenantB: b.ID, keyB: keyB, lostVM: lost.ID,
+		slowKey: slowKey, slowTent: slow.ID,
+		client: &http.Client{Transport: apispec.Transport(t, doc, nil), Timeout: 30 * time.Second}}
+
+	// A create that fails leaves a disposed record.
+	status, _, body := e.do("POST", "/v1/vms", specAdminKey, nil, `{"labels":{"k":"v"}}`)
+	if status != http.StatusTooManyRequests {
+		t.Fatalf("create with a full pool: %d %s", status, body)
+	}
+	page, err := db.ListVMs(ctx, gateway.VMFilter{TenantID: gateway.DefaultTenantID, State: gateway.VMDisposed, Limit: 10})
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("disposed VM after a failed create: %v %v", page.Items, err)
+	}
+	e.goneVM = page.Items[0].ID
+	return e
+}
+
+func (e *specEnv) do(method, path, key string, header map[string]string, body string) (int, http.Header, []byte) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+func specProblemCode(b []byte) string {
+	var p Problem
+	_ = json.Unmarshal(b, &p)
+	return string(p.Code)
+}
+
+// TestHandlersAnswerTheSpec drives every route as far as it goes without a
+// sidecar; apispec.Transport checks every answer against openapi.yaml.
+func TestHandlersAnswerTheSpec(t *testing.T) {
+	e := newSpecEnv(t)
+	vm := "/v1/vms/" + e.lostVM
+	gone := "/v1/vms/" + e.goneVM
+	big := `{"command":"` + strings.Repeat("x", 5<<10) + `"}`
+
+	type hdr = map[string]string
+	cases := []struct {
+		name         string
+		method, path string
+		key          string
+		header       hdr
+		body         string
+		status       int
+		code         string // the problem's code, for errors
+	}{
+		// Operations.
+		{"healthz", "GET", "/healthz", "", nil, "", 200, ""},
+		{"readyz", "GET", "/readyz", "", nil, "", 200, ""},
+		{"metrics", "GET", "/metrics", "", nil, "", 200, ""},
+		{"openapi", "GET", "/v1/openapi.yaml", "", nil, "", 200, ""},
+		{"sidecars", "GET", "/v1/sidecars", specAdminKey, nil, "", 200, ""},
+		{"sidecars as tenant", "GET", "/v1/sidecars", e.keyB, nil, "", 403, "permission_denied"},
+		{"unknown route", "GET", "/v1/nothing", specAdminKey, nil, "", 404, "not_found"},
+		{"method not allowed", "PATCH", "/v1/vms", specAdminKey, nil, "", 400, "invalid_argument"},
+
+		// Authentication.
+		{"no key", "GET", "/v1/vms", "", nil, "", 401, "unauthenticated"},
+		{"unknown key", "GET", "/v1/vms", "agk_not_a_key_at_all_000000000000", nil, "", 401, "unauthenticated"},
+		{"basic auth", "GET", "/v1/vms", "", hdr{"Authorization": "Basic YTpi"}, "", 401, "unauthenticated"},
+
+		// VMs.
+		{"list vms", "GET", "/v1/vms", specAdminKey, nil, "", 200, ""},
+		{"list vms filtered", "GET", "/v1/vms?state=lost&label=team:docs&limit=1", specAdminKey, nil, "", 200, ""},
+		{"list vms bad state", "GET", "/v1/vms?state=sleeping", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"list vms bad label", "GET", "/v1/vms?label=team", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"list vms bad limit", "GET", "/v1/vms?limit=0", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"list vms bad cursor", "GET", "/v1/vms?cursor=garbage", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"get vm", "GET", vm, specAdminKey, nil, "", 200, ""},
+		{"get vm trailing slash", "GET", vm + "/", specAdminKey, nil, "", 200, ""},
+		{"get disposed vm", "GET", gone, specAdminKey, nil, "", 200, ""},
+		{"get unknown vm", "GET", "/v1/vms/vm_nope", specAdminKey, nil, "", 404, "not_found"},
+		{"get another tenant's vm", "GET", vm, e.keyB, nil, "", 404, "not_found"},
+		{"delete lost vm", "DELETE", vm, specAdminKey, nil, "", 409, "conflict"},
+		{"delete unknown vm", "DELETE", "/v1/vms/vm_nope", specAdminKey, nil, "", 404, "not_found"},
+		{"create vm unknown field", "POST", "/v1/vms", specAdminKey, nil, `{"colour":"red"}`, 400, "invalid_argument"},
+		{"create vm bad agent", "POST", "/v1/vms", specAdminKey, nil, `{"agents":["emacs"]}`, 400, "invalid_argument"},
+		{"create vm host software", "POST", "/v1/vms", specAdminKey, nil, `{"software":["/etc"]}`, 400, "invalid_argument"},
+		{"create vm bad permission", "POST", "/v1/vms", specAdminKey, nil, `{"permissions":{"fs":"maybe"}}`, 400, "invalid_argument"},
+		{"create vm not json", "POST", "/v1/vms", specAdminKey, nil, `{`, 400, "invalid_argument"},
+		{"create vm empty body", "POST", "/v1/vms", specAdminKey, nil, ``, 400, "invalid_argument"},
+		{"create vm too large", "POST", "/v1/vms", specAdminKey, nil, `{"labels":{"a":"` + strings.Repeat("x", 5<<10) + `"}}`, 413, "payload_too_large"},
+		{"create vm pool full", "POST", "/v1/vms", e.keyB, nil, `{}`, 429, "resource_exhausted"},
+		{"events of lost vm", "GET", vm + "/events", specAdminKey, nil, "", 409, "conflict"},
+		{"events bad last-event-id", "GET", vm + "/events", specAdminKey, hdr{"Last-Event-ID": "x"}, "", 400, "invalid_argument"},
+		{"events of unknown vm", "GET", "/v1/vms/vm_nope/events?lastEventId=3", specAdminKey, nil, "", 404, "not_found"},
+
+		// Exec.
+		{"exec on lost vm", "POST", vm + "/exec", specAdminKey, nil, `{"command":"true"}`, 409, "conflict"},
+		{"exec on unknown vm", "POST", "/v1/vms/vm_nope/exec", specAdminKey, nil, `{"argv":["true"]}`, 404, "not_found"},
+		{"exec both command and argv", "POST", vm + "/exec", specAdminKey, nil, `{"command":"true","argv":["true"]}`, 400, "invalid_argument"},
+		{"exec neither", "POST", vm + "/exec", specAdminKey, nil, `{"cwd":"/"}`, 400, "invalid_argument"},
+		{"exec relative cwd", "POST", vm + "/exec", specAdminKey, nil, `{"command":"true","cwd":"tmp"}`, 400, "invalid_argument"},
+		{"exec bad stdin", "POST", vm + "/exec", specAdminKey, nil, `{"command":"cat","stdin":"!","stdinEncoding":"base64"}`, 400, "invalid_argument"},
+		{"exec timeout too long", "POST", vm + "/exec", specAdminKey, nil, `{"command":"true","timeoutMs":86400001}`, 400, "invalid_argument"},
+		{"exec too large", "POST", vm + "/exec", specAdminKey, nil, big, 413, "payload_too_large"},
+		{"exec idempotent", "POST", vm + "/exec", specAdminKey, hdr{"Idempotency-Key": "k1"}, `{"command":"true"}`, 409, "conflict"},
+		// A refusal before anything ran is not recorded: the same key may be
+		// used again, even with another body. (Replays of outcomes are
+		// tested end to end against a real sidecar.)
+		{"exec idempotent refusal not recorded", "POST", vm + "/exec", specAdminKey, hdr{"Idempotency-Key": "k1"}, `{"command":"true"}`, 409, "conflict"},
+		{"exec idempotent key reusable", "POST", vm + "/exec", specAdminKey, hdr{"Idempotency-Key": "k1"}, `{"command":"false"}`, 409, "conflict"},
+		{"exec idempotency key too long", "POST", vm + "/exec", specAdminKey, hdr{"Idempotency-Key": strings.Repeat("k", 256)}, `{"command":"true"}`, 400, "invalid_argument"},
+		{"exec streamed with idempotency key", "POST", vm + "/exec", specAdminKey, hdr{"Accept": "text/event-stream", "Idempotency-Key": "k2"}, `{"command":"true"}`, 400, "invalid_argument"},
+
+		// Processes.
+		{"spawn on lost vm", "POST", vm + "/processes", specAdminKey, nil, `{"argv":["sleep","1"]}`, 409, "conflict"},
+		{"spawn bad body", "POST", vm + "/processes", specAdminKey, nil, `{"argv":[""]}`, 400, "invalid_argument"},
+		{"spawn unknown field", "POST", vm + "/processes", specAdminKey, nil, `{"command":"true","stdin":"x"}`, 400, "invalid_argument"},
+		{"spawn idempotent", "POST", "/v1/vms/vm_nope/processes", specAdminKey, hdr{"Idempotency-Key": "k3"}, `{"command":"true"}`, 404, "not_found"},
+		{"list processes", "GET", vm + "/processes", specAdminKey, nil, "", 409, "conflict"},
+		{"get process bad pid", "GET", vm + "/processes/abc", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"get process", "GET", vm + "/processes/1", specAdminKey, nil, "", 409, "conflict"},
+		{"get process unknown vm", "GET", "/v1/vms/vm_nope/processes/1", specAdminKey, nil, "", 404, "not_found"},
+		{"process output", "GET", vm + "/processes/1/output", specAdminKey, nil, "", 409, "conflict"},
+		{"process output bad last-event-id", "GET", vm + "/processes/1/output?lastEventId=-1", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"stdin", "POST", vm + "/processes/1/stdin", specAdminKey, hdr{"Content-Type": "application/octet-stream"}, "hello\n", 409, "conflict"},
+		{"stdin bad pid", "POST", vm + "/processes/-1/stdin", specAdminKey, nil, "x", 400, "invalid_argument"},
+		{"close stdin", "POST", vm + "/processes/1/stdin/close", specAdminKey, nil, "", 409, "conflict"},
+		{"signal", "POST", vm + "/processes/1/signal", specAdminKey, nil, `{"signal":"TERM"}`, 409, "conflict"},
+		{"signal missing", "POST", vm + "/processes/1/signal", specAdminKey, nil, `{}`, 400, "invalid_argument"},
+		{"wait", "GET", vm + "/processes/1/wait?timeoutMs=10", specAdminKey, nil, "", 409, "conflict"},
+		{"wait bad timeout", "GET", vm + "/processes/1/wait?timeoutMs=-1", specAdminKey, nil, "", 400, "invalid_argument"},
+
+		// Shells.
+		{"open shell", "POST", vm + "/shells", specAdminKey, nil, `{"shell":"bash","cols":100}`, 409, "conflict"},
+		{"open shell bad shell", "POST", vm + "/shells", specAdminKey, nil, `{"shell":"zsh"}`, 400, "invalid_argument"},
+		{"open shell unknown vm", "POST", "/v1/vms/vm_nope/shells", specAdminKey, nil, `{}`, 404, "not_found"},
+		{"shell input", "POST", vm + "/shells/sh_1/input", specAdminKey, nil, "ls\n", 409, "conflict"},
+		{"shell resize", "POST", vm + "/shells/sh_1/resize", specAdminKey, nil, `{"cols":80,"rows":24}`, 409, "conflict"},
+		{"shell resize bad", "POST", vm + "/shells/sh_1/resize", specAdminKey, nil, `{"cols":0,"rows":24}`, 400, "invalid_argument"},
+		{"shell output", "GET", "/v1/vms/vm_nope/shells/sh_1/output", specAdminKey, nil, "", 404, "not_found"},
+		{"close shell", "DELETE", vm + "/shells/sh_1", specAdminKey, nil, "", 409, "conflict"},
+
+		// Files.
+		{"read file", "GET", vm + "/files?path=/etc/hosts", specAdminKey, nil, "", 409, "conflict"},
+		{"read file no path", "GET", vm + "/files", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"read file relative", "GET", vm + "/files?path=etc/hosts", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"read file dotdot", "GET", vm + "/files?path=/etc/../root", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"head file", "HEAD", vm + "/files?path=/etc/hosts", specAdminKey, nil, "", 409, ""},
+		{"head file unknown vm", "HEAD", "/v1/vms/vm_nope/files?path=/etc/hosts", specAdminKey, nil, "", 404, ""},
+		{"head file no path", "HEAD", vm + "/files", specAdminKey, nil, "", 400, ""},
+		{"write file", "PUT", vm + "/files?path=/tmp/a&mkdirs=true", specAdminKey, nil, "hello", 409, "conflict"},
+		{"write file bad mkdirs", "PUT", vm + "/files?path=/tmp/a&mkdirs=maybe", specAdminKey, nil, "hello", 400, "invalid_argument"},
+		{"write file too large", "PUT", vm + "/files?path=/tmp/a", specAdminKey, nil, strings.Repeat("x", 2<<10), 413, "payload_too_large"},
+		{"delete file", "DELETE", vm + "/files?path=/tmp/a&recursive=true", specAdminKey, nil, "", 409, "conflict"},
+		{"delete root", "DELETE", vm + "/files?path=/", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"list dir", "GET", vm + "/dirs?path=/&recursive=true&maxDepth=2", specAdminKey, nil, "", 409, "conflict"},
+		{"list dir bad depth", "GET", vm + "/dirs?path=/&maxDepth=65", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"mkdir", "POST", vm + "/dirs", specAdminKey, nil, `{"path":"/tmp/d"}`, 409, "conflict"},
+		{"mkdir relative", "POST", vm + "/dirs", specAdminKey, nil, `{"path":"tmp/d"}`, 400, "invalid_argument"},
+		{"mkdir dotdot", "POST", vm + "/dirs", specAdminKey, nil, `{"path":"/tmp/../d"}`, 400, "invalid_argument"},
+		{"move", "POST", "/v1/vms/vm_nope/fs/move", specAdminKey, nil, `{"from":"/a","to":"/b"}`, 404, "not_found"},
+		{"move missing to", "POST", vm + "/fs/move", specAdminKey, nil, `{"from":"/a"}`, 400, "invalid_argument"},
+		{"stat", "GET", vm + "/fs/stat?path=/", specAdminKey, nil, "", 409, "conflict"},
+
+		// Tenants.
+		{"create tenant", "POST", "/v1/tenants", specAdminKey, nil, `{"name":"c","isolated":true,"quotas":{"maxVms":2,"requestsPerSecond":null}}`, 201, ""},
+		{"create tenant no name", "POST", "/v1/tenants", specAdminKey, nil, `{"isolated":true}`, 400, "invalid_argument"},
+		{"create tenant bad quota", "POST", "/v1/tenants", specAdminKey, nil, `{"name":"c","quotas":{"maxVms":-1}}`, 400, "invalid_argument"},
+		{"create tenant unknown quota", "POST", "/v1/tenants", specAdminKey, nil, `{"name":"c","quotas":{"maxDisks":1}}`, 400, "invalid_argument"},
+		{"create tenant as tenant", "POST", "/v1/tenants", e.keyB, nil, `{"name":"c"}`, 403, "permission_denied"},
+		{"list tenants", "GET", "/v1/tenants?limit=2", specAdminKey, nil, "", 200, ""},
+		{"list tenants bad limit", "GET", "/v1/tenants?limit=501", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"get tenant", "GET", "/v1/tenants/" + e.tenantB, specAdminKey, nil, "", 200, ""},
+		{"get default tenant", "GET", "/v1/tenants/default", specAdminKey, nil, "", 200, ""},
+		{"get unknown tenant", "GET", "/v1/tenants/ten_nope", specAdminKey, nil, "", 404, "not_found"},
+		{"update tenant", "PATCH", "/v1/tenants/" + e.tenantB, specAdminKey, nil, `{"name":"bee","quotas":{"maxProcesses":5}}`, 200, ""},
+		{"update tenant empty name", "PATCH", "/v1/tenants/" + e.tenantB, specAdminKey, nil, `{"name":""}`, 400, "invalid_argument"},
+		{"update unknown tenant", "PATCH", "/v1/tenants/ten_nope", specAdminKey, nil, `{}`, 404, "not_found"},
+		{"create key", "POST", "/v1/tenants/" + e.tenantB + "/keys", specAdminKey, nil, "", 201, ""},
+		{"create key unknown tenant", "POST", "/v1/tenants/ten_nope/keys", specAdminKey, nil, "", 404, "not_found"},
+		{"list keys", "GET", "/v1/tenants/" + e.tenantB + "/keys", specAdminKey, nil, "", 200, ""},
+		{"list keys unknown tenant", "GET", "/v1/tenants/ten_nope/keys", specAdminKey, nil, "", 404, "not_found"},
+		{"delete unknown key", "DELETE", "/v1/tenants/" + e.tenantB + "/keys/key_nope", specAdminKey, nil, "", 404, "not_found"},
+		{"list keys as tenant", "GET", "/v1/tenants/" + e.tenantB + "/keys", e.keyB, nil, "", 403, "permission_denied"},
+
+		// The request-rate quota: the first request takes the only token.
+		{"rate limited first", "GET", "/v1/vms", e.slowKey, nil, "", 200, ""},
+		{"rate limited", "GET", "/v1/vms", e.slowKey, nil, "", 429, "resource_exhausted"},
+	}
+	for _, c := range cases {
+		status, h, body := e.do(c.method, c.path, c.key, c.header, c.body)
+		if status != c.status {
+			t.Errorf("%s: %s %s = %d, want %d\n%s", c.name, c.method, c.path, status, c.status, body)
+			continue
+		}
+		if c.code != "" {
+			if got := specProblemCode(body); got != c.code {
+				t.Errorf("%s: code %q, want %q\n%s", c.name, got, c.code, body)
+			}
+		}
+		if h.Get("X-Request-ID") == "" {
+			t.Errorf("%s: no X-Request-ID", c.name)
+		}
+		switch c.name {
+		case "exec idempotent refusal not recorded", "exec idempotent key reusable":
+			if h.Get("Idempotent-Replayed") != "" {
+				t.Errorf("%s: a refusal was replayed", c.name)
+			}
+		case "rate limited":
+			if h.Get("Retry-After") == "" {
+				t.Errorf("%s: no Retry-After", c.name)
+			}
+		case "no key", "unknown key":
+			if !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s: WWW-Authenticate %q", c.name, h.Get("WWW-Authenticate"))
+			}
+		}
+	}
+}
+
+// A key deleted through the API stops working at once.
+func TestDeletedKeyStopsWorking(t *testing.T) {
+	e := newSpecEnv(t)
+	status, _, body := e.do("POST", "/v1/tenants/"+e.tenantB+"/keys", specAdminKey, nil, "")
+	if status != 201 {
+		t.Fatalf("create key: %d %s", status, body)
+	}
+	var k keyJSON
+	if err := json.Unmarshal(body, &k); err != nil || k.Key == "" {
+		t.Fatalf("created key %s: %v", body, err)
+	}
+	if status, _, body := e.do("GET", "/v1/vms", k.Key, nil, ""); status != 200 {
+		t.Fatalf("new key: %d %s", status, body)
+	}
+	if status, _, body := e.do("DELETE", "/v1/tenants/"+e.tenantB+"/keys/"+k.ID, specAdminKey, nil, ""); status != 204 {
+		t.Fatalf("delete key: %d %s", status, body)
+	}
+	if status, _, _ := e.do("GET", "/v1/vms", k.Key, nil, ""); status != 401 {
+		t.Fatalf("deleted key: %d, want 401", status)
+	}
+}
+
+// specReadEvent is one event read off a stream.
+type specReadEvent struct{ id, event, data string }
+
+func specReadEvents(t *testing.T, r io.Reader) []specReadEvent {
+	t.Helper()
+	var out []specReadEvent
+	var cur specReadEvent
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.event != "" || cur.data != "" {
+				out = append(out, cur)
+			}
+			cur = specReadEvent{}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "id: "):
+			cur.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			cur.event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data += strings.TrimPrefix(line, "data: ")
+		default:
+			t.Errorf("unexpected SSE line %q", line)
+		}
+	}
+	return out
+}
+
+// A streamed exec refuses a VM it cannot use with a status before the
+// stream starts, like the buffered form.
+func TestStreamedExecRefusesUnusableVM(t *testing.T) {
+	e := newSpecEnv(t)
+	for vm, want := range map[string]int{"vm_nope": 404, e.lostVM: 409} {
+		req, _ := http.NewRequest("POST", e.url+"/v1/vms/"+vm+"/exec", strings.NewReader(`{"command":"echo hi"}`))
+		req.Header.Set("Authorization", "Bearer "+specAdminKey)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: %d %s, want %d problem", vm, resp.StatusCode, resp.Header.Get("Content-Type"), want)
+		}
+	}
+}
+
+// The events the handlers render match the schemas x-sse-events names.
+func TestEventDataMatchesSpec(t *testing.T) {
+	doc := apispec.MustLoad(t)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	check := func(method, path string, ev sseEvent) {
+		t.Helper()
+		req := httptest.NewRequest(method, path, nil)
+		if err := apispec.CheckEvent(doc, req, ev.Event, ev.Data); err != nil {
+			t.Error(err)
+		}
+	}
+	const (
+		procOut  = "/v1/vms/vm_1/processes/7/output"
+		shellOut = "/v1/vms/vm_1/shells/sh_1/output"
+		exec     = "/v1/vms/vm_1/exec"
+		events   = "/v1/vms/vm_1/events"
+	)
+	out := outputEvent(vms.Entry[vms.Chunk]{Seq: 1, V: vms.Chunk{Stream: "stdout", Data: []byte("héllo\n"), Time: now}})
+	check("GET", procOut, out)
+	bin := outputEvent(vms.Entry[vms.Chunk]{Seq: 2, V: vms.Chunk{Stream: "stderr", Data: []byte{0xff, 0xfe, 0}, Time: now}})
+	check("GET", procOut, bin)
+	if !bytes.Contains(bin.Data, []byte(`"encoding":"base64"`)) || bin.ID != "2" {
+		t.Errorf("binary output event: id %s, %s", bin.ID, bin.Data)
+	}
+	check("POST", exec, out)
+	check("POST", exec, exitEvent(2, &vms.ExecResult{ExitCode: 0, Duration: time.Millisecond}, nil))
+	check("POST", exec, exitEvent(2, &vms.ExecResult{ExitCode: 137, Signal: "SIGKILL", StdoutTruncated: true}, nil))
+	check("POST", exec, exitEvent(2, nil, gateway.Errorf(gateway.CodeDeadlineExceeded, "exec: deadline exceeded")))
+	check("GET", shellOut, endEvent(3, nil))
+	check("GET", shellOut, endEvent(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed")))
+	check("GET", procOut, endEvent(3, errors.New("boom")))
+	check("GET", shellOut, sseEvent{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
+
+	// A reader behind a bounded log gets a gap, what is left, then the end.
+	log := vms.NewLog[vms.Chunk](30)
+	for i := 0; i < 10; i++ {
+		log.Append(0, 10, vms.Chunk{Stream: "stdout", Data: []byte("0123456789"), Time: now})
+	}
+	log.Close(nil)
+	var got []sseEvent
+	err := followLog(context.Background(), log, 0, func(ev sseEvent) error { got = append(got, ev); return nil }, outputEvent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ev := range got {
+		names = append(names, ev.Event)
+		check("GET", shellOut, ev)
+	}
+	if strings.Join(names, ",") != "gap,stdout,stdout,stdout,end" {
+		t.Errorf("events %v", names)
+	}
+	if got[0].ID != "7" || string(got[0].Data) != `{"from":1,"to":7}` {
+		t.Errorf("gap event id %s data %s", got[0].ID, got[0].Data)
+	}
+
+	// VM events: the SSE event name is the event's type.
+	for _, v := range []vms.VMEvent{
+		{Type: "state", Time: now, State: gateway.VMReady},
+		{Type: "state", Time: now, State: gateway.VMLost, Reason: "sidecar died"},
+		{Type: "limit_warning", Time: now, Name: "memory", Detail: map[string]string{"used": "90%"}},
+		{Type: "process_exit", Time: now, Pid: 7, Exit: &vms.ExitStatus{ExitCode: 1, Signal: "SIGTERM"}},
+		{Type: "structured", Time: now, Name: "events_dropped"},
+	} {
+		data, _ := json.Marshal(v)
+		check("GET", events, sseEvent{Event: v.Type, Data: data})
+	}
+}
+
+// specJSONFields returns the JSON names of a struct's fields, and whether each
+// is omitted when empty.
+func specJSONFields(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = strings.Contains(opts, "omitempty")
+	}
+	return out
+}
+
+func specKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// The Go types the handlers decode and encode have exactly the fields of
+// their schemas, and a response field is required in the schema exactly
+// when Go always sends it.
+func TestGoTypesMatchSchemas(t *testing.T) {
+	doc := apispec.MustLoad(t)
+	for _, c := range []struct {
+		schema   string
+		v        any
+		response bool
+	}{
+		{"CreateVMRequest", createVMRequest{}, false},
+		{"ExecRequest", execRequest{}, false},
+		{"SpawnRequest", spawnRequest{}, false},
+		{"SignalRequest", signalRequest{}, false},
+		{"OpenShellRequest", openShellRequest{}, false},
+		{"ResizeRequest", resizeRequest{}, false},
+		{"MkdirRequest", mkdirRequest{}, false},
+		{"MoveRequest", moveRequest{}, false},
+		{"CreateTenantRequest", createTenantRequest{}, false},
+		{"UpdateTenantRequest", updateTenantRequest{}, false},
+		{"QuotasUpdate", quotasJSON{}, false},
+		{"Problem", Problem{}, true},
+		{"VM", vmJSON{}, true},
+		{"VMList", listJSON[vmJSON]{}, true},
+		{"ExecResult", execResultJSON{}, true},
+		{"OutputEvent", outputJSON{}, true},
+		{"CreatedAPIKey", keyJSON{}, false}, // key is omitempty in Go, always there when created
+		{"Sidecar", sidecarJSON{}, true},
+		{"Stat", statJSON{}, true},
+		{"ProcessInfo", vms.ProcessInfo{}, true},
+		{"ExitStatus", vms.ExitStatus{}, true},
+		{"VMEvent", vms.VMEvent{}, true},
+		{"DirEntry", agentos.DirEntry{}, true},
+		{"Tenant", gateway.Tenant{}, true},
+		{"Quotas", gateway.Quotas{}, true},
+	} {
+		ref := doc.Components.Schemas[c.schema]
+		if ref == nil {
+			t.Errorf("no schema %s", c.schema)
+			continue
+		}
+		s := ref.Value
+		fields := specJSONFields(reflect.TypeOf(c.v))
+		if got, want := specKeys(s.Properties), specKeys(fields); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: schema properties %v, Go %T fields %v", c.schema, got, c.v, want)
+		}
+		if !c.response {
+			continue
+		}
+		required := map[string]bool{}
+		for _, r := range s.Required {
+			required[r] = true
+		}
+		for name, omitempty := range fields {
+			if required[name] == omitempty {
+				t.Errorf("%s.%s: required %v, but Go %T omitempty %v", c.schema, name, required[name], c.v, omitempty)
+			}
+		}
+	}
+	// The listed key is the created one without its secret.
+	listed := append(specKeys(doc.Components.Schemas["APIKey"].Value.Properties), "key")
+	sort.Strings(listed)
+	created := specKeys(doc.Components.Schemas["CreatedAPIKey"].Value.Properties)
+	if strings.Join(listed, ",") != strings.Join(created, ",") {
+		t.Errorf("APIKey properties and key %v, CreatedAPIKey %v", listed, created)
+	}
+}
+
+// Full Go values, marshalled as the handlers do, validate against their
+// schemas.
+func TestGoValuesValidate(t *testing.T) {
+	doc := apispec.MustLoad(t)
+	now := time.Now()
+	exit := &vms.ExitStatus{ExitCode: 143, Signal: "SIGTERM"}
+	for _, c := range []struct {
+		schema string
+		v      any
+	}{
+		{"VM", vmResource(gateway.VM{ID: "vm_1", State: gateway.VMReady, SidecarID: "sc_1", CreatedAt: now, UpdatedAt: now})},
+		{"VM", vmResource(gateway.VM{ID: "vm_1", State: gateway.VMLost, Reason: "sidecar died", CreatedAt: now, UpdatedAt: now,
+			Spec: gateway.VMSpec{Labels: map[string]string{"a": "b"}, Env: map[string]string{"A": "1"}, Permissions: map[string]any{"fs": "allow"},
+				Limits: map[string]any{"memoryMb": 512}, LoopbackExemptPorts: []uint16{3000}, Software: []string{"@agentos-software/pi"},
+				Agents: []string{"pi"}, IdleTimeoutSeconds: 60}})},
+		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{"1"}, Cwd: "/", Running: true, StartedAt: now}},
+		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Exit: exit, StartedAt: now, ExitedAt: &now}},
+		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Error: "the VM is lost", StartedAt: now}},
+		{"ExitStatus", vms.ExitStatus{ExitCode: 0}},
+		{"ExitStatus", *exit},
+		{"ExecResult", execResultJSON{ExitCode: 1, Stdout: "a", Stderr: "", Encoding: "utf8", DurationMs: 3}},
+		{"Tenant", gateway.Tenant{ID: "default", Name: "default", CreatedAt: now, UpdatedAt: now}},
+		{"CreatedAPIKey", keyJSON{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: rfc3339(now), Key: "agk_secret"}},
+		{"APIKey", keyJSON{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: rfc3339(now)}},
+		{"Stat", statJSON{Path: "/", Mode: 0o40755, IsDir: true, ModTime: rfc3339(now)}},
+		{"DirList", listJSON[agentos.DirEntry]{Items: []agentos.DirEntry{{Name: "a", Path: "/a", Size: 1}}}},
+		{"Problem", Problem{Type: ProblemType + "conflict", Title: "Conflict", Status: 409, Detail: "the VM is lost", Code: gateway.CodeConflict,
+			Instance: "/v1/vms/vm_1", RequestID: "r", Details: map[string]any{"state": "lost", "reason": "sidecar died"}}},
+	} {
+		b, err := json.Marshal(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		_ = json.Unmarshal(b, &v)
+		if err := doc.Components.Schemas[c.schema].Value.VisitJSON(v, openapi3.VisitAsResponse(), openapi3.EnableJSONSchema2020()); err != nil {
+			t.Errorf("%s %s: %v", c.schema, b, err)
+		}
+	}
+}

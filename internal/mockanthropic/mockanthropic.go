@@ -1,0 +1,494 @@
+// Package mockanthropic is a scripted mock of the Anthropic Messages API for
+// tests: real agents (pi, claude-code, opencode) running inside agentOS VMs
+// talk to it over host loopback instead of the real API, offline and without
+// keys (see /work/shared/recipes/offline-agent-sessions.md).
+//
+// The reply is chosen from the last content block of the last message of a
+// request (claude merges tool results, interrupts and reminders into one user
+// message, so only the last block is meaningful), and of a text block only its
+// last non-empty line counts: when a session is prompted after an unload,
+// agentOS prefixes the prompt with a transcript of the earlier updates (one
+// JSON line each), which may contain earlier RUN_TOOL or SLOW prompts.
+//
+//   - a tool_result block: the final text "done";
+//   - text containing RUN_TOOL:<name>:<json input>: a tool_use of that tool
+//     with that input, if the request offers a tool of that name; otherwise
+//     the plain text "No tool named <name>.";
+//   - text containing SLOW: 40 text deltas 250 ms apart (for cancel tests); the
+//     stream stops as soon as the client goes away or the server closes;
+//   - text containing FAIL400: an HTTP 400 JSON error (4xx, so that agents do
+//     not retry with backoff);
+//   - anything else: "Hello from the mock LLM." in 5 deltas.
+//
+// POST .../v1/messages/count_tokens answers {"input_tokens":42}; anything
+// else is a 404 JSON error. Replies are streamed as SSE when the request asks
+// for stream: true, one JSON message otherwise.
+package mockanthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Texts of the scripted replies.
+const (
+	HelloText = "Hello from the mock LLM."
+	DoneText  = "done"
+)
+
+// helloChunks are the 5 deltas of HelloText.
+var helloChunks = []string{"Hello", " from", " the", " mock", " LLM."}
+
+// SLOW replies: SlowDeltas deltas, SlowInterval apart.
+const (
+	SlowDeltas   = 40
+	SlowInterval = 250 * time.Millisecond
+)
+
+// Reply kinds recorded in Request.Reply.
+const (
+	ReplyHello       = "hello"
+	ReplyToolUse     = "tool_use"
+	ReplyNoSuchTool  = "no_such_tool"
+	ReplySlow        = "slow"
+	ReplyFail400     = "fail400"
+	ReplyDone        = "done"
+	ReplyCountTokens = "count_tokens"
+	ReplyBadRequest  = "bad_request"
+	ReplyNotFound    = "not_found"
+)
+
+// Request is one request the mock received.
+type Request struct {
+	Method string
+	Path   string // URL path, e.g. "/v1/messages"
+	Query  string // raw query, e.g. "beta=true" (claude)
+	APIKey string // x-api-key header
+	Time   time.Time
+
+	// Parsed from the JSON body of POST /v1/messages(/count_tokens).
+	Model    string
+	Stream   bool
+	Tools    []string // names of the offered tools
+	Messages int      // number of messages
+	// LastBlockType and LastText describe the last content block of the last
+	// message ("text" for a string content). For a tool_result, LastText is
+	// its text content and LastIsError its is_error flag.
+	LastBlockType string
+	LastText      string
+	LastIsError   bool
+	// Prompt is the last non-empty line of LastText, what the reply rules
+	// look at.
+	Prompt string
+
+	// Reply is the kind of reply chosen (Reply* constants).
+	Reply string
+}
+
+// Server is a running mock. Its methods are safe for concurrent use.
+type Server struct {
+	tb       testing.TB
+	ln       net.Listener
+	srv      *http.Server
+	cancel   context.CancelFunc
+	serveErr chan error
+	handlers sync.WaitGroup
+	active   atomic.Int32 // handlers running, for tests
+
+	mu       sync.Mutex
+	reqs     []Request
+	nextTool int
+	nextMsg  int
+	closed   bool
+}
+
+// Start starts a mock on 127.0.0.1 with a free port. It is closed when the
+// test ends (or earlier by Close).
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("mockanthropic: listen: %v", err)
+	}
+	base, cancel := context.WithCancel(context.Background())
+	s := &Server{tb: tb, ln: ln, cancel: cancel, serveErr: make(chan error, 1)}
+	s.srv = &http.Server{
+		Handler:           http.HandlerFunc(s.serveHTTP),
+		ReadHeaderTimeout: 10 * time.Second,
+		// Request contexts derive from base: Close cancels them, which
+		// ends in-flight SLOW streams at once.
+		BaseContext: func(net.Listener) context.Context { return base },
+	}
+	go func() { s.serveErr <- s.srv.Serve(ln) }()
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Port returns the port the mock listens on.
+func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+
+// URL returns the base URL, http://127.0.0.1:<port> (no /v1).
+func (s *Server) URL() string { return "http://127.0.0.1:" + strconv.Itoa(s.Port()) }
+
+// APIKey is the key Env gives the agents (anything without "sk-ant-oat",
+// which would select OAuth).
+const APIKey = "sk-mock-not-a-real-key"
+
+// Env returns the session environment that points pi and claude at the mock.
+// It also sets CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: without it claude-code
+// tries to reach Anthropic's other endpoints at the end of a turn, which
+// offline makes some prompts return 6-30 s after their last event.
+func (s *Server) Env() map[string]string {
+	return map[string]string{
+		"ANTHROPIC_API_KEY":                        APIKey,
+		"ANTHROPIC_BASE_URL":                       s.URL(),
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}
+}
+
+// Requests returns a copy of the requests received so far, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.reqs))
+	for i, r := range s.reqs {
+		r.Tools = append([]string(nil), r.Tools...)
+		out[i] = r
+	}
+	return out
+}
+
+// Close stops the mock: in-flight streams are cut, connections closed, and
+// Close returns once every handler has returned. It is idempotent.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	_ = s.srv.Close() // closes the listener and every connection, active ones too
+	if err := <-s.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.tb.Errorf("mockanthropic: serve: %v", err)
+	}
+	s.handlers.Wait()
+}
+
+func (s *Server) record(r Request) {
+	s.mu.Lock()
+	s.reqs = append(s.reqs, r)
+	s.mu.Unlock()
+}
+
+func (s *Server) newID(prefix string, n *int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*n++
+	return prefix + strconv.Itoa(*n)
+}
+
+// messagesBody is the part of a Messages API request the mock reads.
+type messagesBody struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+}
+
+type contentBlock struct {
+	Type    string          `json:"type"`
+	Text    string          `json:"text"`
+	Content json.RawMessage `json:"content"` // tool_result: string or blocks
+	IsError bool            `json:"is_error"`
+}
+
+// lastBlock returns the last content block of the last message.
+func (b *messagesBody) lastBlock() contentBlock {
+	if len(b.Messages) == 0 {
+		return contentBlock{}
+	}
+	c := b.Messages[len(b.Messages)-1].Content
+	var text string
+	if json.Unmarshal(c, &text) == nil {
+		return contentBlock{Type: "text", Text: text}
+	}
+	var blocks []contentBlock
+	if json.Unmarshal(c, &blocks) != nil || len(blocks) == 0 {
+		return contentBlock{}
+	}
+	last := blocks[len(blocks)-1]
+	if last.Type == "tool_result" {
+		last.Text = blockText(last.Content)
+	}
+	return last
+}
+
+// blockText flattens a tool_result content (a string or text blocks).
+func blockText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []contentBlock
+	_ = json.Unmarshal(raw, &blocks)
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// lastLine returns the last non-empty line of s, trimmed.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[i+1:])
+	}
+	return s
+}
+
+// parseRunTool extracts the tool name and JSON input of RUN_TOOL:<name>:<json>.
+func parseRunTool(text string) (name string, input json.RawMessage, ok bool) {
+	i := strings.Index(text, "RUN_TOOL:")
+	if i < 0 {
+		return "", nil, false
+	}
+	rest := text[i+len("RUN_TOOL:"):]
+	j := strings.IndexByte(rest, ':')
+	if j <= 0 {
+		return "", nil, false
+	}
+	name = strings.TrimSpace(rest[:j])
+	dec := json.NewDecoder(strings.NewReader(rest[j+1:]))
+	if err := dec.Decode(&input); err != nil || len(input) == 0 || input[0] != '{' {
+		return "", nil, false
+	}
+	return name, input, true
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	// Add under mu so that no handler starts counting once Close waits.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "overloaded_error", "mock: closed")
+		return
+	}
+	s.handlers.Add(1)
+	s.active.Add(1)
+	s.mu.Unlock()
+	defer s.handlers.Done()
+	defer s.active.Add(-1)
+	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, APIKey: r.Header.Get("x-api-key"), Time: time.Now()}
+
+	isCount := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/v1/messages/count_tokens")
+	isMessages := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/v1/messages")
+	if !isCount && !isMessages {
+		req.Reply = ReplyNotFound
+		s.record(req)
+		writeError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("mock: no route for %s %s", r.Method, r.URL.Path))
+		return
+	}
+	var body messagesBody
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(&body); err != nil {
+		req.Reply = ReplyBadRequest
+		s.record(req)
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "mock: body is not JSON: "+err.Error())
+		return
+	}
+	req.Model, req.Stream, req.Messages = body.Model, body.Stream, len(body.Messages)
+	for _, t := range body.Tools {
+		req.Tools = append(req.Tools, t.Name)
+	}
+	last := body.lastBlock()
+	req.LastBlockType, req.LastText, req.LastIsError = last.Type, last.Text, last.IsError
+	if last.Type == "text" {
+		req.Prompt = lastLine(last.Text)
+	}
+
+	if isCount {
+		req.Reply = ReplyCountTokens
+		s.record(req)
+		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": 42})
+		return
+	}
+
+	rep := reply{model: body.Model, chunks: helloChunks, stop: "end_turn"}
+	switch {
+	case last.Type == "tool_result":
+		req.Reply, rep.chunks = ReplyDone, []string{DoneText}
+	case strings.Contains(req.Prompt, "RUN_TOOL:"):
+		name, input, ok := parseRunTool(req.Prompt)
+		if ok && contains(req.Tools, name) {
+			req.Reply = ReplyToolUse
+			rep.tool = &toolUse{ID: s.newID("toolu_", &s.nextTool), Name: name, Input: input}
+			rep.chunks, rep.stop = nil, "tool_use"
+		} else {
+			req.Reply, rep.chunks = ReplyNoSuchTool, []string{"No tool named " + name + "."}
+		}
+	case strings.Contains(req.Prompt, "SLOW"):
+		req.Reply = ReplySlow
+		rep.chunks, rep.interval = make([]string, SlowDeltas), SlowInterval
+		for i := range rep.chunks {
+			rep.chunks[i] = "slow " + strconv.Itoa(i+1) + ". "
+		}
+	case strings.Contains(req.Prompt, "FAIL400"):
+		req.Reply = ReplyFail400
+		s.record(req)
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "mock: FAIL400 requested")
+		return
+	default:
+		req.Reply = ReplyHello
+	}
+	s.record(req)
+	rep.id = s.newID("msg_", &s.nextMsg)
+	if body.Stream {
+		rep.stream(r.Context(), w)
+	} else {
+		rep.json(r.Context(), w)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+type toolUse struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// reply is a scripted assistant message: text chunks, or one tool call.
+type reply struct {
+	id, model string
+	chunks    []string
+	interval  time.Duration
+	tool      *toolUse
+	stop      string
+}
+
+func (rep *reply) usage(output int) map[string]int {
+	return map[string]int{"input_tokens": 10, "output_tokens": output}
+}
+
+// stream writes the reply as SSE frames, flushing each, and stops early when
+// ctx ends (client gone, server closing) or a write fails.
+func (rep *reply) stream(ctx context.Context, w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(event string, data any) bool {
+		b, err := json.Marshal(data)
+		if err != nil {
+			panic(err)
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	ok := send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": rep.id, "type": "message", "role": "assistant", "model": rep.model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": rep.usage(1),
+	}})
+	if !ok {
+		return
+	}
+	if rep.tool != nil {
+		if !send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+			"content_block": map[string]any{"type": "tool_use", "id": rep.tool.ID, "name": rep.tool.Name, "input": map[string]any{}}}) ||
+			!send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+				"delta": map[string]any{"type": "input_json_delta", "partial_json": string(rep.tool.Input)}}) {
+			return
+		}
+	} else {
+		if !send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+			"content_block": map[string]any{"type": "text", "text": ""}}) {
+			return
+		}
+		for i, c := range rep.chunks {
+			if i > 0 && rep.interval > 0 && !sleep(ctx, rep.interval) {
+				return
+			}
+			if !send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+				"delta": map[string]any{"type": "text_delta", "text": c}}) {
+				return
+			}
+		}
+	}
+	_ = send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}) &&
+		send("message_delta", map[string]any{"type": "message_delta",
+			"delta": map[string]any{"stop_reason": rep.stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": max(len(rep.chunks), 1)}}) &&
+		send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// json writes the reply as one Messages API message (stream: false).
+func (rep *reply) json(ctx context.Context, w http.ResponseWriter) {
+	var content []any
+	if rep.tool != nil {
+		content = []any{map[string]any{"type": "tool_use", "id": rep.tool.ID, "name": rep.tool.Name, "input": rep.tool.Input}}
+	} else {
+		for i := 1; i < len(rep.chunks) && rep.interval > 0; i++ {
+			if !sleep(ctx, rep.interval) {
+				return
+			}
+		}
+		content = []any{map[string]any{"type": "text", "text": strings.Join(rep.chunks, "")}}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": rep.id, "type": "message", "role": "assistant", "model": rep.model, "content": content,
+		"stop_reason": rep.stop, "stop_sequence": nil, "usage": rep.usage(max(len(rep.chunks), 1)),
+	})
+}
+
+// sleep waits d unless ctx ends first; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+}
