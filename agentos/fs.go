@@ -117,27 +117,8 @@ func (vm *VM) ReadFile(ctx context.Context, p string) ([]byte, error) {
 
 // ReadFileTo streams a file to w in FileChunkSize pieces and returns the
 // number of bytes written. Memory use is bounded by one chunk whatever the
-// file's size.
+// file's size; a file smaller than a chunk costs one request.
 func (vm *VM) ReadFileTo(ctx context.Context, p string, w io.Writer) (int64, error) {
-	info, err := vm.Stat(ctx, p)
-	if err != nil {
-		return 0, err
-	}
-	if info.IsDir {
-		return 0, fmt.Errorf("%w: %s is a directory", ErrInvalidArgument, p)
-	}
-	if info.Size <= FileChunkSize {
-		r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationReadFile, Path: p})
-		if err != nil {
-			return 0, err
-		}
-		data, err := decodeContent(r)
-		if err != nil {
-			return 0, err
-		}
-		n, err := w.Write(data)
-		return int64(n), err
-	}
 	var off int64
 	for {
 		n := uint64(FileChunkSize)
@@ -150,13 +131,12 @@ func (vm *VM) ReadFileTo(ctx context.Context, p string, w io.Writer) (int64, err
 		if err != nil {
 			return off, err
 		}
-		if len(data) == 0 {
-			return off, nil
-		}
-		k, err := w.Write(data)
-		off += int64(k)
-		if err != nil {
-			return off, err
+		if len(data) > 0 {
+			k, err := w.Write(data)
+			off += int64(k)
+			if err != nil {
+				return off, err
+			}
 		}
 		if len(data) < FileChunkSize {
 			return off, nil
@@ -175,34 +155,38 @@ func (vm *VM) WriteFile(ctx context.Context, p string, data []byte) error {
 	return err
 }
 
-// WriteFileFrom streams r into a file in FileChunkSize pieces: the file is
-// created empty, then each chunk is written at its offset. It returns the
-// number of bytes written. A failure leaves a partial file behind; callers
-// that need all-or-nothing write to a temporary name and Move it.
+// WriteFileFrom streams r into a file in FileChunkSize pieces: the first
+// chunk creates (or truncates) the file, each further one is written at its
+// offset. It returns the number of bytes written. A failure leaves a partial
+// file behind; callers that need all-or-nothing write to a temporary name
+// and Move it.
 func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, error) {
-	empty := ""
-	if _, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationWriteFile, Path: p, Content: &empty}); err != nil {
-		return 0, err
-	}
 	buf := make([]byte, FileChunkSize)
 	var off int64
 	for {
 		n, rerr := io.ReadFull(r, buf)
-		if n > 0 {
-			enc := protocol.RootFilesystemEntryEncodingBase64
-			content := base64.StdEncoding.EncodeToString(buf[:n])
-			o := uint64(off)
-			if _, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationPwrite, Path: p, Offset: &o, Content: &content, Encoding: &enc}); err != nil {
+		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
+			return off, rerr
+		}
+		if n > 0 || off == 0 {
+			req := protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationWriteFile, Path: p}
+			var content string
+			if off == 0 {
+				content, req.Encoding = encodeContent(buf[:n])
+			} else {
+				enc := protocol.RootFilesystemEntryEncodingBase64
+				content, req.Encoding = base64.StdEncoding.EncodeToString(buf[:n]), &enc
+				o := uint64(off)
+				req.Operation, req.Offset = protocol.GuestFilesystemOperationPwrite, &o
+			}
+			req.Content = &content
+			if _, err := vm.fsCall(ctx, req); err != nil {
 				return off, err
 			}
 			off += int64(n)
 		}
-		switch {
-		case rerr == nil:
-		case errors.Is(rerr, io.EOF), errors.Is(rerr, io.ErrUnexpectedEOF):
+		if rerr != nil {
 			return off, nil
-		default:
-			return off, rerr
 		}
 	}
 }
