@@ -96,9 +96,10 @@ official() { # ops
 	tee -a "$WORK/official.jsonl" <"$WORK/official.part" >&2
 }
 # b.Loop benchmarks: setup runs once, then exactly N iterations.
-gobench() { # regexp iterations
-	log "Go client: go test -bench '$1' -benchtime=${2}x ./agentos/"
-	if ! (cd "$ROOT" && "$GO" test -run '^$' -bench "$1" -benchtime="${2}x" -count=1 -timeout 30m ./agentos/) \
+gobench() { # regexp iterations [package]
+	local pkg="${3:-./agentos/}"
+	log "Go: go test -bench '$1' -benchtime=${2}x $pkg"
+	if ! (cd "$ROOT" && "$GO" test -run '^$' -bench "$1" -benchtime="${2}x" -count=1 -timeout 30m "$pkg") \
 		| tee -a "$WORK/go.txt" >&2; then
 		log "error: go test failed on $1"
 		STATUS=1
@@ -108,6 +109,8 @@ official create_vm
 gobench '^BenchmarkCreateVM$' "$CREATE_N"
 official exec_true,exec_echo_hi,exec_cat_1mib
 gobench '^Benchmark(ExecTrue|ExecEchoHi|ExecCat1MiB)$' "$EXEC_N"
+# The gateway over HTTP on loopback, for the exec echo hi comparison.
+gobench '^BenchmarkExecEchoHiHTTP$' "$EXEC_N" ./cmd/server/
 official stream_50mib,write_read_4mib,write_read_16mib
 gobench '^Benchmark(Stream50MiB|WriteRead4MiB|WriteRead16MiB)$' "$LARGE_N"
 
@@ -172,6 +175,17 @@ for (const [op, bench, kind] of rows) {
 	out.push(`| ${op} | ${oCell ?? "missing"} | ${gCell ?? "failed or missing (see log)"} | ${ratio} |`);
 }
 console.log(out.join("\n"));
+
+// The gateway's own target: exec echo hi over HTTP within 1.2x of the Go
+// client called directly, and no slower than the official SDK in-process.
+const h = goRes["ExecEchoHiHTTP"], d = goRes["ExecEchoHi"], o = official["exec_echo_hi"];
+if (!h) missing.push("Go BenchmarkExecEchoHiHTTP");
+if (h && d && o && !o.error) {
+	console.log("\n| exec `echo hi` | p50 | ratio |\n|---|---|---|");
+	console.log(`| gateway over HTTP | ${fmt(h["p50-ms"])} ms (p95 ${fmt(h["p95-ms"])}) | |`);
+	console.log(`| Go client, direct | ${fmt(d["p50-ms"])} ms | HTTP/direct ${(h["p50-ms"] / d["p50-ms"]).toFixed(2)} (target <= 1.2) |`);
+	console.log(`| official SDK, in-process | ${fmt(o.median_ms)} ms | HTTP/official ${(h["p50-ms"] / o.median_ms).toFixed(2)} (target <= 1.0) |`);
+}
 const meta = official._meta;
 if (meta) console.log(`\nofficial SDK ${meta.sdk} on node ${meta.node}; sidecar ${meta.sidecar_exe ?? "(not seen)"}`);
 if (missing.length) {
