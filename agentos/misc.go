@@ -2,6 +2,7 @@ package agentos
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,9 +20,25 @@ type FetchRequest struct {
 	MaxBody uint32 // 0: the sidecar's default
 }
 
-// Fetch sends an HTTP request to a listener inside the VM and returns the
-// sidecar's JSON description of the response.
-func (vm *VM) Fetch(ctx context.Context, r FetchRequest) (json.RawMessage, error) {
+// FetchResponse is the answer of a server inside the VM.
+type FetchResponse struct {
+	Status     int
+	StatusText string
+	Header     http.Header
+	Body       []byte
+}
+
+// fetchJSON is the sidecar's description of a response.
+type fetchJSON struct {
+	Status       int         `json:"status"`
+	StatusText   string      `json:"statusText"`
+	Headers      [][2]string `json:"headers"`
+	Body         string      `json:"body"`
+	BodyEncoding string      `json:"bodyEncoding"`
+}
+
+// Fetch sends an HTTP request to a listener inside the VM.
+func (vm *VM) Fetch(ctx context.Context, r FetchRequest) (*FetchResponse, error) {
 	if r.Port == 0 {
 		return nil, fmt.Errorf("%w: port is required", ErrInvalidArgument)
 	}
@@ -61,7 +78,20 @@ func (vm *VM) Fetch(ctx context.Context, r FetchRequest) (json.RawMessage, error
 	if !ok {
 		return nil, unexpected("VmFetchRequest", resp)
 	}
-	return json.RawMessage(f.ResponseJSON), nil
+	var fj fetchJSON
+	if err := json.Unmarshal([]byte(f.ResponseJSON), &fj); err != nil {
+		return nil, fmt.Errorf("%w: fetch response: %v", ErrProtocol, err)
+	}
+	out := &FetchResponse{Status: fj.Status, StatusText: fj.StatusText, Header: http.Header{}, Body: []byte(fj.Body)}
+	for _, kv := range fj.Headers {
+		out.Header.Add(kv[0], kv[1])
+	}
+	if fj.BodyEncoding == "base64" {
+		if out.Body, err = base64.StdEncoding.DecodeString(fj.Body); err != nil {
+			return nil, fmt.Errorf("%w: fetch body: %v", ErrProtocol, err)
+		}
+	}
+	return out, nil
 }
 
 // Mounts lists the VM's filesystem mounts.

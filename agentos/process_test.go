@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
 
 func TestCommandArgv(t *testing.T) {
@@ -414,4 +416,61 @@ func newVMErr(ctx context.Context, o VMOptions) (*VM, error) {
 		vm.Dispose(context.Background())
 	}
 	return vm, err
+}
+
+// TestVMOptionsAndConfiguration covers what a VM is created and configured
+// with: HTTP into a guest listener, software linked into a running VM,
+// reconfiguration, a permission policy, and mounts.
+func TestVMOptionsAndConfiguration(t *testing.T) {
+	s := sharedSidecar(t)
+	ctx := testContext(t, 120*time.Second)
+	vm := newVM(t, VMOptions{})
+
+	srv, err := vm.Spawn(ctx, []string{"node", "-e", "require('http').createServer((q,r)=>{r.setHeader('x-guest','yes');r.end('hello '+q.url)}).listen(8080,()=>console.log('listening'))"}, SpawnOptions{CloseStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := srv.Next(ctx); err != nil || !strings.Contains(string(o.Data), "listening") {
+		t.Fatalf("guest server: %q %v", o.Data, err)
+	}
+	resp, err := vm.Fetch(ctx, FetchRequest{Port: 8080, Path: "/x?y=1"})
+	if err != nil || resp.Status != 200 || string(resp.Body) != "hello /x?y=1" || resp.Header.Get("X-Guest") != "yes" {
+		t.Fatalf("fetch = %+v, %v", resp, err)
+	}
+	if _, err := vm.Fetch(ctx, FetchRequest{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("fetch without port: %v", err)
+	}
+	if err := srv.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	linked, err := vm.LinkSoftware(ctx, "@agentos-software/pi")
+	if err != nil || len(linked.Agents) != 1 || linked.Agents[0].ID != "pi" {
+		t.Fatalf("link = %+v, %v", linked, err)
+	}
+	if _, err := vm.LinkSoftware(ctx, "@agentos-software/nope"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("link unknown: %v", err)
+	}
+	if err := vm.Configure(ctx, ConfigureOptions{LoopbackExemptPorts: []uint16{9999}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := vm.Exec(ctx, "echo still-works", ExecOptions{}); err != nil || string(r.Stdout) != "still-works\n" {
+		t.Fatalf("exec after configure: %v %v", r, err)
+	}
+	if err := vm.Unmount(ctx, "/nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unmount unknown: %v", err)
+	}
+
+	deny := protocol.PermissionModeDeny
+	var fsScope protocol.FsPermissionScope = deny
+	locked, err := s.CreateVM(ctx, VMOptions{Permissions: &protocol.PermissionsPolicy{Fs: &fsScope}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locked.Dispose(context.Background())
+	err = locked.WriteFile(ctx, "/workspace/y", []byte("y"))
+	var rej *RejectedError
+	if !errors.As(err, &rej) || rej.Errno != "EACCES" {
+		t.Fatalf("write under fs deny = %v, want EACCES", err)
+	}
 }
