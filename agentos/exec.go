@@ -59,6 +59,9 @@ func (vm *VM) Exec(ctx context.Context, command string, o ExecOptions) (*ExecRes
 // meanwhile, the error says so: it is never turned into an exit code.
 func (vm *VM) ExecArgv(ctx context.Context, argv []string, o ExecOptions) (*ExecResult, error) {
 	start := time.Now()
+	if len(o.Stdin) > MaxStdinWrite {
+		return nil, fmt.Errorf("%w: stdin of %d bytes exceeds %d, the most agentOS delivers reliably", ErrInvalidArgument, len(o.Stdin), MaxStdinWrite)
+	}
 	max := o.MaxOutputBytes
 	if max <= 0 {
 		max = DefaultMaxOutputBytes

@@ -531,25 +531,34 @@ func (p *Process) Next(ctx context.Context) (Output, error) {
 	}
 }
 
-// maxStdinChunk keeps each stdin write far below the sidecar's frame limit.
-const maxStdinChunk = 1 << 20
+// MaxStdinWrite is the largest stdin write the client sends in one call.
+// Measured on 0.2.21 (with the official SDK too): a process given more than
+// its 64 KiB pipe holds before it reads never sees the end of its input, and
+// a second write to a process blocked reading stdin can stall for seconds or
+// for ever. Larger writes are refused rather than left to hang the VM.
+const MaxStdinWrite = 64 << 10
 
-// Write sends data to the process's stdin.
+// Write sends data to the process's stdin in one request of at most
+// MaxStdinWrite bytes.
 func (p *Process) Write(ctx context.Context, data []byte) (int, error) {
-	n := 0
-	for len(data) > 0 {
-		chunk := data[:min(len(data), maxStdinChunk)]
-		resp, err := p.vm.call(ctx, protocol.WriteStdinRequest{ProcessID: p.id, Chunk: chunk})
-		if err != nil {
-			return n, fmt.Errorf("agentos: write stdin of %s: %w", p.id, err)
-		}
-		if _, ok := resp.(protocol.StdinWrittenResponse); !ok {
-			return n, unexpected("WriteStdinRequest", resp)
-		}
-		n += len(chunk)
-		data = data[len(chunk):]
+	if len(data) > MaxStdinWrite {
+		return 0, fmt.Errorf("%w: a stdin write of %d bytes exceeds %d, the most agentOS delivers reliably", ErrInvalidArgument, len(data), MaxStdinWrite)
 	}
-	return n, nil
+	if len(data) == 0 {
+		return 0, nil
+	}
+	resp, err := p.vm.call(ctx, protocol.WriteStdinRequest{ProcessID: p.id, Chunk: data})
+	if err != nil {
+		return 0, fmt.Errorf("agentos: write stdin of %s: %w", p.id, err)
+	}
+	w, ok := resp.(protocol.StdinWrittenResponse)
+	if !ok {
+		return 0, unexpected("WriteStdinRequest", resp)
+	}
+	if n := int(min(w.AcceptedBytes, uint64(len(data)))); n < len(data) {
+		return n, fmt.Errorf("agentos: write stdin of %s: %w", p.id, io.ErrShortWrite)
+	}
+	return len(data), nil
 }
 
 // CloseStdin closes the process's stdin.

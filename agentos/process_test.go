@@ -474,3 +474,17 @@ func TestVMOptionsAndConfiguration(t *testing.T) {
 		t.Fatalf("write under fs deny = %v, want EACCES", err)
 	}
 }
+
+// TestStdinLimit: stdin up to MaxStdinWrite arrives whole; more is refused
+// before it can wedge the process (see MaxStdinWrite).
+func TestStdinLimit(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 60*time.Second)
+	r, err := vm.Exec(ctx, "wc -c", ExecOptions{Stdin: bytes.Repeat([]byte("x"), MaxStdinWrite), Timeout: 30 * time.Second})
+	if err != nil || strings.TrimSpace(string(r.Stdout)) != "65536" {
+		t.Fatalf("64 KiB of stdin: %+v %v", r, err)
+	}
+	if _, err := vm.Exec(ctx, "wc -c", ExecOptions{Stdin: make([]byte, MaxStdinWrite+1)}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("over the limit: %v", err)
+	}
+}

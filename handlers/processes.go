@@ -10,6 +10,7 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -121,9 +122,10 @@ func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	limit := s.stdinLimit()
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		writeError(w, r, jsonError(err, s.cfg.MaxBodyBytes))
+		writeError(w, r, jsonError(err, limit))
 		return
 	}
 	if err := p.WriteStdin(r.Context(), data); err != nil {
@@ -186,3 +188,7 @@ func (s *Server) processWait(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, exit)
 }
+
+// stdinLimit bounds raw stdin and shell input bodies: agentOS delivers at most
+// agentos.MaxStdinWrite bytes per write reliably.
+func (s *Server) stdinLimit() int64 { return min(s.cfg.MaxBodyBytes, agentos.MaxStdinWrite) }

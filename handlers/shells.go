@@ -54,9 +54,10 @@ func (s *Server) shellInput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	limit := s.stdinLimit()
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		writeError(w, r, jsonError(err, s.cfg.MaxBodyBytes))
+		writeError(w, r, jsonError(err, limit))
 		return
 	}
 	if err := sh.Input(r.Context(), data); err != nil {

@@ -1,0 +1,326 @@
+package main
+
+// Shared machinery of the end-to-end tests (e2e_*_test.go): a gateway run
+// in-process by startGateway on a loopback port with real sidecars, typed
+// clients whose every response is validated against api/openapi.yaml, and
+// helpers to read Server-Sent Event streams with deadlines.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
+)
+
+// e2eTimeout bounds one step of a test (an exec, a stream read...). It is
+// generous: the suite must pass on a loaded 2-core machine.
+const e2eTimeout = 60 * time.Second
+
+// e2e is one gateway and the means to talk to it.
+type e2e struct {
+	t     *testing.T
+	gw    *gatewayProc
+	doc   *openapi3.T
+	tr    *http.Transport
+	hc    *http.Client
+	admin *client.Client
+	n     atomic.Int64
+}
+
+// newE2E starts a gateway with args (flags of the server) and returns an
+// admin client. Every response its clients receive is checked against the
+// OpenAPI document. The HTTP transport is private to the test, so its idle
+// connections are closed at cleanup (before the gateway stops).
+func newE2E(t *testing.T, args ...string) *e2e {
+	t.Helper()
+	gw := startGateway(t, "", args...)
+	doc := apispec.MustLoad(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
+	e := &e2e{t: t, gw: gw, doc: doc, tr: tr, hc: hc}
+	e.admin = e.client(testAdminKey)
+	return e
+}
+
+// client returns a typed client using key.
+func (e *e2e) client(key string) *client.Client {
+	return client.New(e.gw.URL, key, client.WithHTTPClient(e.hc))
+}
+
+// tenant creates a tenant with quotas (nil: unlimited) and a key, and
+// returns the tenant and a client using that key.
+func (e *e2e) tenant(name string, q *client.Quotas) (*client.Tenant, *client.Client) {
+	e.t.Helper()
+	ctx := ctxT(e.t)
+	tn, err := e.admin.CreateTenant(ctx, client.TenantCreate{Name: name, Quotas: q})
+	if err != nil {
+		e.t.Fatalf("create tenant %s: %v", name, err)
+	}
+	k, err := e.admin.CreateKey(ctx, tn.ID)
+	if err != nil {
+		e.t.Fatalf("create key for %s: %v", name, err)
+	}
+	return tn, e.client(k.Key)
+}
+
+// vm creates a VM with c and returns it.
+func (e *e2e) vm(c *client.Client, req client.CreateVMRequest) *client.VM {
+	e.t.Helper()
+	vm, err := c.CreateVM(ctxT(e.t), req)
+	if err != nil {
+		e.t.Fatalf("create vm: %v", err)
+	}
+	if vm.State != client.VMReady {
+		e.t.Fatalf("created vm is %s", vm.State)
+	}
+	return vm
+}
+
+// exec runs a command that must exit 0 and returns its stdout.
+func (e *e2e) exec(c *client.Client, vm, command string) string {
+	e.t.Helper()
+	res, err := c.Exec(ctxT(e.t), vm, client.ExecRequest{Command: command})
+	if err != nil {
+		e.t.Fatalf("exec %q: %v", command, err)
+	}
+	if res.ExitCode != 0 {
+		e.t.Fatalf("exec %q: exit %d, stderr %q", command, res.ExitCode, res.Stderr)
+	}
+	out, _ := res.StdoutBytes()
+	return string(out)
+}
+
+// sidecarPid returns the pid of the sidecar hosting vm.
+func (e *e2e) sidecarPid(vm *client.VM) int {
+	e.t.Helper()
+	scs, err := e.admin.Sidecars(ctxT(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, sc := range scs.Items {
+		if sc.ID == vm.SidecarID {
+			return sc.Pid
+		}
+	}
+	e.t.Fatalf("no sidecar %s in %+v", vm.SidecarID, scs.Items)
+	return 0
+}
+
+// metric returns the sum of the samples of a metric family whose labels
+// contain every one of match (for example `state="ready"`).
+func (e *e2e) metric(name string, match ...string) float64 {
+	e.t.Helper()
+	b, err := e.admin.Metrics(ctxT(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sumMetric(string(b), name, match...)
+}
+
+func sumMetric(text, name string, match ...string) float64 {
+	var sum float64
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+lines:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue // a longer name
+		}
+		for _, m := range match {
+			if !strings.Contains(rest, m) {
+				continue lines
+			}
+		}
+		f := strings.Fields(rest)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// eventReq is a request to an SSE route of the gateway, used to find the
+// operation whose x-sse-events document an event.
+func (e *e2e) eventReq(method, path string) *http.Request {
+	req, err := http.NewRequest(method, e.gw.URL+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return req
+}
+
+// ctxT is a context bounded by e2eTimeout and the test's end.
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ctxFor is a context bounded by d.
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// wantCode fails t unless err is an *client.Error with code and status.
+func wantCode(t testing.TB, err error, code string, status int) *client.Error {
+	t.Helper()
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("want %s (%d), got %v", code, status, err)
+		return nil
+	}
+	if ce.Code != code || ce.Status != status {
+		t.Fatalf("want %s (%d), got %s (%d): %v", code, status, ce.Code, ce.Status, ce)
+	}
+	return ce
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// collect reads a stream until its final event (returned last), checking
+// each event's data against the spec's x-sse-events for req. It fails t if
+// the stream ends without a final event, goes on after it, or d passes.
+func (e *e2e) collect(s *client.Stream, req *http.Request, d time.Duration) []client.Event {
+	e.t.Helper()
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var evs []client.Event
+	for {
+		ev, err := s.Next(ctx)
+		if err != nil {
+			e.t.Fatalf("stream %s ended without a final event after %d events: %v (%s)", req.URL.Path, len(evs), err, summarize(evs))
+		}
+		apispec.ValidateEvent(e.t, e.doc, req, ev.Type, ev.Data)
+		evs = append(evs, ev)
+		if ev.Final() {
+			// The final event closes the stream.
+			if ev2, err := s.Next(ctx); err != io.EOF {
+				e.t.Fatalf("stream %s: after the final %s event: %s %v", req.URL.Path, ev.Type, ev2.Type, err)
+			}
+			return evs
+		}
+	}
+}
+
+// validateEvent checks one event's data against the spec.
+func validateEvent(e *e2e, req *http.Request, ev client.Event) {
+	e.t.Helper()
+	apispec.ValidateEvent(e.t, e.doc, req, ev.Type, ev.Data)
+}
+
+// output concatenates the data of the stdout (or stderr) events of evs.
+func output(t testing.TB, evs []client.Event, stream string) string {
+	t.Helper()
+	var b bytes.Buffer
+	for _, ev := range evs {
+		if ev.Type != stream {
+			continue
+		}
+		o, err := ev.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(o.Data)
+	}
+	return b.String()
+}
+
+func summarize(evs []client.Event) string {
+	var b strings.Builder
+	for i, ev := range evs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if len(ev.Data) > 80 {
+			fmt.Fprintf(&b, "%s#%s %s…", ev.Type, ev.ID, ev.Data[:80])
+		} else {
+			fmt.Fprintf(&b, "%s#%s %s", ev.Type, ev.ID, ev.Data)
+		}
+	}
+	return b.String()
+}
+
+// raw sends a request the typed client cannot make (malformed bodies,
+// unknown routes) through the validating transport. A non-2xx answer
+// becomes a *client.Error from its problem document, which must be
+// application/problem+json and carry the request id of X-Request-ID.
+func (e *e2e) raw(method, path, key string, body io.Reader, header map[string]string) error {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(e.t), method, e.gw.URL+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode < 300 {
+		return nil
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+		e.t.Fatalf("%s %s: %d answered with %q", method, path, resp.StatusCode, ct)
+	}
+	var p struct {
+		Status    int            `json:"status"`
+		Code      string         `json:"code"`
+		Detail    string         `json:"detail"`
+		Instance  string         `json:"instance"`
+		RequestID string         `json:"requestId"`
+		Details   map[string]any `json:"details"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		e.t.Fatalf("%s %s: problem %q: %v", method, path, b, err)
+	}
+	if p.Status != resp.StatusCode || p.RequestID == "" || p.RequestID != resp.Header.Get("X-Request-ID") {
+		e.t.Fatalf("%s %s: problem %s does not match its response (%d, X-Request-ID %q)", method, path, b, resp.StatusCode, resp.Header.Get("X-Request-ID"))
+	}
+	return &client.Error{Status: resp.StatusCode, Code: p.Code, Detail: p.Detail, Details: p.Details, Instance: p.Instance, RequestID: p.RequestID}
+}
+
+// uniq returns a name unique within the test.
+func (e *e2e) uniq(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, e.n.Add(1))
+}

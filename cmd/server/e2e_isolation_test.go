@@ -1,0 +1,312 @@
+package main
+
+// Tenant isolation and quotas, end to end.
+
+import (
+	"bytes"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+)
+
+// TestE2ETenantIsolation: tenant B gets not_found for tenant A's VM on every
+// VM route, B's list does not show it, and A's VM is untouched by B's
+// attempts.
+func TestE2ETenantIsolation(t *testing.T) {
+	e := newE2E(t)
+	ctx := ctxT(t)
+	_, ca := e.tenant("tenant-a", nil)
+	_, cb := e.tenant("tenant-b", nil)
+	vm := e.vm(ca, client.CreateVMRequest{Labels: map[string]string{"owner": "a"}})
+	bVM := e.vm(cb, client.CreateVMRequest{Labels: map[string]string{"owner": "b"}})
+	p, err := ca.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell, err := ca.OpenShell(ctx, vm.ID, client.ShellRequest{Shell: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.WriteFile(ctx, vm.ID, "/workspace/secret.txt", strings.NewReader("a's secret"), client.WriteFileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stream := func(s *client.Stream, err error) error {
+		if s != nil {
+			s.Close()
+		}
+		return err
+	}
+	routes := []struct {
+		route string
+		do    func() error
+	}{
+		{"GET /v1/vms/{vm}", func() error { _, err := cb.GetVM(ctx, vm.ID); return err }},
+		{"DELETE /v1/vms/{vm}", func() error { _, err := cb.DeleteVM(ctx, vm.ID); return err }},
+		{"GET /v1/vms/{vm}/events", func() error { return stream(cb.VMEvents(ctx, vm.ID, client.StreamOptions{})) }},
+		{"POST /v1/vms/{vm}/exec", func() error {
+			_, err := cb.Exec(ctx, vm.ID, client.ExecRequest{Command: "cat /workspace/secret.txt"})
+			return err
+		}},
+		{"POST /v1/vms/{vm}/exec (stream)", func() error {
+			return stream(cb.ExecStream(ctx, vm.ID, client.ExecRequest{Command: "cat /workspace/secret.txt"}))
+		}},
+		{"POST /v1/vms/{vm}/exec (Idempotency-Key)", func() error {
+			_, err := cb.Exec(ctx, vm.ID, client.ExecRequest{Command: "true"}, client.WithIdempotencyKey("b-key"))
+			return err
+		}},
+		{"POST /v1/vms/{vm}/processes", func() error {
+			_, err := cb.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "true"})
+			return err
+		}},
+		{"GET /v1/vms/{vm}/processes", func() error { _, err := cb.ListProcesses(ctx, vm.ID); return err }},
+		{"GET /v1/vms/{vm}/processes/{pid}", func() error { _, err := cb.GetProcess(ctx, vm.ID, p.Pid); return err }},
+		{"GET /v1/vms/{vm}/processes/{pid}/output", func() error {
+			return stream(cb.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{}))
+		}},
+		{"POST /v1/vms/{vm}/processes/{pid}/stdin", func() error { return cb.WriteStdin(ctx, vm.ID, p.Pid, []byte("x")) }},
+		{"POST /v1/vms/{vm}/processes/{pid}/stdin/close", func() error { return cb.CloseStdin(ctx, vm.ID, p.Pid) }},
+		{"POST /v1/vms/{vm}/processes/{pid}/signal", func() error { return cb.Signal(ctx, vm.ID, p.Pid, "SIGKILL") }},
+		{"GET /v1/vms/{vm}/processes/{pid}/wait", func() error { _, err := cb.WaitProcess(ctx, vm.ID, p.Pid, time.Millisecond); return err }},
+		{"POST /v1/vms/{vm}/shells", func() error { _, err := cb.OpenShell(ctx, vm.ID, client.ShellRequest{}); return err }},
+		{"POST /v1/vms/{vm}/shells/{shell}/input", func() error { return cb.ShellInput(ctx, vm.ID, shell, []byte("exit\n")) }},
+		{"POST /v1/vms/{vm}/shells/{shell}/resize", func() error { return cb.ResizeShell(ctx, vm.ID, shell, 10, 10) }},
+		{"GET /v1/vms/{vm}/shells/{shell}/output", func() error {
+			return stream(cb.ShellOutput(ctx, vm.ID, shell, client.StreamOptions{}))
+		}},
+		{"DELETE /v1/vms/{vm}/shells/{shell}", func() error { return cb.CloseShell(ctx, vm.ID, shell) }},
+		{"GET /v1/vms/{vm}/files", func() error { _, err := cb.ReadFile(ctx, vm.ID, "/workspace/secret.txt"); return err }},
+		{"HEAD /v1/vms/{vm}/files", func() error { _, err := cb.StatFileHead(ctx, vm.ID, "/workspace/secret.txt"); return err }},
+		{"PUT /v1/vms/{vm}/files", func() error {
+			_, err := cb.WriteFile(ctx, vm.ID, "/workspace/secret.txt", strings.NewReader("b was here"), client.WriteFileOptions{})
+			return err
+		}},
+		{"DELETE /v1/vms/{vm}/files", func() error { return cb.DeleteFile(ctx, vm.ID, "/workspace/secret.txt", false) }},
+		{"GET /v1/vms/{vm}/dirs", func() error { _, err := cb.ListDir(ctx, vm.ID, "/workspace", true, 0); return err }},
+		{"POST /v1/vms/{vm}/dirs", func() error { return cb.Mkdir(ctx, vm.ID, "/workspace/b") }},
+		{"POST /v1/vms/{vm}/fs/move", func() error { return cb.Move(ctx, vm.ID, "/workspace/secret.txt", "/workspace/stolen.txt") }},
+		{"GET /v1/vms/{vm}/fs/stat", func() error { _, err := cb.Stat(ctx, vm.ID, "/workspace/secret.txt"); return err }},
+	}
+	for _, r := range routes {
+		t.Run(r.route, func(t *testing.T) {
+			ce := wantCode(t, r.do(), client.CodeNotFound, http.StatusNotFound)
+			// The problem does not leak that the VM exists.
+			if ce.Details["state"] != nil || strings.Contains(ce.Detail, "tenant-a") {
+				t.Fatalf("the problem leaks something: %+v", ce)
+			}
+		})
+	}
+
+	t.Run("lists", func(t *testing.T) {
+		lb, err := cb.ListVMs(ctx, client.ListVMsOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids := vmIDs(lb.Items); !sameSet(ids, []string{bVM.ID}) {
+			t.Fatalf("B lists %v", ids)
+		}
+		lb, err = cb.ListVMs(ctx, client.ListVMsOptions{Labels: map[string]string{"owner": "a"}})
+		if err != nil || len(lb.Items) != 0 {
+			t.Fatalf("B finds A's VM by label: %+v %v", lb, err)
+		}
+		la, err := ca.ListVMs(ctx, client.ListVMsOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids := vmIDs(la.Items); !sameSet(ids, []string{vm.ID}) {
+			t.Fatalf("A lists %v", ids)
+		}
+		// The admin key is the default tenant: it sees neither.
+		ld, err := e.admin.ListVMs(ctx, client.ListVMsOptions{})
+		if err != nil || slices.Contains(vmIDs(ld.Items), vm.ID) || slices.Contains(vmIDs(ld.Items), bVM.ID) {
+			t.Fatalf("default tenant lists %+v %v", ld, err)
+		}
+	})
+
+	t.Run("A's VM untouched", func(t *testing.T) {
+		got, err := ca.GetVM(ctx, vm.ID)
+		if err != nil || got.State != client.VMReady {
+			t.Fatalf("%+v %v", got, err)
+		}
+		pr, err := ca.GetProcess(ctx, vm.ID, p.Pid)
+		if err != nil || !pr.Running {
+			t.Fatalf("A's process: %+v %v", pr, err)
+		}
+		r, err := ca.ReadFile(ctx, vm.ID, "/workspace/secret.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		b.ReadFrom(r)
+		r.Close()
+		if b.String() != "a's secret" {
+			t.Fatalf("A's file: %q", b.String())
+		}
+		l, err := ca.ListDir(ctx, vm.ID, "/workspace", false, 0)
+		if err != nil || len(l.Items) != 1 {
+			t.Fatalf("A's /workspace: %+v %v", l, err)
+		}
+		ps, err := ca.ListProcesses(ctx, vm.ID)
+		if err != nil || len(ps.Items) != 1 || ps.Items[0].Pid != p.Pid { // shells are not listed
+			t.Fatalf("A's processes: %+v %v", ps, err)
+		}
+		// B's refused exec with an Idempotency-Key recorded nothing: B can
+		// use the key on its own VM.
+		if _, err := cb.Exec(ctx, bVM.ID, client.ExecRequest{Command: "true"}, client.WithIdempotencyKey("b-key")); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestE2EQuotas: maxVms, maxProcesses and requestsPerSecond, each refused
+// with resource_exhausted (429) and the quota named, and lifted when the
+// resource is given back or the quota raised.
+func TestE2EQuotas(t *testing.T) {
+	e := newE2E(t)
+	ctx := ctxT(t)
+
+	t.Run("maxVms", func(t *testing.T) {
+		tn, c := e.tenant("vms-2", &client.Quotas{MaxVMs: 2})
+		v1 := e.vm(c, client.CreateVMRequest{})
+		e.vm(c, client.CreateVMRequest{})
+		_, err := c.CreateVM(ctx, client.CreateVMRequest{})
+		quotaIs("maxVms")(t, wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests))
+		if _, err := c.DeleteVM(ctx, v1.ID); err != nil {
+			t.Fatal(err)
+		}
+		e.vm(c, client.CreateVMRequest{})
+		// Raising the quota takes effect at once.
+		if _, err := e.admin.UpdateTenant(ctx, tn.ID, client.TenantUpdate{Quotas: &client.QuotasUpdate{MaxVMs: client.Ptr(3)}}); err != nil {
+			t.Fatal(err)
+		}
+		e.vm(c, client.CreateVMRequest{})
+		_, err = c.CreateVM(ctx, client.CreateVMRequest{})
+		wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests)
+	})
+
+	t.Run("maxVms under concurrency", func(t *testing.T) {
+		_, c := e.tenant("vms-1", &client.Quotas{MaxVMs: 1})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var created, refused int
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := c.CreateVM(ctx, client.CreateVMRequest{})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					created++
+				case client.IsCode(err, client.CodeResourceExhausted):
+					refused++
+				default:
+					t.Errorf("create: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if created != 1 || refused != 3 {
+			t.Fatalf("%d created, %d refused; want 1 and 3", created, refused)
+		}
+	})
+
+	t.Run("maxProcesses", func(t *testing.T) {
+		_, c := e.tenant("procs-2", &client.Quotas{MaxProcesses: 2})
+		vm := e.vm(c, client.CreateVMRequest{})
+		var pids []uint32
+		for range 2 {
+			p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, p.Pid)
+		}
+		_, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
+		quotaIs("maxProcesses")(t, wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests))
+		// An exec and a shell are processes too.
+		_, err = c.Exec(ctx, vm.ID, client.ExecRequest{Command: "true"})
+		quotaIs("maxProcesses")(t, wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests))
+		_, err = c.OpenShell(ctx, vm.ID, client.ShellRequest{})
+		wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests)
+		// A process that ends gives its slot back.
+		if err := c.Signal(ctx, vm.ID, pids[0], "SIGKILL"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WaitProcess(ctx, vm.ID, pids[0], 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the process slot to be given back", func() bool {
+			_, err := c.Exec(ctx, vm.ID, client.ExecRequest{Command: "true"})
+			return err == nil
+		})
+		// The quota counts the tenant's processes, not the VM's: another VM
+		// of the same tenant is refused too.
+		vm2 := e.vm(c, client.CreateVMRequest{})
+		if _, err := c.SpawnProcess(ctx, vm2.ID, client.SpawnRequest{Command: "sleep 600"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.SpawnProcess(ctx, vm2.ID, client.SpawnRequest{Command: "true"})
+		wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests)
+	})
+
+	t.Run("requestsPerSecond", func(t *testing.T) {
+		tn, c := e.tenant("rps-2", &client.Quotas{RequestsPerSecond: 2})
+		_, other := e.tenant("rps-free", nil)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var ok, limited int
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := c.ListVMs(ctx, client.ListVMsOptions{})
+				mu.Lock()
+				defer mu.Unlock()
+				var ce *client.Error
+				switch {
+				case err == nil:
+					ok++
+				case client.IsCode(err, client.CodeResourceExhausted):
+					limited++
+					ce = err.(*client.Error)
+					if ce.Status != 429 || ce.RetryAfter != time.Second || ce.Details["quota"] != "requestsPerSecond" {
+						t.Errorf("rate limited: %+v", ce)
+					}
+				default:
+					t.Errorf("list: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		// A burst of 2, then 2 per second: a few of the 10 may refill.
+		if ok < 2 || ok > 5 || limited < 5 || ok+limited != 10 {
+			t.Fatalf("%d served, %d limited", ok, limited)
+		}
+		// Another tenant is not limited meanwhile.
+		for range 10 {
+			if _, err := other.ListVMs(ctx, client.ListVMsOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The bucket refills.
+		eventually(t, 10*time.Second, "the rate limit to let requests through again", func() bool {
+			_, err := c.ListVMs(ctx, client.ListVMsOptions{})
+			return err == nil
+		})
+		// Lifting the quota (0: unlimited) takes effect at once.
+		if _, err := e.admin.UpdateTenant(ctx, tn.ID, client.TenantUpdate{Quotas: &client.QuotasUpdate{RequestsPerSecond: client.Ptr(0.0)}}); err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			if _, err := c.ListVMs(ctx, client.ListVMsOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
