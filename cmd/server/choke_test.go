@@ -26,7 +26,12 @@ func TestSharedSidecarSurvivesOversizedRequests(t *testing.T) {
 	if st := call(t, "POST", g.URL+"/v1/vms", testAdminKey, map[string]any{}, &vmB); st != 201 {
 		t.Fatalf("create: %d", st)
 	}
-	var before struct{ Items []struct{ ID string; Pid int } }
+	var before struct {
+		Items []struct {
+			ID  string
+			Pid int
+		}
+	}
 	call(t, "GET", g.URL+"/v1/sidecars", testAdminKey, nil, &before)
 
 	// 24 MiB up and down: twice the write that kills the sidecar, three
@@ -67,7 +72,12 @@ func TestSharedSidecarSurvivesOversizedRequests(t *testing.T) {
 		t.Fatalf("exec with 1 MiB stdin: %d %+v", st, problem)
 	}
 
-	var after struct{ Items []struct{ ID string; Pid int } }
+	var after struct {
+		Items []struct {
+			ID  string
+			Pid int
+		}
+	}
 	call(t, "GET", g.URL+"/v1/sidecars", testAdminKey, nil, &after)
 	if len(after.Items) != 1 || len(before.Items) != 1 || after.Items[0].Pid != before.Items[0].Pid {
 		t.Fatalf("sidecars before %+v, after %+v: the shared sidecar was replaced", before.Items, after.Items)
