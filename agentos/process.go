@@ -229,13 +229,20 @@ func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Proces
 	if err := vm.addProcess(p); err != nil {
 		return nil, err
 	}
-	resp, err := vm.call(context.WithoutCancel(ctx), protocol.ExecuteRequest{
-		ProcessID: p.id,
-		Command:   &p.command,
-		Args:      p.args,
-		Env:       env,
-		Cwd:       &cwd,
-	})
+	req := protocol.ExecuteRequest{ProcessID: p.id, Command: &p.command, Args: p.args, Env: env, Cwd: &cwd}
+	resp, err := vm.call(context.WithoutCancel(ctx), req)
+	// Measured on 0.2.21: two launches on one VM that meet are refused
+	// (ERR_AGENTOS_VM_EXECUTION_CONFLICT). The refused one never ran, so it
+	// is sent again, with a short backoff, for at most launchRetryWindow.
+	for delay, deadline := 5*time.Millisecond, time.Now().Add(launchRetryWindow); isLaunchConflict(err) && time.Now().Before(deadline); delay = min(2*delay, 100*time.Millisecond) {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			vm.removeProcess(p.id)
+			return nil, ctx.Err()
+		}
+		resp, err = vm.call(context.WithoutCancel(ctx), req)
+	}
 	if err != nil {
 		vm.removeProcess(p.id)
 		var rej *RejectedError
@@ -271,6 +278,20 @@ func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Proces
 	}
 	return p, nil
 }
+
+// launchRetryWindow bounds how long a launch refused for a concurrent one is
+// retried.
+const launchRetryWindow = 10 * time.Second
+
+// isLaunchConflict reports the engine's refusal of a launch that met another.
+func isLaunchConflict(err error) bool {
+	var rej *RejectedError
+	return errors.As(err, &rej) && strings.Contains(rej.Message, "ERR_AGENTOS_VM_EXECUTION_CONFLICT")
+}
+
+// IsLaunchConflict reports whether err is a launch the engine kept refusing
+// because other processes of the VM were starting at the same moment.
+func IsLaunchConflict(err error) bool { return isLaunchConflict(err) }
 
 // SpawnCommand starts a command line: directly when it is a simple command,
 // through `sh -c` otherwise.

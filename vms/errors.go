@@ -3,6 +3,7 @@ package vms
 import (
 	"context"
 	"errors"
+	"strings"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
@@ -35,6 +36,8 @@ func engineError(err error, what string) error {
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the sidecar hosting this VM is gone", what)
 	case errors.Is(err, agentos.ErrVMDisposed):
 		return gateway.Wrap(gateway.CodeConflict, err, "%s: the VM was disposed", what).WithDetail("state", gateway.VMDisposed)
+	case agentos.IsLaunchConflict(err):
+		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM stayed busy starting other processes; retry", what)
 	case errors.As(err, &launch):
 		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: the sidecar refused to launch %q: %s", what, launch.Command, rejectionMessage(launch.Err))
 	case errors.Is(err, agentos.ErrOutputOverflow):
@@ -51,6 +54,18 @@ func engineError(err error, what string) error {
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: cancelled", what)
 	}
 	return gateway.Wrap(gateway.CodeInternal, err, "%s failed", what)
+}
+
+// createError maps a failed VM creation. The sidecar rejects a VM
+// configuration it cannot parse (the limits are the one part the gateway
+// hands over unchecked) with a code that says nothing of whose fault it is;
+// it is the caller's, not an internal error.
+func createError(err error) error {
+	var rej *agentos.RejectedError
+	if errors.As(err, &rej) && strings.HasPrefix(rej.Message, "invalid create VM config") {
+		return gateway.Wrap(gateway.CodeInvalidArgument, err, "create vm: %s", rej.Message).WithDetail("field", "limits")
+	}
+	return engineError(err, "create vm")
 }
 
 func errnoCode(errno string) gateway.Code {

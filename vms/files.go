@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/agentos"
@@ -84,7 +85,24 @@ func (f *Files) List(ctx context.Context, path string, recursive bool, maxDepth 
 	} else {
 		es, err = f.vm.ReadDir(ctx, path)
 	}
+	if err == nil && recursive && maxDepth > 0 {
+		// The engine descends one level more than MaxDepth says (1 lists
+		// the children's entries too); maxDepth 1 is the directory itself.
+		es = withinDepth(path, es, maxDepth)
+	}
 	return es, engineError(err, "list directory")
+}
+
+// withinDepth keeps the entries at most depth levels below dir.
+func withinDepth(dir string, es []agentos.DirEntry, depth int) []agentos.DirEntry {
+	prefix := strings.TrimSuffix(path.Clean(dir), "/") + "/"
+	out := es[:0]
+	for _, e := range es {
+		if rel, ok := strings.CutPrefix(e.Path, prefix); !ok || strings.Count(rel, "/") < depth {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Mkdir creates a directory and its parents.

@@ -207,7 +207,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	vm, err := lease.Sidecar().CreateVM(ctx, opts)
 	if err != nil {
 		lease.Release()
-		return fail(engineError(err, "create vm"))
+		return fail(createError(err))
 	}
 	lv := &liveVM{
 		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
@@ -332,11 +332,11 @@ func (s *Service) watch(lv *liveVM) {
 	}
 	st, err := lv.vm.State()
 	if st == agentos.VMLost {
-		reason := "sidecar died"
-		if err != nil {
-			reason = err.Error()
-		}
-		s.endVM(lv, gateway.VMLost, reason, false)
+		// The cause (the sidecar's pid, exit status and the tail of its
+		// stderr, which a shared sidecar fills with every tenant's VMs) is
+		// for the logs; tenants see a reason of their own.
+		s.log.Warn().Err(err).Str("vm", lv.id).Msg("vm lost with its sidecar")
+		s.endVM(lv, gateway.VMLost, "the sidecar hosting this VM died", false)
 	}
 }
 
@@ -369,13 +369,9 @@ func (s *Service) endVM(lv *liveVM, state gateway.VMState, reason string, dispos
 	if reason != "" {
 		final.Message += ": " + reason
 	}
-	if state == gateway.VMDisposed {
-		// A disposed VM's event stream simply ends; a lost one's ends with
-		// the error.
-		lv.events.Close(nil)
-	} else {
-		lv.events.Close(final)
-	}
+	// As api/openapi.yaml documents, the event stream of a VM that ended,
+	// disposed or lost, ends with an error event: conflict, with the state.
+	lv.events.Close(final)
 	lv.mu.Lock()
 	procs, shells := lv.procs, lv.shells
 	lv.mu.Unlock()

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"syscall"
@@ -74,23 +75,33 @@ func TestE2ESidecarCrash(t *testing.T) {
 	waitTicks(outA, outReqA, 3)
 	waitTicks(outB, outReqB, 3)
 
-	// Calls in flight on A: a buffered exec and a streamed one.
+	// Calls in flight on A: a buffered exec and a streamed one. Each leaves
+	// a mark in a file once it runs in the guest.
+	const inFlight = "sh -c 'echo running >> /workspace/started; sleep 30'"
 	type result struct {
 		err error
 		at  time.Time
 	}
 	execDone := make(chan result, 1)
 	go func() {
-		_, err := ca.Exec(ctx, vmA.ID, client.ExecRequest{Command: "sleep 30"})
+		_, err := ca.Exec(ctx, vmA.ID, client.ExecRequest{Command: inFlight})
 		execDone <- result{err, time.Now()}
 	}()
-	execStream, err := ca.ExecStream(ctx, vmA.ID, client.ExecRequest{Command: "sleep 30"})
+	execStream, err := ca.ExecStream(ctx, vmA.ID, client.ExecRequest{Command: inFlight})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer execStream.Close()
-	// Let the exec reach the sidecar: the ticks keep coming meanwhile.
-	waitTicks(outA, outReqA, 3)
+	eventually(t, e2eTimeout, "both execs to run", func() bool {
+		r, err := ca.ReadFile(ctx, vmA.ID, "/workspace/started")
+		if err != nil {
+			return false
+		}
+		defer r.Close()
+		b, _ := io.ReadAll(r)
+		return strings.Count(string(b), "running") == 2
+	})
+	waitTicks(outA, outReqA, 2) // the process streams meanwhile
 
 	killedAt := time.Now()
 	if err := syscall.Kill(pidA, syscall.SIGKILL); err != nil {

@@ -22,7 +22,7 @@ func TestE2EErrorCodes(t *testing.T) {
 	e := newE2E(t, fmt.Sprintf("--max-body-bytes=%d", maxBody), fmt.Sprintf("--max-file-bytes=%d", maxFile))
 	ctx := ctxT(t)
 	a := e.admin
-	tn, tc := e.tenant("limited", &client.Quotas{MaxVMs: 1})
+	tn, tenantC := e.tenant("limited", &client.Quotas{MaxVMs: 1})
 	vm := e.vm(a, client.CreateVMRequest{})
 	gone := e.vm(a, client.CreateVMRequest{})
 	if _, err := a.DeleteVM(ctx, gone.ID); err != nil {
@@ -42,7 +42,7 @@ func TestE2EErrorCodes(t *testing.T) {
 	if _, err := a.WriteFile(ctx, vm.ID, "/workspace/dir/file", strings.NewReader("x"), client.WriteFileOptions{Mkdirs: true}); err != nil {
 		t.Fatal(err)
 	}
-	tenantVM := e.vm(tc, client.CreateVMRequest{})
+	tenantVM := e.vm(tenantC, client.CreateVMRequest{})
 	anon := e.client("")
 	wrong := e.client("agk_wrong_0123456789abcdefghijklmnopqrstu")
 	vmPath := "/v1/vms/" + vm.ID
@@ -138,19 +138,19 @@ func TestE2EErrorCodes(t *testing.T) {
 		}, nil},
 		// permission_denied
 		{client.CodePermissionDenied, 403, "tenant key lists tenants", func() error {
-			_, err := tc.ListTenants(ctx, client.ListOptions{})
+			_, err := tenantC.ListTenants(ctx, client.ListOptions{})
 			return err
 		}, nil},
 		{client.CodePermissionDenied, 403, "tenant key creates a tenant", func() error {
-			_, err := tc.CreateTenant(ctx, client.TenantCreate{Name: "x"})
+			_, err := tenantC.CreateTenant(ctx, client.TenantCreate{Name: "x"})
 			return err
 		}, nil},
 		{client.CodePermissionDenied, 403, "tenant key creates a key for itself", func() error {
-			_, err := tc.CreateKey(ctx, tn.ID)
+			_, err := tenantC.CreateKey(ctx, tn.ID)
 			return err
 		}, nil},
 		{client.CodePermissionDenied, 403, "tenant key lists sidecars", func() error {
-			_, err := tc.Sidecars(ctx)
+			_, err := tenantC.Sidecars(ctx)
 			return err
 		}, nil},
 		// not_found
@@ -228,7 +228,7 @@ func TestE2EErrorCodes(t *testing.T) {
 		}, nil},
 		// resource_exhausted
 		{client.CodeResourceExhausted, 429, "tenant maxVms", func() error {
-			_, err := tc.CreateVM(ctx, client.CreateVMRequest{})
+			_, err := tenantC.CreateVM(ctx, client.CreateVMRequest{})
 			return err
 		}, quotaIs("maxVms")},
 		// deadline_exceeded

@@ -261,20 +261,20 @@ func TestE2EQuotas(t *testing.T) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var ok, limited int
-		for range 10 {
+		const burst = 20
+		for range burst {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				_, err := c.ListVMs(ctx, client.ListVMsOptions{})
 				mu.Lock()
 				defer mu.Unlock()
-				var ce *client.Error
 				switch {
 				case err == nil:
 					ok++
 				case client.IsCode(err, client.CodeResourceExhausted):
 					limited++
-					ce = err.(*client.Error)
+					ce := err.(*client.Error)
 					if ce.Status != 429 || ce.RetryAfter != time.Second || ce.Details["quota"] != "requestsPerSecond" {
 						t.Errorf("rate limited: %+v", ce)
 					}
@@ -284,8 +284,10 @@ func TestE2EQuotas(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		// A burst of 2, then 2 per second: a few of the 10 may refill.
-		if ok < 2 || ok > 5 || limited < 5 || ok+limited != 10 {
+		// A burst of 2, then 2 per second: a few more refill while the
+		// burst is served on a slow machine.
+		t.Logf("burst of %d: %d served, %d limited", burst, ok, limited)
+		if ok < 2 || limited < burst/2 || ok+limited != burst {
 			t.Fatalf("%d served, %d limited", ok, limited)
 		}
 		// Another tenant is not limited meanwhile.

@@ -41,7 +41,7 @@ func TestE2ELoad(t *testing.T) {
 		for range vmsEach {
 			vm := e.vm(c, client.CreateVMRequest{})
 			e.exec(c, vm.ID, "true") // warm: a VM's first process is slow
-			p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sh -c 'while true; do echo tick; sleep 0.2; done'"})
+			p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sh -c 'while true; do echo tick; sleep 0.5; done'"})
 			if err != nil {
 				t.Fatal(err)
 			}
