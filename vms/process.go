@@ -228,7 +228,19 @@ func (s *Service) awaitExit(lv *liveVM, p *Process, release func()) {
 		lv.events.Append(0, 64, VMEvent{Type: "process_exit", Time: s.cfg.Now().UTC(), Pid: p.pid, Exit: exit})
 	}
 	p.out.Close(perr)
+	// Exited processes stay listed, with their output for resuming, but only
+	// the most recent ones: a long-lived VM must not grow without bound.
+	lv.mu.Lock()
+	lv.exited = append(lv.exited, p.pid)
+	for len(lv.exited) > maxExitedProcesses {
+		delete(lv.procs, lv.exited[0])
+		lv.exited = lv.exited[1:]
+	}
+	lv.mu.Unlock()
 }
+
+// maxExitedProcesses bounds how many exited processes a VM keeps listed.
+const maxExitedProcesses = 128
 
 // Processes lists a VM's processes, exited ones included, by pid.
 func (s *Service) Processes(ctx context.Context, tenantID, vmID string) ([]ProcessInfo, error) {

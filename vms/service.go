@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -127,6 +129,7 @@ type liveVM struct {
 
 	mu          sync.Mutex
 	procs       map[uint32]*Process
+	exited      []uint32 // pids of exited processes, oldest first
 	shells      map[string]*Shell
 	lastActive  time.Time
 	busy        int // calls and open streams in progress
@@ -372,8 +375,11 @@ func (s *Service) endVM(lv *liveVM, state gateway.VMState, reason string, dispos
 	// As api/openapi.yaml documents, the event stream of a VM that ended,
 	// disposed or lost, ends with an error event: conflict, with the state.
 	lv.events.Close(final)
+	// Copy under the lock: the shell and process goroutines keep editing the
+	// maps while the VM ends.
 	lv.mu.Lock()
-	procs, shells := lv.procs, lv.shells
+	procs := slices.Collect(maps.Values(lv.procs))
+	shells := slices.Collect(maps.Values(lv.shells))
 	lv.mu.Unlock()
 	for _, p := range procs {
 		p.vmEnded(final)
