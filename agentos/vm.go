@@ -319,6 +319,9 @@ func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (_ *VM, err erro
 	st, stErr := vm.state, vm.stateErr
 	vm.mu.Unlock()
 	if st != VMReady {
+		if stErr == nil {
+			stErr = fmt.Errorf("%w: vm %s is %s after READY", ErrProtocol, vm.id, st)
+		}
 		return nil, fmt.Errorf("agentos: vm %s is %s: %w", vm.id, st, stErr)
 	}
 	return vm, nil
@@ -643,7 +646,9 @@ func (vm *VM) onLifecycle(st protocol.VMLifecycleState) {
 		return
 	}
 	vm.mu.Lock()
-	if vm.state == VMLost || vm.state == VMDisposed || vm.state == next {
+	// Events held for a VM being created are replayed when it registers,
+	// and a later one may overtake them: states only move forward.
+	if vm.state == VMLost || vm.state == VMDisposed || stateRank[next] <= stateRank[vm.state] {
 		vm.mu.Unlock()
 		return
 	}
@@ -661,6 +666,9 @@ func (vm *VM) onLifecycle(st protocol.VMLifecycleState) {
 	vm.mu.Unlock()
 	vm.events.publish(VMEvent{Kind: "lifecycle", Time: time.Now(), State: next})
 }
+
+// stateRank orders the states a VM moves through.
+var stateRank = map[VMState]int{VMCreating: 0, VMReady: 1, VMDisposing: 2, VMFailed: 3, VMDisposed: 4, VMLost: 4}
 
 func (vm *VM) newProcessID() string {
 	return "proc-" + strconv.FormatInt(1000000+vm.nextProc.Add(1)-1, 10)
