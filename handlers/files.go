@@ -35,6 +35,18 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request) (*vms.Files, bool
 	return f, true
 }
 
+// fileAt resolves the path query parameter and the VM's filesystem, or
+// answers the problem and reports false.
+func (s *Server) fileAt(w http.ResponseWriter, r *http.Request) (string, *vms.Files, bool) {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		writeError(w, r, err)
+		return "", nil, false
+	}
+	f, ok := s.files(w, r)
+	return p, f, ok
+}
+
 func contentType(p string) string {
 	if t := mime.TypeByExtension(path.Ext(p)); t != "" {
 		return t
@@ -46,12 +58,7 @@ func contentType(p string) string {
 // problems; the size is known up front, so a transfer cut short afterwards
 // shows as a short body to the client.
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
-	p, err := queryPath(r, "path")
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	f, ok := s.files(w, r)
+	p, f, ok := s.fileAt(w, r)
 	if !ok {
 		return
 	}
@@ -76,12 +83,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) statFileHead(w http.ResponseWriter, r *http.Request) {
-	p, err := queryPath(r, "path")
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	f, ok := s.files(w, r)
+	p, f, ok := s.fileAt(w, r)
 	if !ok {
 		return
 	}
@@ -260,12 +262,7 @@ type statJSON struct {
 }
 
 func (s *Server) stat(w http.ResponseWriter, r *http.Request) {
-	p, err := queryPath(r, "path")
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	f, ok := s.files(w, r)
+	p, f, ok := s.fileAt(w, r)
 	if !ok {
 		return
 	}

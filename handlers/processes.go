@@ -122,10 +122,8 @@ func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	limit := s.stdinLimit()
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		writeError(w, r, jsonError(err, limit))
+	data, ok := s.readStdin(w, r)
+	if !ok {
 		return
 	}
 	if err := p.WriteStdin(r.Context(), data); err != nil {
@@ -189,6 +187,15 @@ func (s *Server) processWait(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, exit)
 }
 
-// stdinLimit bounds raw stdin and shell input bodies: agentOS delivers at most
-// agentos.MaxStdinWrite bytes per write reliably.
-func (s *Server) stdinLimit() int64 { return min(s.cfg.MaxBodyBytes, agentos.MaxStdinWrite) }
+// readStdin reads a raw stdin or shell input body, bounded by what agentOS
+// delivers reliably in one write (agentos.MaxStdinWrite), or answers the
+// problem and reports false.
+func (s *Server) readStdin(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	limit := min(s.cfg.MaxBodyBytes, agentos.MaxStdinWrite)
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		writeError(w, r, jsonError(err, limit))
+		return nil, false
+	}
+	return data, true
+}

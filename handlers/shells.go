@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"io"
 	"net/http"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
@@ -54,10 +53,8 @@ func (s *Server) shellInput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	limit := s.stdinLimit()
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		writeError(w, r, jsonError(err, limit))
+	data, ok := s.readStdin(w, r)
+	if !ok {
 		return
 	}
 	if err := sh.Input(r.Context(), data); err != nil {
