@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -104,16 +105,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	p := principalFrom(r.Context())
 	vmID := pathParam(r, "vm")
 	if wantsEventStream(r) {
-		if r.Header.Get("Idempotency-Key") != "" {
-			writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Idempotency-Key is not supported on a streamed exec; use the buffered form or a process").WithDetail("field", "Idempotency-Key"))
-			return
-		}
 		// Refuse an unusable VM with a status, before the stream starts.
 		if err := s.vms.Usable(r.Context(), p.tenant.ID, vmID); err != nil {
 			writeError(w, r, err)
 			return
 		}
-		s.execStream(w, r, p.tenant, vmID, sreq)
+		s.execStreamIdempotent(w, r, body, p.tenant, vmID, sreq)
 		return
 	}
 	s.idempotent(w, r, body, func(ctx context.Context) (int, any, error) {
@@ -123,23 +120,97 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return 0, nil, err
 		}
-		out := execResultJSON{ExitCode: res.ExitCode, Signal: res.Signal, Encoding: "utf8",
-			Truncated: res.StdoutTruncated || res.StderrTruncated, DurationMs: res.Duration.Milliseconds()}
-		var e1, e2 string
-		out.Stdout, e1 = encodeBytes(res.Stdout)
-		out.Stderr, e2 = encodeBytes(res.Stderr)
-		if e1 == "base64" || e2 == "base64" {
-			out.Stdout = base64.StdEncoding.EncodeToString(res.Stdout)
-			out.Stderr = base64.StdEncoding.EncodeToString(res.Stderr)
-			out.Encoding = "base64"
+		return http.StatusOK, execResultBody(res), nil
+	})
+}
+
+// execResultBody is the JSON answer of a finished exec.
+func execResultBody(res *vms.ExecResult) execResultJSON {
+	out := execResultJSON{ExitCode: res.ExitCode, Signal: res.Signal, Encoding: "utf8",
+		Truncated: res.StdoutTruncated || res.StderrTruncated, DurationMs: res.Duration.Milliseconds()}
+	var e1, e2 string
+	out.Stdout, e1 = encodeBytes(res.Stdout)
+	out.Stderr, e2 = encodeBytes(res.Stderr)
+	if e1 == "base64" || e2 == "base64" {
+		out.Stdout = base64.StdEncoding.EncodeToString(res.Stdout)
+		out.Stderr = base64.StdEncoding.EncodeToString(res.Stderr)
+		out.Encoding = "base64"
+	}
+	return out
+}
+
+// execStreamIdempotent is the streamed exec with an optional
+// Idempotency-Key: the first request streams and records its result (the
+// same record a buffered exec makes); a retry gets that result replayed as
+// stdout, stderr and exit events, and the command never runs twice.
+func (s *Server) execStreamIdempotent(w http.ResponseWriter, r *http.Request, body []byte, tenant gateway.Tenant, vmID string, req vms.ExecRequest) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		s.execStream(w, r, tenant, vmID, req, nil)
+		return
+	}
+	rec, fresh, ok := s.beginIdempotent(w, r, body, tenant, key)
+	if !ok {
+		return
+	}
+	if !fresh {
+		s.replayExecStream(w, r, rec)
+		return
+	}
+	s.execStream(w, r, tenant, vmID, req, func(res *vms.ExecResult, err error) {
+		var v any
+		if err == nil {
+			v = execResultBody(res)
 		}
-		return http.StatusOK, out, nil
+		s.recordIdempotent(r, tenant, key, http.StatusOK, v, err)
+	})
+}
+
+// replayExecStream answers a recorded exec outcome as a stream: a recorded
+// problem as itself, a result as its events.
+func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, rec store.IdempotencyRecord) {
+	w.Header().Set("Idempotent-Replayed", "true")
+	var res execResultJSON
+	if rec.Status >= 300 || json.Unmarshal(rec.Body, &res) != nil {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(rec.Status)
+		_, _ = w.Write(rec.Body)
+		return
+	}
+	decode := func(s string) []byte {
+		if res.Encoding == "base64" {
+			b, _ := base64.StdEncoding.DecodeString(s)
+			return b
+		}
+		return []byte(s)
+	}
+	now := time.Now()
+	s.sse.serve(w, r, 0, func(ctx context.Context, emit func(sseEvent) error) error {
+		var seq uint64
+		for _, c := range []vms.Chunk{{Stream: "stdout", Data: decode(res.Stdout), Time: now}, {Stream: "stderr", Data: decode(res.Stderr), Time: now}} {
+			if len(c.Data) == 0 {
+				continue
+			}
+			seq++
+			if err := emit(outputEvent(vms.Entry[vms.Chunk]{Seq: seq, Size: len(c.Data), V: c})); err != nil {
+				return err
+			}
+		}
+		var sig any
+		if res.Signal != "" {
+			sig = res.Signal
+		}
+		b, _ := json.Marshal(map[string]any{"exitCode": res.ExitCode, "signal": sig, "truncated": res.Truncated, "durationMs": res.DurationMs})
+		return emit(sseEvent{ID: strconv.FormatUint(seq, 10), Event: "exit", Data: b})
 	})
 }
 
 // execStream runs an exec whose output is streamed as SSE stdout/stderr
 // events and ends with an exit (or error) event.
-func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gateway.Tenant, vmID string, req vms.ExecRequest) {
+//
+// With record set, the command runs to its end even when the client goes away,
+// and record receives its outcome.
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gateway.Tenant, vmID string, req vms.ExecRequest, record func(*vms.ExecResult, error)) {
 	// The output goes through a bounded log so that the event lane of the
 	// sidecar never waits for this client.
 	log := vms.NewLog[vms.Chunk](4 << 20)
@@ -147,11 +218,18 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gatew
 		done := make(chan struct{})
 		var res *vms.ExecResult
 		var execErr error
+		execCtx := ctx
+		if record != nil {
+			execCtx = context.WithoutCancel(ctx)
+		}
 		go func() {
 			defer close(done)
 			start := time.Now()
-			res, execErr = s.vms.Exec(ctx, tenant, vmID, req, func(c vms.Chunk) { log.Append(0, len(c.Data), c) })
+			res, execErr = s.vms.Exec(execCtx, tenant, vmID, req, func(c vms.Chunk) { log.Append(0, len(c.Data), c) })
 			s.metrics.execDuration.Observe(time.Since(start).Seconds())
+			if record != nil {
+				record(res, execErr)
+			}
 			log.Close(nil)
 		}()
 		err := followLog(ctx, log, 0, emit, outputEvent, func(last uint64, _ error) []sseEvent {
@@ -225,16 +303,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 		writeJSON(w, status, v)
 		return
 	}
-	if len(key) > 255 {
-		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Idempotency-Key is longer than 255 characters").WithDetail("field", "Idempotency-Key"))
-		return
-	}
 	p := principalFrom(r.Context())
-	sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
-	hash := hex.EncodeToString(sum[:])
-	rec, fresh, err := s.store.BeginIdempotent(r.Context(), p.tenant.ID, key, hash, idempotencyTTL)
-	if err != nil {
-		writeError(w, r, err)
+	rec, fresh, ok := s.beginIdempotent(w, r, body, p.tenant, key)
+	if !ok {
 		return
 	}
 	if !fresh {
@@ -251,32 +322,51 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 	// The operation runs to its end and its outcome is recorded even if the
 	// client goes away meanwhile: the retry it will make must get that
 	// outcome, not run the command a second time.
-	ctx := context.WithoutCancel(r.Context())
-	status, v, opErr := op(ctx)
-	if opErr != nil {
-		switch gateway.ErrorCode(opErr) {
-		case gateway.CodeInvalidArgument, gateway.CodeNotFound, gateway.CodeConflict, gateway.CodeResourceExhausted:
-			// Refused before anything ran: the client may retry with the
-			// same key once it fixed the cause.
-			_ = s.store.AbandonIdempotent(ctx, p.tenant.ID, key)
-			writeError(w, r, opErr)
-			return
-		}
-		rw := &recordWriter{header: http.Header{}}
-		writeError(rw, r, opErr)
-		_ = s.store.CompleteIdempotent(ctx, p.tenant.ID, key, rw.status, rw.buf.Bytes())
-		writeError(w, r, opErr)
-		return
-	}
-	b, _ := json.Marshal(v)
-	b = append(b, '\n')
-	if err := s.store.CompleteIdempotent(ctx, p.tenant.ID, key, status, b); err != nil {
+	status, v, opErr := op(context.WithoutCancel(r.Context()))
+	if err := s.recordIdempotent(r, p.tenant, key, status, v, opErr); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	if opErr != nil {
+		writeError(w, r, opErr)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+// beginIdempotent claims key for this request, or finds its recorded
+// outcome. It answers the problem and reports false when it cannot.
+func (s *Server) beginIdempotent(w http.ResponseWriter, r *http.Request, body []byte, tenant gateway.Tenant, key string) (store.IdempotencyRecord, bool, bool) {
+	if len(key) > 255 {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Idempotency-Key is longer than 255 characters").WithDetail("field", "Idempotency-Key"))
+		return store.IdempotencyRecord{}, false, false
+	}
+	sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
+	rec, fresh, err := s.store.BeginIdempotent(r.Context(), tenant.ID, key, hex.EncodeToString(sum[:]), idempotencyTTL)
+	if err != nil {
+		writeError(w, r, err)
+		return store.IdempotencyRecord{}, false, false
+	}
+	return rec, fresh, true
+}
+
+// recordIdempotent stores the outcome of a claimed key. A refusal before
+// anything ran releases the key instead, so the client may retry once it
+// fixed the cause.
+func (s *Server) recordIdempotent(r *http.Request, tenant gateway.Tenant, key string, status int, v any, opErr error) error {
+	ctx := context.WithoutCancel(r.Context())
+	if opErr != nil {
+		switch gateway.ErrorCode(opErr) {
+		case gateway.CodeInvalidArgument, gateway.CodeNotFound, gateway.CodeConflict, gateway.CodeResourceExhausted:
+			_ = s.store.AbandonIdempotent(ctx, tenant.ID, key)
+			return nil
+		}
+		rw := &recordWriter{header: http.Header{}}
+		writeError(rw, r, opErr)
+		return s.store.CompleteIdempotent(ctx, tenant.ID, key, rw.status, rw.buf.Bytes())
+	}
+	b, _ := json.Marshal(v)
+	return s.store.CompleteIdempotent(ctx, tenant.ID, key, status, append(b, '\n'))
 }
 
 // recordWriter captures a response to store it.

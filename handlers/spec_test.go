@@ -239,7 +239,7 @@ func TestHandlersAnswerTheSpec(t *testing.T) {
 		{"exec idempotent refusal not recorded", "POST", vm + "/exec", specAdminKey, hdr{"Idempotency-Key": "k1"}, `{"command":"true"}`, 409, "conflict"},
 		{"exec idempotent key reusable", "POST", vm + "/exec", specAdminKey, hdr{"Idempotency-Key": "k1"}, `{"command":"false"}`, 409, "conflict"},
 		{"exec idempotency key too long", "POST", vm + "/exec", specAdminKey, hdr{"Idempotency-Key": strings.Repeat("k", 256)}, `{"command":"true"}`, 400, "invalid_argument"},
-		{"exec streamed with idempotency key", "POST", vm + "/exec", specAdminKey, hdr{"Accept": "text/event-stream", "Idempotency-Key": "k2"}, `{"command":"true"}`, 400, "invalid_argument"},
+		{"exec streamed with idempotency key on a lost vm", "POST", vm + "/exec", specAdminKey, hdr{"Accept": "text/event-stream", "Idempotency-Key": "k2"}, `{"command":"true"}`, 409, "conflict"},
 
 		// Processes.
 		{"spawn on lost vm", "POST", vm + "/processes", specAdminKey, nil, `{"argv":["sleep","1"]}`, 409, "conflict"},
