@@ -119,9 +119,9 @@ func TestE2EErrorCodes(t *testing.T) {
 			_, err := a.ListVMs(ctx, client.ListVMsOptions{State: "sleeping"})
 			return err
 		}, fieldIs("state")},
-		{client.CodeInvalidArgument, 400, "Idempotency-Key on a streamed exec", func() error {
+		{client.CodeInvalidArgument, 400, "Idempotency-Key too long on a streamed exec", func() error {
 			return e.raw("POST", vmPath+"/exec", testAdminKey, strings.NewReader(`{"command":"true"}`),
-				map[string]string{"Content-Type": "application/json", "Accept": "text/event-stream", "Idempotency-Key": "k"})
+				map[string]string{"Content-Type": "application/json", "Accept": "text/event-stream", "Idempotency-Key": strings.Repeat("k", 256)})
 		}, nil},
 		{client.CodeInvalidArgument, 400, "method not allowed", func() error { return e.raw("PUT", "/v1/vms", testAdminKey, nil, nil) }, nil},
 		// unauthenticated
