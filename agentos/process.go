@@ -470,11 +470,13 @@ func (p *Process) settle() {
 	}
 	p.finished = true
 	st := p.statusLocked()
-	close(p.done)
 	p.mu.Unlock()
-	p.notify()
+	// The exit event goes out before waiters wake, so that whatever a waiter
+	// does next (dispose the VM, say) comes after it in the VM's events.
 	p.vm.noteExited(p.id)
 	p.vm.events.publish(VMEvent{Kind: "process_exit", Time: time.Now(), Process: &ProcessExit{ProcessID: p.id, ExitCode: st.ExitCode, Signal: st.Signal}})
+	close(p.done)
+	p.notify()
 }
 
 // fail settles a process whose exit was not observed: its VM or sidecar went
