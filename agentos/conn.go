@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
@@ -182,7 +183,7 @@ func newLaneWriter(w io.Writer) *laneWriter {
 func (s *Sidecar) send(ctx context.Context, l *laneWriter, frame protocol.ProtocolFrame) error {
 	buf, err := protocol.AppendFrame(nil, frame)
 	if err != nil {
-		return fmt.Errorf("agentos: encode %s: %w", frameName(frame), err)
+		return fmt.Errorf("agentos: encode %s: %w", payloadName(frame), err)
 	}
 	if len(buf)-4 > s.maxSend() {
 		return fmt.Errorf("%w: frame of %d bytes exceeds the sidecar's limit of %d", ErrInvalidArgument, len(buf)-4, s.maxSend())
@@ -248,21 +249,8 @@ func unexpected(op string, resp protocol.ResponsePayload) error {
 	return fmt.Errorf("%w: %s answered with %T", ErrProtocol, op, resp)
 }
 
+// payloadName is a payload's schema type name, for messages.
 func payloadName(p any) string {
 	n := fmt.Sprintf("%T", p)
-	if i := lastDot(n); i >= 0 {
-		n = n[i+1:]
-	}
-	return n
-}
-
-func frameName(f protocol.ProtocolFrame) string { return payloadName(f) }
-
-func lastDot(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '.' {
-			return i
-		}
-	}
-	return -1
+	return n[strings.LastIndexByte(n, '.')+1:]
 }

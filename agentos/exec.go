@@ -2,7 +2,6 @@ package agentos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -158,6 +157,3 @@ func (c *collector) result(p *Process, start time.Time) *ExecResult {
 		Duration: time.Since(start),
 	}
 }
-
-// IsTimeout reports whether err is an exec deadline.
-func IsTimeout(err error) bool { return errors.Is(err, ErrTimeout) }

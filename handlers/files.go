@@ -26,6 +26,40 @@ func queryPath(r *http.Request, name string) (string, error) {
 	return p, nil
 }
 
+// queryReader reads query parameters in order and keeps the first problem,
+// so a handler checks once.
+type queryReader struct {
+	r   *http.Request
+	err error
+}
+
+func (q *queryReader) path(name string) string {
+	if q.err != nil {
+		return ""
+	}
+	p, err := queryPath(q.r, name)
+	q.err = err
+	return p
+}
+
+func (q *queryReader) bool(name string) bool {
+	if q.err != nil {
+		return false
+	}
+	b, err := queryBool(q.r, name)
+	q.err = err
+	return b
+}
+
+func (q *queryReader) int(name string, def, lo, hi int) int {
+	if q.err != nil {
+		return 0
+	}
+	n, err := queryInt(q.r, name, def, lo, hi)
+	q.err = err
+	return n
+}
+
 func (s *Server) files(w http.ResponseWriter, r *http.Request) (*vms.Files, bool) {
 	f, err := s.vms.Files(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"))
 	if err != nil {
@@ -106,14 +140,10 @@ func (s *Server) statFileHead(w http.ResponseWriter, r *http.Request) {
 // writeFile streams the body into the file; the size limit is enforced while
 // streaming and nothing is left behind when it is exceeded.
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
-	p, err := queryPath(r, "path")
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	mkdirs, err := queryBool(r, "mkdirs")
-	if err != nil {
-		writeError(w, r, err)
+	q := queryReader{r: r}
+	p, mkdirs := q.path("path"), q.bool("mkdirs")
+	if q.err != nil {
+		writeError(w, r, q.err)
 		return
 	}
 	if r.ContentLength > s.cfg.MaxFileBytes {
@@ -138,14 +168,10 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
-	p, err := queryPath(r, "path")
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	recursive, err := queryBool(r, "recursive")
-	if err != nil {
-		writeError(w, r, err)
+	q := queryReader{r: r}
+	p, recursive := q.path("path"), q.bool("recursive")
+	if q.err != nil {
+		writeError(w, r, q.err)
 		return
 	}
 	if p == "/" {
@@ -165,19 +191,10 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
-	p, err := queryPath(r, "path")
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	recursive, err := queryBool(r, "recursive")
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	maxDepth, err := queryInt(r, "maxDepth", 0, 0, 64)
-	if err != nil {
-		writeError(w, r, err)
+	q := queryReader{r: r}
+	p, recursive, maxDepth := q.path("path"), q.bool("recursive"), q.int("maxDepth", 0, 0, 64)
+	if q.err != nil {
+		writeError(w, r, q.err)
 		return
 	}
 	f, ok := s.files(w, r)
