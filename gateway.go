@@ -17,10 +17,12 @@ type Tenant struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 	// Isolated tenants get sidecars of their own, shared with no other tenant.
-	Isolated  bool      `json:"isolated"`
-	Quotas    Quotas    `json:"quotas"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Isolated bool   `json:"isolated"`
+	Quotas   Quotas `json:"quotas"`
+	// Sessions are the tenant's defaults for agent sessions.
+	Sessions  SessionSettings `json:"sessions"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
 }
 
 // Quotas bound what a tenant may use; zero means unlimited.

@@ -333,3 +333,133 @@ func TestFollowVMEventsAndShellOutput(t *testing.T) {
 		t.Fatalf("paths %v ids %v", f.paths, f.ids)
 	}
 }
+
+func durable(seq int, typ string) string {
+	return fmt.Sprintf("id: %d\nevent: durable\ndata: {\"sequence\":%d,\"timestamp\":\"2025-01-02T03:04:05Z\",\"type\":%q,\"update\":{\"sessionUpdate\":%q}}\n\n", seq, seq, typ, typ)
+}
+
+// ephemeral is a streamed delta; like the gateway (r3labs writes an id line
+// on every event), it repeats the id of the last durable event, "" before
+// the first.
+func ephemeral(lastDurable string, after int) string {
+	return fmt.Sprintf("id: %s\nevent: ephemeral\ndata: {\"afterSequence\":%d,\"type\":\"agent_message_chunk\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\"}}\n\n", lastDurable, after)
+}
+
+func TestFollowSessionEventsResumes(t *testing.T) {
+	f := &flakyServer{scripts: []func(http.ResponseWriter, *http.Request){
+		func(w http.ResponseWriter, r *http.Request) {
+			send := startSSE(w)
+			// Only a delta before the first durable event, then a drop:
+			// the client resumes from the start.
+			send(ephemeral("", 0))
+			panic(http.ErrAbortHandler)
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			send := startSSE(w)
+			send(durable(1, "user_message_chunk") + ": heartbeat\n\n" + ephemeral("1", 1))
+			send(durable(2, "agent_message_chunk"))
+			send(ephemeral("2", 2))
+			send("id: 2\nevent: agent_stderr\ndata: {\"agentType\":\"pi\",\"processId\":\"p1\",\"text\":\"w\"}\n\n")
+			// Cut inside durable event 3: the client must not count it.
+			send("id: 3\nevent: durable\ndata: {\"sequence\":3,\"ti")
+			panic(http.ErrAbortHandler)
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			send := startSSE(w)
+			send(durable(3, "tool_call"))
+			// A delta last, then a clean end without the final event: the
+			// resume point stays the last durable event, 3.
+			send(ephemeral("3", 3))
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			send := startSSE(w)
+			send("id: 3\nevent: overflow\ndata: {\"reason\":\"slow client\"}\n\n")
+			send(durable(4, "agent_message_chunk"))
+			send("id: 4\nevent: agent_exit\ndata: {\"agentType\":\"pi\",\"processId\":\"p1\",\"exitCode\":null,\"restart\":\"no\"}\n\n")
+			send("id: 4\nevent: end\ndata: {\"state\":\"closed\"}\n\n")
+			// Whatever follows the end event is not read.
+			send(durable(5, "never"))
+		},
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c := client.New(srv.URL, apiKey, fastRetry(3))
+
+	var seen []string
+	var seqs []uint64
+	var endState string
+	err := c.FollowSessionEvents(context.Background(), weirdVM, sessionID, func(ev client.Event) error {
+		seen = append(seen, ev.Type+":"+ev.ID)
+		switch ev.Type {
+		case client.EventDurable:
+			d, err := ev.SessionEvent()
+			if err != nil {
+				return err
+			}
+			if ev.ID != fmt.Sprint(d.Sequence) {
+				return fmt.Errorf("durable event id %s, sequence %d", ev.ID, d.Sequence)
+			}
+			seqs = append(seqs, d.Sequence)
+		case client.EventEphemeral:
+			e, err := ev.EphemeralEvent()
+			if err != nil {
+				return err
+			}
+			if fmt.Sprint(e.AfterSequence) != ev.ID && !(ev.ID == "" && e.AfterSequence == 0) {
+				return fmt.Errorf("ephemeral event id %q after %d", ev.ID, e.AfterSequence)
+			}
+		case client.EventEnd:
+			var end struct{ State string }
+			if err := ev.Decode(&end); err != nil {
+				return err
+			}
+			endState = end.State
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	if fmt.Sprint(seqs) != "[1 2 3 4]" {
+		t.Fatalf("durable sequences %v, want each of 1..4 once", seqs)
+	}
+	want := "ephemeral: durable:1 ephemeral:1 durable:2 ephemeral:2 agent_stderr:2 durable:3 ephemeral:3 overflow:3 durable:4 agent_exit:4 end:4"
+	if got := strings.Join(seen, " "); got != want {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	if endState != "closed" {
+		t.Fatalf("end state %q", endState)
+	}
+	if got := strings.Join(f.lastEventIDs(), ","); got != ",,2,3" {
+		t.Fatalf("Last-Event-IDs %q, want \"\", \"\", 2, 3", got)
+	}
+	for _, p := range f.paths {
+		if p != "/v1/vms/"+weirdVMEsc+"/sessions/"+sessionIDEsc+"/events" {
+			t.Fatalf("path %s", p)
+		}
+	}
+}
+
+func TestFollowSessionEventsErrorEvent(t *testing.T) {
+	f := &flakyServer{scripts: []func(http.ResponseWriter, *http.Request){
+		func(w http.ResponseWriter, r *http.Request) {
+			send := startSSE(w)
+			send(durable(1, "agent_message_chunk"))
+			send("id: 1\nevent: error\ndata: {\"code\":\"unavailable\",\"detail\":\"the gateway is shutting down\"}\n\n")
+		},
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	var types []string
+	err := client.New(srv.URL, apiKey, fastRetry(3)).FollowSessionEvents(context.Background(), "vm", "ses", func(ev client.Event) error {
+		types = append(types, ev.Type)
+		return nil
+	})
+	var e *client.Error
+	if !errors.As(err, &e) || e.Code != client.CodeUnavailable {
+		t.Fatalf("err %v", err)
+	}
+	if strings.Join(types, ",") != "durable,error" || len(f.lastEventIDs()) != 1 {
+		t.Fatalf("events %v, %d connections", types, len(f.lastEventIDs()))
+	}
+}

@@ -75,22 +75,33 @@ func (rc *recorder) requests() []recorded {
 }
 
 const (
-	weirdVM      = "vm/ 1?#%"
-	weirdVMEsc   = "vm%2F%201%3F%23%25"
-	guestPath    = "/tmp/a b&c=d?e#.txt"
-	shellID      = "sh 1/x"
-	shellIDEsc   = "sh%201%2Fx"
-	tenantID     = "t/1"
-	tenantIDEsc  = "t%2F1"
-	apiKey       = "sekret"
-	userAgent    = "test-agent/1"
-	jsonCT       = "application/json"
-	sseCT        = "text/event-stream"
-	vmJSON       = `{"id":"vm_1","state":"ready","labels":{"a":"b"},"sidecarId":"sc_1","loopbackExemptPorts":[],"software":[],"agents":[],"idleTimeoutSeconds":30,"createdAt":"2025-01-02T03:04:05.123Z","updatedAt":"2025-01-02T03:04:06Z"}`
-	processJSON  = `{"pid":42,"command":"sleep","args":["10"],"cwd":"/","running":false,"exit":{"exitCode":3,"signal":"SIGTERM"},"startedAt":"2025-01-02T03:04:05Z","exitedAt":"2025-01-02T03:04:07Z"}`
-	tenantJSON   = `{"id":"t/1","name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
-	outputSSE    = "id: 8\ndata: {\"seq\":8,\"stream\":\"stdout\",\"data\":\"hi\\n\",\"encoding\":\"utf8\",\"ts\":\"2025-01-02T03:04:05Z\"}\nevent: stdout\n\n"
-	processTrail = "/v1/vms/" + weirdVMEsc + "/processes/42"
+	weirdVM            = "vm/ 1?#%"
+	weirdVMEsc         = "vm%2F%201%3F%23%25"
+	guestPath          = "/tmp/a b&c=d?e#.txt"
+	shellID            = "sh 1/x"
+	shellIDEsc         = "sh%201%2Fx"
+	tenantID           = "t/1"
+	tenantIDEsc        = "t%2F1"
+	apiKey             = "sekret"
+	userAgent          = "test-agent/1"
+	jsonCT             = "application/json"
+	sseCT              = "text/event-stream"
+	vmJSON             = `{"id":"vm_1","state":"ready","labels":{"a":"b"},"sidecarId":"sc_1","loopbackExemptPorts":[],"software":[],"agents":[],"idleTimeoutSeconds":30,"createdAt":"2025-01-02T03:04:05.123Z","updatedAt":"2025-01-02T03:04:06Z"}`
+	processJSON        = `{"pid":42,"command":"sleep","args":["10"],"cwd":"/","running":false,"exit":{"exitCode":3,"signal":"SIGTERM"},"startedAt":"2025-01-02T03:04:05Z","exitedAt":"2025-01-02T03:04:07Z"}`
+	tenantJSON         = `{"id":"t/1","name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5},"sessions":{"retentionDays":0},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
+	outputSSE          = "id: 8\ndata: {\"seq\":8,\"stream\":\"stdout\",\"data\":\"hi\\n\",\"encoding\":\"utf8\",\"ts\":\"2025-01-02T03:04:05Z\"}\nevent: stdout\n\n"
+	processTrail       = "/v1/vms/" + weirdVMEsc + "/processes/42"
+	sessionID          = "ses 1/x?#"
+	sessionIDEsc       = "ses%201%2Fx%3F%23"
+	requestID          = "req/1 #"
+	requestIDEsc       = "req%2F1%20%23"
+	tenantSessionsJSON = `{"id":"t/1","name":"acme","isolated":false,"quotas":{"maxVms":0,"maxProcesses":0,"requestsPerSecond":0},"sessions":{"retentionDays":7,"permissionDefault":{"decision":"reject","timeoutSeconds":60}},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
+	permissionJSON     = `{"requestId":"req/1 #","options":[{"optionId":"allow-once","name":"Allow once","kind":"allow_once"},{"optionId":"reject-once","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"tc_1","title":"rm -rf /tmp/x","kind":"execute"},"askedAt":"2025-01-02T03:04:05Z","status":"pending","decision":null}`
+	sessionJSON        = `{"id":"ses 1/x?#","vmId":"vm/ 1?#%","agent":"claude","cwd":"/work/repo","additionalDirectories":["/data"],"permissionPolicy":"ask","permissionDefault":{"decision":"allow","timeoutSeconds":300},"state":"waiting","pendingPermissions":[` + permissionJSON + `],"latestSequence":12,"createdAt":"2025-01-02T03:04:05.5Z","updatedAt":"2025-01-02T03:04:06Z"}`
+	idleSessionJSON    = `{"id":"ses 1/x?#","vmId":"vm/ 1?#%","agent":"pi","cwd":"/home/agentos","additionalDirectories":[],"permissionPolicy":"allow_all","permissionDefault":null,"state":"idle","pendingPermissions":[],"latestSequence":0,"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
+	durableChunkJSON   = `{"sequence":6,"timestamp":"2025-01-02T03:04:05.25Z","type":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`
+	durableAskJSON     = `{"sequence":7,"timestamp":"2025-01-02T03:04:06Z","type":"permission_request","requestId":"req/1 #","options":[{"optionId":"allow-once","name":"Allow once","kind":"allow_once"}],"toolCall":{"toolCallId":"tc_1"}}`
+	durableReplyJSON   = `{"sequence":8,"timestamp":"2025-01-02T03:04:07Z","type":"permission_response","requestId":"req/1 #","status":"accepted","response":{"outcome":{"outcome":"selected","optionId":"allow-once"}},"decision":{"by":"timeout","optionId":"allow-once","status":"accepted","at":"2025-01-02T03:04:07Z"}}`
 )
 
 type methodCase struct {
@@ -438,6 +449,352 @@ func methodCases() []methodCase {
 				}
 				return expect(st.Size == 5 && st.Mode == 0o100644 && st.UID == 1 && st.GID == 2 && !st.ModTime.IsZero(), "stat", st)
 			}},
+		{name: "Agents", method: "GET", path: vmBase + "/agents", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"pi","installed":true},{"id":"claude","installed":false}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.Agents(ctx, weirdVM)
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 2 && l.Items[0] == client.Agent{ID: "pi", Installed: true} && l.Items[1] == client.Agent{ID: "claude"}, "agents", l)
+			}},
+		{name: "OpenSession", method: "POST", path: vmBase + "/sessions", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"sessionId":"fix-flaky-test","agent":"claude","cwd":"/work/repo","env":{"CI":"1"},"additionalDirectories":["/data"],` +
+				`"mcpServers":[{"name":"fs","command":"mcp-fs","args":[],"env":[]}],"permissionPolicy":"ask",` +
+				`"permissionDefault":{"decision":"allow","timeoutSeconds":300},"additionalInstructions":"Be brief."}`,
+			resp: canned{status: 201, ctype: jsonCT, header: map[string]string{"Location": "/v1/vms/" + weirdVMEsc + "/sessions/" + sessionIDEsc},
+				body: strings.Replace(sessionJSON, `"state":"waiting"`, `"state":"idle"`, 1)},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.OpenSession(ctx, weirdVM, client.OpenSessionRequest{SessionID: "fix-flaky-test", Agent: "claude", Cwd: "/work/repo",
+					Env: map[string]string{"CI": "1"}, AdditionalDirectories: []string{"/data"},
+					MCPServers:       json.RawMessage(`[{"name":"fs","command":"mcp-fs","args":[],"env":[]}]`),
+					PermissionPolicy: "ask", PermissionDefault: &client.PermissionDefault{Decision: "allow", TimeoutSeconds: 300},
+					AdditionalInstructions: "Be brief."})
+				if err != nil {
+					return err
+				}
+				return expect(s.ID == sessionID && s.VMID == weirdVM && s.State == client.SessionIdle && s.PermissionPolicy == "ask" &&
+					s.PermissionDefault != nil && *s.PermissionDefault == client.PermissionDefault{Decision: "allow", TimeoutSeconds: 300}, "session", s)
+			}},
+		{name: "OpenSessionMinimal", method: "POST", path: vmBase + "/sessions", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"agent":"pi"}`,
+			resp: canned{status: 201, ctype: jsonCT, body: idleSessionJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.OpenSession(ctx, weirdVM, client.OpenSessionRequest{Agent: "pi"})
+				if err != nil {
+					return err
+				}
+				return expect(s.Agent == "pi" && s.PermissionDefault == nil && s.AdditionalDirectories != nil && len(s.PendingPermissions) == 0 &&
+					s.LatestSequence == 0, "session", s)
+			}},
+		{name: "GetSession", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc, accept: jsonCT, resp: canned{ctype: jsonCT, body: sessionJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.GetSession(ctx, weirdVM, sessionID)
+				if err != nil {
+					return err
+				}
+				if err := expect(s.ID == sessionID && s.Agent == "claude" && s.Cwd == "/work/repo" && reflect.DeepEqual(s.AdditionalDirectories, []string{"/data"}) &&
+					s.State == client.SessionWaiting && s.LatestSequence == 12 && s.CreatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 5, 5e8, time.UTC)) &&
+					s.UpdatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)) && len(s.PendingPermissions) == 1, "session", s); err != nil {
+					return err
+				}
+				p := s.PendingPermissions[0]
+				return expect(p.RequestID == requestID && p.Status == "pending" && p.Decision == nil && p.Option("allow_once") == "allow-once" &&
+					p.Option("reject_once") == "reject-once" && p.Option("allow_always") == "" && len(p.Options) == 2 && p.Options[0].Name == "Allow once" &&
+					string(p.ToolCall) == `{"toolCallId":"tc_1","title":"rm -rf /tmp/x","kind":"execute"}` && !p.AskedAt.IsZero(), "permission", p)
+			}},
+		{name: "ListSessions", method: "GET", path: vmBase + "/sessions", accept: jsonCT, query: url.Values{"cursor": {"c/1"}, "limit": {"2"}},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + idleSessionJSON + `,` + sessionJSON + `],"nextCursor":"c2"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListSessions(ctx, weirdVM, client.ListOptions{Cursor: "c/1", Limit: 2})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 2 && l.NextCursor == "c2" && l.Items[0].State == client.SessionIdle && l.Items[1].State == client.SessionWaiting, "list", l)
+			}},
+		{name: "ListSessionsFirstPage", method: "GET", path: vmBase + "/sessions", accept: jsonCT, query: url.Values{},
+			resp: canned{ctype: jsonCT, body: `{"items":[],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListSessions(ctx, weirdVM, client.ListOptions{})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 0 && l.NextCursor == "", "list", l)
+			}},
+		{name: "DeleteSession", method: "DELETE", path: vmBase + "/sessions/" + sessionIDEsc, accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.DeleteSession(ctx, weirdVM, sessionID) }},
+		{name: "UnloadSession", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/unload", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: strings.Replace(idleSessionJSON, `"state":"idle"`, `"state":"unloaded"`, 1)},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.UnloadSession(ctx, weirdVM, sessionID)
+				if err != nil {
+					return err
+				}
+				return expect(s.State == client.SessionUnloaded, "session", s)
+			}},
+		{name: "Prompt", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/prompt", accept: jsonCT, ctype: jsonCT, absent: []string{"Prefer"},
+			bodyJSON: `{"content":[{"type":"text","text":"Make the tests pass."}],"idempotencyKey":"turn-1"}`,
+			resp: canned{ctype: jsonCT, header: map[string]string{"Idempotent-Replayed": "true"},
+				body: `{"stopReason":"end_turn","message":{"role":"assistant","content":[{"type":"text","text":"done"}]}}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				res, err := c.Prompt(ctx, weirdVM, sessionID, client.PromptRequest{Content: client.TextPrompt("Make the tests pass."), IdempotencyKey: "turn-1"})
+				if err != nil {
+					return err
+				}
+				return expect(res.StopReason == "end_turn" && res.Replayed &&
+					string(res.Message) == `{"role":"assistant","content":[{"type":"text","text":"done"}]}`, "result", res)
+			}},
+		{name: "PromptFresh", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/prompt", accept: jsonCT, ctype: jsonCT, absent: []string{"Prefer"},
+			bodyJSON: `{"content":[{"type":"text","text":"a"},{"type":"image","mimeType":"image/png","data":"iVBORw0KGgo="}]}`,
+			resp:     canned{ctype: jsonCT, body: `{"stopReason":"cancelled","message":null}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				res, err := c.Prompt(ctx, weirdVM, sessionID, client.PromptRequest{
+					Content: json.RawMessage(`[{"type":"text","text":"a"},{"type":"image","mimeType":"image/png","data":"iVBORw0KGgo="}]`)})
+				if err != nil {
+					return err
+				}
+				return expect(res.StopReason == "cancelled" && !res.Replayed && string(res.Message) == "null", "result", res)
+			}},
+		{name: "PromptAsync", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/prompt", accept: jsonCT, ctype: jsonCT,
+			headers:  map[string]string{"Prefer": "respond-async"},
+			bodyJSON: `{"content":[{"type":"text","text":"go"}],"idempotencyKey":"turn-2"}`,
+			resp: canned{status: 202, ctype: jsonCT, body: `{"status":"accepted"}`,
+				header: map[string]string{"Preference-Applied": "respond-async", "Location": "/v1/vms/" + weirdVMEsc + "/sessions/" + sessionIDEsc}},
+			call: func(ctx context.Context, c *client.Client) error {
+				res, err := c.PromptAsync(ctx, weirdVM, sessionID, client.PromptRequest{Content: client.TextPrompt("go"), IdempotencyKey: "turn-2"})
+				if err != nil {
+					return err
+				}
+				return expect(res == nil, "result of an accepted turn", res)
+			}},
+		{name: "PromptAsyncReplayed", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/prompt", accept: jsonCT, ctype: jsonCT,
+			headers:  map[string]string{"Prefer": "respond-async"},
+			bodyJSON: `{"content":[{"type":"text","text":"go"}],"idempotencyKey":"turn-2"}`,
+			resp: canned{ctype: jsonCT, header: map[string]string{"Idempotent-Replayed": "true"},
+				body: `{"stopReason":"max_tokens","message":{"text":"cut"}}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				res, err := c.PromptAsync(ctx, weirdVM, sessionID, client.PromptRequest{Content: client.TextPrompt("go"), IdempotencyKey: "turn-2"})
+				if err != nil {
+					return err
+				}
+				return expect(res != nil && res.StopReason == "max_tokens" && res.Replayed && string(res.Message) == `{"text":"cut"}`, "result", res)
+			}},
+		{name: "CancelPrompt", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/cancel", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"status":"no_active_prompt"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				st, err := c.CancelPrompt(ctx, weirdVM, sessionID)
+				if err != nil {
+					return err
+				}
+				return expect(st == "no_active_prompt", "status", st)
+			}},
+		{name: "Permissions", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/permissions", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[` + permissionJSON + `,` +
+				`{"requestId":"r2","options":null,"toolCall":null,"askedAt":"2025-01-02T03:04:05Z","status":"answered",` +
+				`"decision":{"by":"api","keyId":"key_1","optionId":"allow-once","status":"accepted","at":"2025-01-02T03:04:07Z"}}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.Permissions(ctx, weirdVM, sessionID)
+				if err != nil {
+					return err
+				}
+				if err := expect(len(l.Items) == 2 && l.Items[0].RequestID == requestID && l.Items[0].Decision == nil, "list", l); err != nil {
+					return err
+				}
+				p := l.Items[1]
+				return expect(p.Options == nil && string(p.ToolCall) == "null" && p.Option("allow_once") == "" && p.Decision != nil &&
+					*p.Decision == client.PermissionDecision{By: "api", KeyID: "key_1", OptionID: "allow-once", Status: "accepted", At: time.Date(2025, 1, 2, 3, 4, 7, 0, time.UTC)},
+					"permission", p)
+			}},
+		{name: "AnswerPermission", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/permissions/" + requestIDEsc, accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"optionId":"allow-once"}`, resp: canned{ctype: jsonCT, body: `{"status":"accepted"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				a, err := c.AnswerPermission(ctx, weirdVM, sessionID, requestID, "allow-once")
+				if err != nil {
+					return err
+				}
+				return expect(*a == client.PermissionAnswer{Status: "accepted"}, "answer", a)
+			}},
+		{name: "AnswerPermissionNotPending", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/permissions/" + requestIDEsc, accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"optionId":"reject-once"}`, resp: canned{ctype: jsonCT, body: `{"status":"not_pending","reason":"already_resolved"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				a, err := c.AnswerPermission(ctx, weirdVM, sessionID, requestID, "reject-once")
+				if err != nil {
+					return err
+				}
+				return expect(a.Status == "not_pending" && a.Reason == "already_resolved", "answer", a)
+			}},
+		{name: "SessionConfig", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/config", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"revision":3,"options":[{"id":"model","name":"Model","type":"select","currentValue":"a"}]}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				cfg, err := c.SessionConfig(ctx, weirdVM, sessionID)
+				if err != nil {
+					return err
+				}
+				return expect(cfg.Revision == 3 && string(cfg.Options) == `[{"id":"model","name":"Model","type":"select","currentValue":"a"}]`, "config", cfg)
+			}},
+		{name: "SetSessionConfig", method: "PUT", path: vmBase + "/sessions/" + sessionIDEsc + "/config/model%2Fx", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"value":"claude-sonnet-4-5"}`, resp: canned{ctype: jsonCT, body: `{"revision":4,"options":null}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				cfg, err := c.SetSessionConfig(ctx, weirdVM, sessionID, "model/x", "claude-sonnet-4-5")
+				if err != nil {
+					return err
+				}
+				return expect(cfg.Revision == 4 && string(cfg.Options) == "null", "config", cfg)
+			}},
+		{name: "SetSessionConfigJSON", method: "PUT", path: vmBase + "/sessions/" + sessionIDEsc + "/config/effort", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"value":{"level":2,"fast":true}}`, resp: canned{ctype: jsonCT, body: `{"revision":5,"options":[]}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.SetSessionConfig(ctx, weirdVM, sessionID, "effort", json.RawMessage(`{"level":2,"fast":true}`))
+				return err
+			}},
+		{name: "SessionCapabilities", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/capabilities", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"loadSession":true,"promptCapabilities":{"image":true}}` + "\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				raw, err := c.SessionCapabilities(ctx, weirdVM, sessionID)
+				if err != nil {
+					return err
+				}
+				return expect(string(raw) == `{"loadSession":true,"promptCapabilities":{"image":true}}`, "capabilities", string(raw))
+			}},
+		{name: "SessionCapabilitiesNull", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/capabilities", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: "null\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				raw, err := c.SessionCapabilities(ctx, weirdVM, sessionID)
+				if err != nil {
+					return err
+				}
+				return expect(string(raw) == "null", "capabilities", string(raw))
+			}},
+		{name: "SessionAgentInfo", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/agent-info", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"name":"pi","version":"1.2.3"}` + "\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				raw, err := c.SessionAgentInfo(ctx, weirdVM, sessionID)
+				if err != nil {
+					return err
+				}
+				var info struct{ Name, Version string }
+				if err := json.Unmarshal(raw, &info); err != nil {
+					return err
+				}
+				return expect(info.Name == "pi" && info.Version == "1.2.3", "agent info", string(raw))
+			}},
+		{name: "SessionHistory", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/history", accept: jsonCT,
+			query: url.Values{"after": {"5"}, "before": {"9"}, "limit": {"3"}},
+			resp:  canned{ctype: jsonCT, body: `{"events":[` + durableChunkJSON + `,` + durableAskJSON + `,` + durableReplyJSON + `],"hasMoreBefore":true,"hasMoreAfter":false}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				h, err := c.SessionHistory(ctx, weirdVM, sessionID, client.HistoryQuery{After: 5, Before: 9, Limit: 3})
+				if err != nil {
+					return err
+				}
+				if err := expect(len(h.Events) == 3 && h.HasMoreBefore && !h.HasMoreAfter, "history", h); err != nil {
+					return err
+				}
+				chunk, ask, reply := h.Events[0], h.Events[1], h.Events[2]
+				return expect(chunk.Sequence == 6 && chunk.Type == "agent_message_chunk" && chunk.Timestamp.Equal(time.Date(2025, 1, 2, 3, 4, 5, 25e7, time.UTC)) &&
+					string(chunk.Update) == `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}` &&
+					ask.Type == "permission_request" && ask.RequestID == requestID && len(ask.Options) == 1 && ask.Options[0].Kind == "allow_once" &&
+					string(ask.ToolCall) == `{"toolCallId":"tc_1"}` && ask.Decision == nil &&
+					reply.Type == "permission_response" && reply.Status == "accepted" && reply.Decision != nil && reply.Decision.By == "timeout" &&
+					reply.Decision.OptionID == "allow-once" && string(reply.Response) == `{"outcome":{"outcome":"selected","optionId":"allow-once"}}`, "events", h.Events)
+			}},
+		{name: "SessionHistoryFromStart", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/history", accept: jsonCT, query: url.Values{},
+			resp: canned{ctype: jsonCT, body: `{"events":[],"hasMoreBefore":false,"hasMoreAfter":false}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				h, err := c.SessionHistory(ctx, weirdVM, sessionID, client.HistoryQuery{})
+				if err != nil {
+					return err
+				}
+				return expect(len(h.Events) == 0 && !h.HasMoreBefore && !h.HasMoreAfter, "history", h)
+			}},
+		{name: "SessionHistoryBackwards", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/history", accept: jsonCT, query: url.Values{"before": {"100"}},
+			resp: canned{ctype: jsonCT, body: `{"events":[` + durableReplyJSON + `],"hasMoreBefore":true,"hasMoreAfter":true}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				h, err := c.SessionHistory(ctx, weirdVM, sessionID, client.HistoryQuery{Before: 100})
+				if err != nil {
+					return err
+				}
+				return expect(len(h.Events) == 1 && h.Events[0].Sequence == 8 && h.HasMoreAfter, "history", h)
+			}},
+		{name: "SessionEvents", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/events", accept: sseCT,
+			headers: map[string]string{"Last-Event-ID": "5", "Cache-Control": "no-cache"},
+			resp: canned{ctype: sseCT, body: "id: 6\nevent: durable\ndata: " + durableChunkJSON + "\n\n" +
+				": heartbeat\n\n" +
+				"id: 6\nevent: ephemeral\ndata: {\"afterSequence\":6,\"type\":\"agent_message_chunk\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"h\"}}}\n\n" +
+				"id: 6\nevent: agent_stderr\ndata: {\"agentType\":\"pi\",\"processId\":\"p1\",\"text\":\"warn\\n\"}\n\n" +
+				"id: 7\nevent: durable\ndata: " + durableAskJSON + "\n\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.SessionEvents(ctx, weirdVM, sessionID, client.StreamOptions{LastEventID: "5"})
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ev, err := s.Next(ctx)
+				if err != nil {
+					return err
+				}
+				d, err := ev.SessionEvent()
+				if err != nil {
+					return err
+				}
+				if err := expect(ev.Type == client.EventDurable && ev.ID == "6" && d.Sequence == 6 && d.Type == "agent_message_chunk" && len(d.Update) > 0, "durable", ev, d); err != nil {
+					return err
+				}
+				if _, err := ev.EphemeralEvent(); err == nil {
+					return expect(false, "a durable event decoded as ephemeral")
+				}
+				ev, err = s.Next(ctx)
+				if err != nil {
+					return err
+				}
+				e, err := ev.EphemeralEvent()
+				if err != nil {
+					return err
+				}
+				if err := expect(ev.Type == client.EventEphemeral && ev.ID == "6" && s.LastEventID() == "6" && e.AfterSequence == 6 && e.Type == "agent_message_chunk" &&
+					string(e.Update) == `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"h"}}`, "ephemeral", ev, e); err != nil {
+					return err
+				}
+				if _, err := ev.SessionEvent(); err == nil {
+					return expect(false, "an ephemeral event decoded as durable")
+				}
+				ev, err = s.Next(ctx)
+				if err != nil {
+					return err
+				}
+				var stderr struct{ AgentType, ProcessID, Text string }
+				if err := ev.Decode(&stderr); err != nil {
+					return err
+				}
+				if err := expect(ev.Type == client.EventAgentStderr && ev.ID == "6" && stderr.Text == "warn\n", "stderr", ev); err != nil {
+					return err
+				}
+				ev, err = s.Next(ctx)
+				if err != nil {
+					return err
+				}
+				d, err = ev.SessionEvent()
+				if err != nil {
+					return err
+				}
+				return expect(ev.ID == "7" && s.LastEventID() == "7" && d.Sequence == 7 && d.RequestID == requestID, "durable", ev, d)
+			}},
+		{name: "SessionEventsFromStart", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/events", accept: sseCT,
+			resp: canned{ctype: sseCT, body: "id: \nevent: end\ndata: {\"state\":\"deleted\"}\n\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.SessionEvents(ctx, weirdVM, sessionID, client.StreamOptions{})
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ev, err := s.Next(ctx)
+				if err != nil {
+					return err
+				}
+				var end struct{ State string }
+				if err := ev.Decode(&end); err != nil {
+					return err
+				}
+				return expect(ev.Type == client.EventEnd && ev.Final() && ev.ID == "" && end.State == "deleted", "end", ev)
+			}},
 		{name: "CreateTenant", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5}}`,
 			resp:     canned{status: 201, ctype: jsonCT, body: tenantJSON},
@@ -447,6 +804,17 @@ func methodCases() []methodCase {
 					return err
 				}
 				return expect(t.ID == tenantID && t.Quotas.MaxVMs == 2 && t.Quotas.RequestsPerSecond == 1.5, "tenant", t)
+			}},
+		{name: "CreateTenantSessions", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"name":"acme","sessions":{"retentionDays":7,"permissionDefault":{"decision":"reject","timeoutSeconds":60}}}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: tenantSessionsJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				t, err := c.CreateTenant(ctx, client.TenantCreate{Name: "acme", Sessions: &client.SessionSettingsUpdate{
+					RetentionDays: client.Ptr(7), PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60}}})
+				if err != nil {
+					return err
+				}
+				return expect(t.Sessions.RetentionDays == 7 && t.Sessions.PermissionDefault != nil && t.Sessions.PermissionDefault.Decision == "reject", "tenant", t)
 			}},
 		{name: "CreateTenantDefaults", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"name":"solo"}`,
 			resp: canned{status: 201, ctype: jsonCT, body: tenantJSON},
@@ -465,13 +833,45 @@ func methodCases() []methodCase {
 			}},
 		{name: "GetTenant", method: "GET", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, resp: canned{ctype: jsonCT, body: tenantJSON},
 			call: func(ctx context.Context, c *client.Client) error {
-				_, err := c.GetTenant(ctx, tenantID)
-				return err
+				t, err := c.GetTenant(ctx, tenantID)
+				if err != nil {
+					return err
+				}
+				return expect(t.Sessions == client.SessionSettings{} && t.Isolated, "tenant", t)
 			}},
 		{name: "UpdateTenant", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"isolated":false,"quotas":{"maxVms":0}}`, resp: canned{ctype: jsonCT, body: tenantJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				_, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Isolated: client.Ptr(false), Quotas: &client.QuotasUpdate{MaxVMs: client.Ptr(0)}})
+				return err
+			}},
+		{name: "UpdateTenantSessions", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"sessions":{"retentionDays":7,"permissionDefault":{"decision":"reject","timeoutSeconds":60}}}`,
+			resp:     canned{ctype: jsonCT, body: tenantSessionsJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				t, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
+					RetentionDays: client.Ptr(7), PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60}}})
+				if err != nil {
+					return err
+				}
+				return expect(t.Sessions.RetentionDays == 7 && t.Sessions.PermissionDefault != nil &&
+					*t.Sessions.PermissionDefault == client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60}, "tenant", t)
+			}},
+		{name: "UpdateTenantClearPermissionDefault", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"sessions":{"permissionDefault":null}}`, resp: canned{ctype: jsonCT, body: tenantJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				// Clearing wins over a PermissionDefault set alongside.
+				t, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
+					ClearPermissionDefault: true, PermissionDefault: &client.PermissionDefault{Decision: "allow", TimeoutSeconds: 1}}})
+				if err != nil {
+					return err
+				}
+				return expect(t.Sessions.RetentionDays == 0 && t.Sessions.PermissionDefault == nil, "tenant", t)
+			}},
+		{name: "UpdateTenantRetentionZero", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"sessions":{"retentionDays":0}}`, resp: canned{ctype: jsonCT, body: tenantJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{RetentionDays: client.Ptr(0)}})
 				return err
 			}},
 		{name: "CreateKey", method: "POST", path: "/v1/tenants/" + tenantIDEsc + "/keys", accept: jsonCT,
@@ -616,7 +1016,8 @@ func TestMethodsWire(t *testing.T) {
 
 // TestMethodsWireCoversEveryMethod keeps the table above complete.
 func TestMethodsWireCoversEveryMethod(t *testing.T) {
-	elsewhere := map[string]bool{"BaseURL": true, "FollowProcessOutput": true, "FollowShellOutput": true, "FollowVMEvents": true}
+	elsewhere := map[string]bool{"BaseURL": true, "FollowProcessOutput": true, "FollowShellOutput": true, "FollowVMEvents": true,
+		"FollowSessionEvents": true}
 	cases := methodCases()
 	typ := reflect.TypeOf(&client.Client{})
 	for i := range typ.NumMethod() {

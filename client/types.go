@@ -253,20 +253,22 @@ type Quotas struct {
 
 // Tenant is a customer of the gateway.
 type Tenant struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Isolated  bool      `json:"isolated"`
-	Quotas    Quotas    `json:"quotas"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Isolated  bool            `json:"isolated"`
+	Quotas    Quotas          `json:"quotas"`
+	Sessions  SessionSettings `json:"sessions"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
 }
 
 // TenantCreate is the body of POST /v1/tenants. Nil Quotas take the
 // gateway's defaults (unlimited).
 type TenantCreate struct {
-	Name     string  `json:"name"`
-	Isolated bool    `json:"isolated,omitempty"`
-	Quotas   *Quotas `json:"quotas,omitempty"`
+	Name     string                 `json:"name"`
+	Isolated bool                   `json:"isolated,omitempty"`
+	Quotas   *Quotas                `json:"quotas,omitempty"`
+	Sessions *SessionSettingsUpdate `json:"sessions,omitempty"`
 }
 
 // QuotasUpdate changes the quotas whose field is set.
@@ -279,9 +281,10 @@ type QuotasUpdate struct {
 // TenantUpdate is the body of PATCH /v1/tenants/{t}: only the fields set
 // change (see Ptr).
 type TenantUpdate struct {
-	Name     *string       `json:"name,omitempty"`
-	Isolated *bool         `json:"isolated,omitempty"`
-	Quotas   *QuotasUpdate `json:"quotas,omitempty"`
+	Name     *string                `json:"name,omitempty"`
+	Isolated *bool                  `json:"isolated,omitempty"`
+	Quotas   *QuotasUpdate          `json:"quotas,omitempty"`
+	Sessions *SessionSettingsUpdate `json:"sessions,omitempty"`
 }
 
 // APIKey is a tenant's API key. Key, the secret, is only set in the answer

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -19,7 +20,7 @@ type metrics struct {
 	sseSubscribers prometheus.Gauge
 }
 
-func newMetrics(svc *vms.Service, pool Pool) *metrics {
+func newMetrics(svc *vms.Service, sess *sessions.Service, pool Pool) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -36,7 +37,7 @@ func newMetrics(svc *vms.Service, pool Pool) *metrics {
 	}
 	m.reg.MustRegister(m.httpDuration, m.execDuration, m.sseSubscribers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&poolCollector{pool: pool, svc: svc})
+		&poolCollector{pool: pool, svc: svc}, &sessionsCollector{svc: sess})
 	return m
 }
 
@@ -85,4 +86,35 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCrashes, prometheus.CounterValue, float64(st.Crashes))
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(st.Restarts))
 	ch <- prometheus.MustNewConstMetric(descRetired, prometheus.CounterValue, float64(st.Retired))
+}
+
+// sessionsCollector reads the agent sessions' state at scrape time.
+type sessionsCollector struct{ svc *sessions.Service }
+
+var (
+	descSessions         = prometheus.NewDesc("agentos_gateway_agent_sessions", "Agent sessions of live VMs.", nil, nil)
+	descTurns            = prometheus.NewDesc("agentos_gateway_agent_turns_running", "Prompt turns running.", nil, nil)
+	descPendingPerms     = prometheus.NewDesc("agentos_gateway_agent_permissions_pending", "Permission requests waiting for an answer.", nil, nil)
+	descEventsRecorded   = prometheus.NewDesc("agentos_gateway_session_events_recorded_total", "Durable session events stored.", nil, nil)
+	descRecordFailures   = prometheus.NewDesc("agentos_gateway_session_event_store_failures_total", "Durable session events the store refused; they are read back from the engine.", nil, nil)
+	descDefaultDecisions = prometheus.NewDesc("agentos_gateway_permission_default_decisions_total", "Permission requests settled by their default decision after the timeout.", nil, nil)
+)
+
+func (c *sessionsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSessions, descTurns, descPendingPerms, descEventsRecorded, descRecordFailures, descDefaultDecisions} {
+		ch <- d
+	}
+}
+
+func (c *sessionsCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.svc == nil {
+		return
+	}
+	st := c.svc.Stats()
+	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(st.LiveSessions))
+	ch <- prometheus.MustNewConstMetric(descTurns, prometheus.GaugeValue, float64(st.RunningTurns))
+	ch <- prometheus.MustNewConstMetric(descPendingPerms, prometheus.GaugeValue, float64(st.PendingPermissions))
+	ch <- prometheus.MustNewConstMetric(descEventsRecorded, prometheus.CounterValue, float64(st.EventsRecorded))
+	ch <- prometheus.MustNewConstMetric(descRecordFailures, prometheus.CounterValue, float64(st.RecordFailures))
+	ch <- prometheus.MustNewConstMetric(descDefaultDecisions, prometheus.CounterValue, float64(st.DefaultDecisions))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -46,6 +47,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxFileBytes bounds file uploads (default 1 GiB).
 	MaxFileBytes int64
+	// MaxPromptBytes bounds prompt bodies, which may carry images
+	// (default 16 MiB).
+	MaxPromptBytes int64
 	// Heartbeat is the SSE heartbeat period (default 15 s).
 	Heartbeat time.Duration
 	// OpenAPI is the spec served at /v1/openapi.yaml.
@@ -55,30 +59,34 @@ type Config struct {
 
 // Server is the gateway's HTTP handler.
 type Server struct {
-	cfg     Config
-	vms     *vms.Service
-	store   Store
-	pool    Pool
-	log     zerolog.Logger
-	router  chi.Router
-	sse     *sseHub
-	metrics *metrics
-	limiter limiter
+	cfg      Config
+	vms      *vms.Service
+	sessions *sessions.Service
+	store    Store
+	pool     Pool
+	log      zerolog.Logger
+	router   chi.Router
+	sse      *sseHub
+	metrics  *metrics
+	limiter  limiter
 }
 
 // New builds the router.
-func New(cfg Config, svc *vms.Service, st Store, pool Pool) *Server {
+func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, pool Pool) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = 1 << 30
 	}
+	if cfg.MaxPromptBytes <= 0 {
+		cfg.MaxPromptBytes = 16 << 20
+	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
-	s := &Server{cfg: cfg, vms: svc, store: st, pool: pool, log: cfg.Log}
-	s.metrics = newMetrics(svc, pool)
+	s := &Server{cfg: cfg, vms: svc, sessions: sess, store: st, pool: pool, log: cfg.Log}
+	s.metrics = newMetrics(svc, sess, pool)
 	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) })
 	s.router = s.routes()
 	return s
@@ -143,6 +151,24 @@ func (s *Server) routes() chi.Router {
 			r.Post("/dirs", s.mkdir)
 			r.Post("/fs/move", s.move)
 			r.Get("/fs/stat", s.stat)
+			r.Get("/agents", s.listAgents)
+			r.Post("/sessions", s.openSession)
+			r.Get("/sessions", s.listSessions)
+			r.Route("/sessions/{session}", func(r chi.Router) {
+				r.Get("/", s.getSession)
+				r.Delete("/", s.deleteSession)
+				r.Post("/unload", s.unloadSession)
+				r.Post("/prompt", s.prompt)
+				r.Post("/cancel", s.cancelPrompt)
+				r.Get("/permissions", s.listPermissions)
+				r.Post("/permissions/{request}", s.answerPermission)
+				r.Get("/config", s.getSessionConfig)
+				r.Put("/config/{config}", s.setSessionConfig)
+				r.Get("/capabilities", s.sessionCapabilities)
+				r.Get("/agent-info", s.sessionAgentInfo)
+				r.Get("/history", s.sessionHistory)
+				r.Get("/events", s.sessionEvents)
+			})
 		})
 		r.Group(func(r chi.Router) {
 			r.Use(adminOnly)

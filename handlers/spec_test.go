@@ -21,6 +21,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
+	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -107,7 +108,9 @@ func newSpecEnv(t *testing.T) *specEnv {
 
 	svc := vms.New(vms.Config{}, db, specFullPool{})
 	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
-	s := New(Config{MaxBodyBytes: 4 << 10, MaxFileBytes: 1 << 10, OpenAPI: api.Spec}, svc, db, &specPool{ready: true})
+	sess := sessions.New(sessions.Config{}, db, svc)
+	t.Cleanup(func() { _ = sess.Shutdown(context.Background()) })
+	s := New(Config{MaxBodyBytes: 4 << 10, MaxFileBytes: 1 << 10, OpenAPI: api.Spec}, svc, sess, db, &specPool{ready: true})
 	t.Cleanup(s.Close)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
@@ -487,6 +490,77 @@ func TestEventDataMatchesSpec(t *testing.T) {
 		data, _ := json.Marshal(v)
 		check("GET", events, sseEvent{Event: v.Type, Data: data})
 	}
+
+	// Agent session events: the SSE event name is the sessions.Event kind.
+	const sessEvents = "/v1/vms/vm_1/sessions/s_1/events"
+	for _, raw := range specDurableEvents(now) {
+		check("GET", sessEvents, sseEvent{ID: "1", Event: sessions.KindDurable, Data: raw})
+	}
+	for _, ev := range []sessions.Event{
+		{Kind: sessions.KindEphemeral, AfterSequence: 3, Data: json.RawMessage(`{"afterSequence":3,"type":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"he"}}}`)},
+		{Kind: sessions.KindEphemeral, Data: json.RawMessage(`{"afterSequence":0,"type":"session_update","update":null}`)},
+		{Kind: sessions.KindAgentStderr, Data: specMarshal(map[string]any{"agentType": "pi", "processId": "p1", "text": "warning: slow\n"})},
+		{Kind: sessions.KindAgentExit, Data: specMarshal(map[string]any{"agentType": "pi", "processId": "p1", "exitCode": (*int32)(nil), "restart": "never"})},
+		{Kind: sessions.KindAgentExit, Data: specMarshal(map[string]any{"agentType": "pi", "processId": "p1", "exitCode": new(int32), "restart": "restarting"})},
+		{Kind: sessions.KindOverflow, Data: json.RawMessage(`{"reason":"the stream fell behind; streamed deltas were dropped, durable events follow from the store"}`)},
+		{Kind: sessions.KindEnd, Data: specMarshal(map[string]string{"state": string(gateway.SessionClosed)})},
+		{Kind: sessions.KindEnd, Data: specMarshal(map[string]string{"state": string(gateway.SessionLost)})},
+		{Kind: sessions.KindEnd, Data: specMarshal(map[string]string{"state": "deleted"})},
+	} {
+		check("GET", sessEvents, sseEvent{Event: ev.Kind, Data: ev.Data})
+	}
+	check("GET", sessEvents, sseEvent{Event: "error", Data: problemData(gateway.Errorf(gateway.CodeInternal, "store: read history"))})
+	check("GET", sessEvents, sseEvent{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
+}
+
+func specMarshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// specEventJSON mirrors sessions' unexported eventJSON (sessions/recorder.go),
+// the data of a durable session event; keep the two in step.
+type specEventJSON struct {
+	Sequence  uint64                      `json:"sequence"`
+	Timestamp string                      `json:"timestamp"`
+	Type      string                      `json:"type"`
+	Update    json.RawMessage             `json:"update,omitempty"`
+	RequestID string                      `json:"requestId,omitempty"`
+	Options   json.RawMessage             `json:"options,omitempty"`
+	ToolCall  json.RawMessage             `json:"toolCall,omitempty"`
+	Status    string                      `json:"status,omitempty"`
+	Reason    string                      `json:"reason,omitempty"`
+	Response  json.RawMessage             `json:"response,omitempty"`
+	Decision  *gateway.PermissionDecision `json:"decision,omitempty"`
+}
+
+var specPermissionOptions = json.RawMessage(`[{"optionId":"allow-once","name":"Allow","kind":"allow_once"},` +
+	`{"optionId":"reject-once","name":"Reject","kind":"reject_once"}]`)
+
+// specDurableEvents are durable session events of each type, as the
+// recorder stores and serves them.
+func specDurableEvents(now time.Time) []json.RawMessage {
+	ts := now.UTC().Format(time.RFC3339Nano)
+	out := []json.RawMessage{}
+	for _, e := range []specEventJSON{
+		{Sequence: 1, Timestamp: ts, Type: "user_message_chunk", Update: json.RawMessage(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}`)},
+		{Sequence: 2, Timestamp: ts, Type: "tool_call", Update: json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"ls","status":"pending"}`)},
+		{Sequence: 3, Timestamp: ts, Type: "permission_request", RequestID: "req_1", Options: specPermissionOptions,
+			ToolCall: json.RawMessage(`{"toolCallId":"t1","title":"ls"}`)},
+		{Sequence: 4, Timestamp: ts, Type: "permission_request", RequestID: "req_2", Options: json.RawMessage("null"), ToolCall: json.RawMessage("null")},
+		{Sequence: 5, Timestamp: ts, Type: "permission_response", RequestID: "req_1", Status: "accepted",
+			Response: json.RawMessage(`{"outcome":{"outcome":"selected","optionId":"reject-once"}}`),
+			Decision: &gateway.PermissionDecision{By: gateway.DecidedByTimeout, OptionID: "reject-once", Status: "accepted", At: now}},
+		{Sequence: 6, Timestamp: ts, Type: "permission_response", RequestID: "req_2", Status: "cancelled", Reason: "turn cancelled",
+			Decision: &gateway.PermissionDecision{By: gateway.DecidedByAgent, Status: "cancelled", Reason: "turn cancelled", At: now}},
+		{Sequence: 7, Timestamp: ts, Type: "session_update"},
+	} {
+		out = append(out, specMarshal(e))
+	}
+	return out
 }
 
 // specJSONFields returns the JSON names of a struct's fields, and whether each
@@ -555,6 +629,27 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 		{"DirEntry", agentos.DirEntry{}, true},
 		{"Tenant", gateway.Tenant{}, true},
 		{"Quotas", gateway.Quotas{}, true},
+		{"OpenSessionRequest", openSessionRequest{}, false},
+		{"Session", sessionJSON{}, true},
+		{"Permission", permissionJSON{}, true},
+		{"PermissionDecision", gateway.PermissionDecision{}, true},
+		{"PermissionDefault", gateway.PermissionDefault{}, true},
+		{"SessionSettings", gateway.SessionSettings{}, true},
+		{"SessionSettingsUpdate", sessionSettingsJSON{}, false},
+		{"PromptRequest", promptRequest{}, false},
+		{"PromptResult", sessions.PromptResult{}, true},
+		{"PromptAccepted", promptAcceptedJSON{}, true},
+		{"CancelResult", cancelJSON{}, true},
+		{"AnswerPermissionRequest", answerPermissionRequest{}, false},
+		{"PermissionAnswer", sessions.Answer{}, true},
+		{"SessionConfig", configJSON{}, true},
+		{"SetConfigRequest", setConfigRequest{}, false},
+		{"SessionHistory", historyJSON{}, true},
+		{"Agent", sessions.Agent{}, true},
+		{"AgentList", listJSON[sessions.Agent]{}, true},
+		{"SessionList", listJSON[sessionJSON]{}, true},
+		{"PermissionList", listJSON[permissionJSON]{}, true},
+		{"SessionEvent", specEventJSON{}, true},
 	} {
 		ref := doc.Components.Schemas[c.schema]
 		if ref == nil {
@@ -616,6 +711,36 @@ func TestGoValuesValidate(t *testing.T) {
 		{"DirList", listJSON[agentos.DirEntry]{Items: []agentos.DirEntry{{Name: "a", Path: "/a", Size: 1}}}},
 		{"Problem", Problem{Type: ProblemType + "conflict", Title: "Conflict", Status: 409, Detail: "the VM is lost", Code: gateway.CodeConflict,
 			Instance: "/v1/vms/vm_1", RequestID: "r", Details: map[string]any{"state": "lost", "reason": "sidecar died"}}},
+		{"Tenant", gateway.Tenant{ID: "ten_1", Name: "acme", CreatedAt: now, UpdatedAt: now,
+			Sessions: gateway.SessionSettings{RetentionDays: 30, PermissionDefault: &gateway.PermissionDefault{Decision: gateway.DecisionAllow, TimeoutSeconds: 60}}}},
+		{"Session", sessionResource(gateway.Session{ID: "ses_1", VMID: "vm_1", Agent: "pi", Cwd: "/home/agentos",
+			PermissionPolicy: "allow_all", State: gateway.SessionIdle, CreatedAt: now, UpdatedAt: now})},
+		{"Session", sessionResource(gateway.Session{ID: "ses_1", VMID: "vm_1", Agent: "claude", Cwd: "/work", AdditionalDirectories: []string{"/data"},
+			PermissionPolicy: "ask", PermissionDefault: &gateway.PermissionDefault{Decision: gateway.DecisionReject, TimeoutSeconds: 600},
+			State: gateway.SessionWaiting, LatestSequence: 12, CreatedAt: now, UpdatedAt: now,
+			PendingPermissions: []gateway.Permission{
+				{RequestID: "req_1", Options: specPermissionOptions, ToolCall: json.RawMessage(`{"toolCallId":"t1","title":"rm -rf build"}`),
+					AskedAt: now, Status: gateway.PermissionPending},
+				{RequestID: "req_2", Options: specPermissionOptions, AskedAt: now, Status: gateway.PermissionPending,
+					Decision: &gateway.PermissionDecision{By: gateway.DecidedByAPI, KeyID: "key_1", OptionID: "allow-once", Status: "accepted", At: now}},
+			}})},
+		{"Permission", permissionJSON{RequestID: "req_1", Options: specPermissionOptions, ToolCall: json.RawMessage("null"),
+			AskedAt: rfc3339(now), Status: gateway.PermissionPending}},
+		{"Permission", permissionResources([]gateway.Permission{{RequestID: "req_1", AskedAt: now, Status: gateway.PermissionDropped,
+			Decision: &gateway.PermissionDecision{By: gateway.DecidedByAgent, Status: "not_pending", Reason: "vm_ended", At: now}}})[0]},
+		{"PermissionList", listJSON[permissionJSON]{Items: permissionResources(nil)}},
+		{"SessionList", listJSON[sessionJSON]{Items: []sessionJSON{}, NextCursor: "abc"}},
+		{"AgentList", listJSON[sessions.Agent]{Items: []sessions.Agent{{ID: "pi", Installed: true}, {ID: "codex"}}}},
+		{"SessionHistory", historyJSON{Events: specDurableEvents(now), HasMoreBefore: true}},
+		{"SessionHistory", historyJSON{Events: []json.RawMessage{}}},
+		{"PromptResult", sessions.PromptResult{StopReason: "end_turn", Message: json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"done"}]}`)}},
+		{"PromptResult", sessions.PromptResult{StopReason: "cancelled", Message: json.RawMessage("null")}},
+		{"PromptAccepted", promptAcceptedJSON{Status: "accepted"}},
+		{"CancelResult", cancelJSON{Status: "no_active_prompt"}},
+		{"PermissionAnswer", sessions.Answer{Status: "accepted"}},
+		{"PermissionAnswer", sessions.Answer{Status: "not_pending", Reason: "already_resolved"}},
+		{"SessionConfig", configResource(sessions.SessionConfig{Revision: 3, Options: json.RawMessage(`[{"id":"model","currentValue":"sonnet"}]`)})},
+		{"SessionConfig", configResource(sessions.SessionConfig{})},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil {
@@ -626,5 +751,148 @@ func TestGoValuesValidate(t *testing.T) {
 		if err := doc.Components.Schemas[c.schema].Value.VisitJSON(v, openapi3.VisitAsResponse(), openapi3.EnableJSONSchema2020()); err != nil {
 			t.Errorf("%s %s: %v", c.schema, b, err)
 		}
+	}
+}
+
+// The agent-session routes, as far as they go without a sidecar: a session
+// of a lost VM keeps its record, history and events, and everything that
+// needs its agent is a conflict. apispec.Transport checks every answer.
+func TestSessionRoutesAnswerTheSpec(t *testing.T) {
+	e := newSpecEnv(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if _, err := e.db.CreateSession(ctx, gateway.Session{ID: "s_1", TenantID: gateway.DefaultTenantID, VMID: e.lostVM, Agent: "pi",
+		Cwd: "/home/agentos", PermissionPolicy: "ask", PermissionDefault: &gateway.PermissionDefault{Decision: gateway.DecisionAllow, TimeoutSeconds: 60}}); err != nil {
+		t.Fatal(err)
+	}
+	durable := specDurableEvents(now)[:3]
+	for i, raw := range durable {
+		var ev specEventJSON
+		_ = json.Unmarshal(raw, &ev)
+		if err := e.db.AppendSessionEvents(ctx, gateway.SessionEvent{VMID: e.lostVM, SessionID: "s_1", Sequence: uint64(i + 1), Time: now, Type: ev.Type, Data: raw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.db.AddPermission(ctx, e.lostVM, "s_1", gateway.Permission{RequestID: "req_1", Options: specPermissionOptions, AskedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+
+	vm := "/v1/vms/" + e.lostVM
+	ses := vm + "/sessions/s_1"
+	type hdr = map[string]string
+	text := `{"content":[{"type":"text","text":"hi"}]}`
+	for _, c := range []struct {
+		name         string
+		method, path string
+		key          string
+		header       hdr
+		body         string
+		status       int
+		code         string
+	}{
+		{"agents of lost vm", "GET", vm + "/agents", specAdminKey, nil, "", 409, "conflict"},
+		{"agents of unknown vm", "GET", "/v1/vms/vm_nope/agents", specAdminKey, nil, "", 404, "not_found"},
+		{"open on lost vm", "POST", vm + "/sessions", specAdminKey, nil, `{"agent":"pi","permissionPolicy":"ask","permissionDefault":null,"mcpServers":null}`, 409, "conflict"},
+		{"open on unknown vm", "POST", "/v1/vms/vm_nope/sessions", specAdminKey, nil, `{"agent":"pi","permissionDefault":{"decision":"allow","timeoutSeconds":5}}`, 404, "not_found"},
+		{"open without agent", "POST", vm + "/sessions", specAdminKey, nil, `{}`, 400, "invalid_argument"},
+		{"open bad session id", "POST", vm + "/sessions", specAdminKey, nil, `{"agent":"pi","sessionId":"-x"}`, 400, "invalid_argument"},
+		{"open bad mcp servers", "POST", vm + "/sessions", specAdminKey, nil, `{"agent":"pi","mcpServers":{}}`, 400, "invalid_argument"},
+		{"open bad policy", "POST", vm + "/sessions", specAdminKey, nil, `{"agent":"pi","permissionPolicy":"maybe"}`, 400, "invalid_argument"},
+		{"open bad permission default", "POST", vm + "/sessions", specAdminKey, nil, `{"agent":"pi","permissionDefault":{"decision":"allow","timeoutSeconds":0}}`, 400, "invalid_argument"},
+		{"open relative cwd", "POST", vm + "/sessions", specAdminKey, nil, `{"agent":"pi","cwd":"work"}`, 400, "invalid_argument"},
+		{"list sessions", "GET", vm + "/sessions", specAdminKey, nil, "", 200, ""},
+		{"list sessions paged", "GET", vm + "/sessions?limit=1", specAdminKey, nil, "", 200, ""},
+		{"list sessions bad limit", "GET", vm + "/sessions?limit=501", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"list sessions unknown vm", "GET", "/v1/vms/vm_nope/sessions", specAdminKey, nil, "", 404, "not_found"},
+		{"get session", "GET", ses, specAdminKey, nil, "", 200, ""},
+		{"get session trailing slash", "GET", ses + "/", specAdminKey, nil, "", 200, ""},
+		{"get unknown session", "GET", vm + "/sessions/nope", specAdminKey, nil, "", 404, "not_found"},
+		{"get another tenant's session", "GET", ses, e.keyB, nil, "", 404, "not_found"},
+		{"unload", "POST", ses + "/unload", specAdminKey, nil, "", 409, "conflict"},
+		{"prompt", "POST", ses + "/prompt", specAdminKey, nil, text, 409, "conflict"},
+		{"prompt async", "POST", ses + "/prompt", specAdminKey, hdr{"Prefer": "respond-async"}, `{"content":[{"type":"text","text":"hi"}],"idempotencyKey":"k1"}`, 409, "conflict"},
+		{"prompt unknown session", "POST", vm + "/sessions/nope/prompt", specAdminKey, nil, text, 404, "not_found"},
+		{"prompt no content", "POST", ses + "/prompt", specAdminKey, nil, `{}`, 400, "invalid_argument"},
+		{"prompt empty content", "POST", ses + "/prompt", specAdminKey, nil, `{"content":[]}`, 400, "invalid_argument"},
+		{"prompt unknown block", "POST", ses + "/prompt", specAdminKey, nil, `{"content":[{"type":"video"}]}`, 400, "invalid_argument"},
+		{"prompt image without data", "POST", ses + "/prompt", specAdminKey, nil, `{"content":[{"type":"image"}]}`, 400, "invalid_argument"},
+		{"prompt key too long", "POST", ses + "/prompt", specAdminKey, nil, `{"content":[{"type":"text","text":"hi"}],"idempotencyKey":"` + strings.Repeat("k", 256) + `"}`, 400, "invalid_argument"},
+		{"cancel", "POST", ses + "/cancel", specAdminKey, nil, "", 409, "conflict"},
+		{"permissions", "GET", ses + "/permissions", specAdminKey, nil, "", 200, ""},
+		{"permissions unknown session", "GET", vm + "/sessions/nope/permissions", specAdminKey, nil, "", 404, "not_found"},
+		{"answer permission", "POST", ses + "/permissions/req_1", specAdminKey, nil, `{"optionId":"allow-once"}`, 409, "conflict"},
+		{"answer permission no option", "POST", ses + "/permissions/req_1", specAdminKey, nil, `{}`, 400, "invalid_argument"},
+		{"config", "GET", ses + "/config", specAdminKey, nil, "", 409, "conflict"},
+		{"set config", "PUT", ses + "/config/model", specAdminKey, nil, `{"value":"sonnet"}`, 409, "conflict"},
+		{"set config no value", "PUT", ses + "/config/model", specAdminKey, nil, `{}`, 400, "invalid_argument"},
+		{"capabilities", "GET", ses + "/capabilities", specAdminKey, nil, "", 409, "conflict"},
+		{"agent info", "GET", ses + "/agent-info", specAdminKey, nil, "", 409, "conflict"},
+		{"history", "GET", ses + "/history", specAdminKey, nil, "", 200, ""},
+		{"history backwards", "GET", ses + "/history?before=3&limit=1", specAdminKey, nil, "", 200, ""},
+		{"history after", "GET", ses + "/history?after=1&limit=1", specAdminKey, nil, "", 200, ""},
+		{"history after not below before", "GET", ses + "/history?after=3&before=2", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"history bad after", "GET", ses + "/history?after=x", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"history bad limit", "GET", ses + "/history?limit=1001", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"history unknown session", "GET", vm + "/sessions/nope/history", specAdminKey, nil, "", 404, "not_found"},
+		{"events beyond latest", "GET", ses + "/events", specAdminKey, hdr{"Last-Event-ID": "99"}, "", 400, "invalid_argument"},
+		{"events bad last-event-id", "GET", ses + "/events?lastEventId=x", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"events unknown session", "GET", vm + "/sessions/nope/events", specAdminKey, nil, "", 404, "not_found"},
+		{"delete unknown session", "DELETE", vm + "/sessions/nope", specAdminKey, nil, "", 404, "not_found"},
+
+		// Tenants' session settings.
+		{"create tenant with sessions", "POST", "/v1/tenants", specAdminKey, nil, `{"name":"s","sessions":{"retentionDays":7,"permissionDefault":{"decision":"allow","timeoutSeconds":60}}}`, 201, ""},
+		{"update tenant sessions", "PATCH", "/v1/tenants/" + e.tenantB, specAdminKey, nil, `{"sessions":{"permissionDefault":{"decision":"reject","timeoutSeconds":30}}}`, 200, ""},
+		{"clear tenant permission default", "PATCH", "/v1/tenants/" + e.tenantB, specAdminKey, nil, `{"sessions":{"retentionDays":null,"permissionDefault":null}}`, 200, ""},
+		{"tenant bad retention", "PATCH", "/v1/tenants/" + e.tenantB, specAdminKey, nil, `{"sessions":{"retentionDays":-1}}`, 400, "invalid_argument"},
+		{"tenant bad permission default", "PATCH", "/v1/tenants/" + e.tenantB, specAdminKey, nil, `{"sessions":{"permissionDefault":{"decision":"maybe","timeoutSeconds":30}}}`, 400, "invalid_argument"},
+		{"tenant permission default unknown field", "POST", "/v1/tenants", specAdminKey, nil, `{"name":"s","sessions":{"permissionDefault":{"decision":"allow","timeoutSeconds":1,"x":1}}}`, 400, "invalid_argument"},
+	} {
+		status, _, body := e.do(c.method, c.path, c.key, c.header, c.body)
+		if status != c.status {
+			t.Errorf("%s: %s %s = %d, want %d\n%s", c.name, c.method, c.path, status, c.status, body)
+			continue
+		}
+		if c.code != "" {
+			if got := specProblemCode(body); got != c.code {
+				t.Errorf("%s: code %q, want %q\n%s", c.name, got, c.code, body)
+			}
+		}
+	}
+
+	// The session of a lost VM is listed lost.
+	status, _, body := e.do("GET", ses, specAdminKey, nil, "")
+	var got sessionJSON
+	if err := json.Unmarshal(body, &got); status != 200 || err != nil || got.State != gateway.SessionLost || got.LatestSequence != 3 {
+		t.Errorf("session of a lost VM: %d %s", status, body)
+	}
+
+	// Its stream replays the history from the store after Last-Event-ID,
+	// then ends with the VM's end.
+	req, _ := http.NewRequest("GET", e.url+ses+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+specAdminKey)
+	req.Header.Set("Last-Event-ID", "1")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := specReadEvents(t, resp.Body)
+	resp.Body.Close()
+	var seen []string
+	for _, ev := range evs {
+		seen = append(seen, ev.event+"#"+ev.id)
+		if err := apispec.CheckEvent(e.doc, httptest.NewRequest("GET", ses+"/events", nil), ev.event, []byte(ev.data)); err != nil {
+			t.Error(err)
+		}
+	}
+	if strings.Join(seen, ",") != "durable#2,durable#3,end#3" || evs[len(evs)-1].data != `{"state":"lost"}` {
+		t.Errorf("stream of a lost VM's session: %v (%v)", seen, evs)
+	}
+
+	// A session of an ended VM can still be deleted.
+	if status, _, body := e.do("DELETE", ses, specAdminKey, nil, ""); status != 204 {
+		t.Errorf("delete session of a lost VM: %d %s", status, body)
+	}
+	if status, _, _ := e.do("GET", ses, specAdminKey, nil, ""); status != 404 {
+		t.Errorf("deleted session: %d, want 404", status)
 	}
 }

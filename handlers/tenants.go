@@ -1,6 +1,9 @@
 package handlers
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"net/http"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
@@ -13,9 +16,48 @@ type quotasJSON struct {
 }
 
 type createTenantRequest struct {
-	Name     string     `json:"name" validate:"required,min=1,max=128"`
-	Isolated bool       `json:"isolated"`
-	Quotas   quotasJSON `json:"quotas"`
+	Name     string              `json:"name" validate:"required,min=1,max=128"`
+	Isolated bool                `json:"isolated"`
+	Quotas   quotasJSON          `json:"quotas"`
+	Sessions sessionSettingsJSON `json:"sessions"`
+}
+
+// sessionSettingsJSON updates a tenant's session settings: absent fields
+// stay as they are; permissionDefault null goes back to the gateway's.
+type sessionSettingsJSON struct {
+	RetentionDays     *int            `json:"retentionDays" validate:"omitempty,gte=0,lte=36500"`
+	PermissionDefault json.RawMessage `json:"permissionDefault"`
+}
+
+func (u sessionSettingsJSON) apply(dst *gateway.SessionSettings) error {
+	if u.RetentionDays != nil {
+		dst.RetentionDays = *u.RetentionDays
+	}
+	switch {
+	case len(u.PermissionDefault) == 0:
+	case string(u.PermissionDefault) == "null":
+		dst.PermissionDefault = nil
+	default:
+		const field = "sessions.permissionDefault"
+		var d gateway.PermissionDefault
+		dec := json.NewDecoder(bytes.NewReader(u.PermissionDefault))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&d); err != nil {
+			return gateway.Errorf(gateway.CodeInvalidArgument, "%s must be {decision, timeoutSeconds}", field).WithDetail("field", field)
+		}
+		if err := validateStruct(&d); err != nil {
+			// Name the field by its path in the body, not in the object.
+			var ge *gateway.Error
+			if errors.As(err, &ge) {
+				if f, ok := ge.Details["field"].(string); ok {
+					ge.Details["field"] = field + "." + f
+				}
+			}
+			return err
+		}
+		dst.PermissionDefault = &d
+	}
+	return nil
 }
 
 func (q quotasJSON) apply(dst *gateway.Quotas) {
@@ -38,6 +80,10 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 	}
 	t := gateway.Tenant{Name: req.Name, Isolated: req.Isolated}
 	req.Quotas.apply(&t.Quotas)
+	if err := req.Sessions.apply(&t.Sessions); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	t, err := s.store.CreateTenant(r.Context(), t)
 	if err != nil {
 		writeError(w, r, err)
@@ -74,9 +120,10 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 type updateTenantRequest struct {
-	Name     *string    `json:"name" validate:"omitempty,min=1,max=128"`
-	Isolated *bool      `json:"isolated"`
-	Quotas   quotasJSON `json:"quotas"`
+	Name     *string             `json:"name" validate:"omitempty,min=1,max=128"`
+	Isolated *bool               `json:"isolated"`
+	Quotas   quotasJSON          `json:"quotas"`
+	Sessions sessionSettingsJSON `json:"sessions"`
 }
 
 func (s *Server) updateTenant(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +140,7 @@ func (s *Server) updateTenant(w http.ResponseWriter, r *http.Request) {
 			t.Isolated = *req.Isolated
 		}
 		req.Quotas.apply(&t.Quotas)
-		return nil
+		return req.Sessions.apply(&t.Sessions)
 	})
 	if err != nil {
 		writeError(w, r, err)

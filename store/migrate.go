@@ -88,6 +88,12 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err != nil {
 		return gateway.Wrap(gateway.CodeInternal, err, "store: load migrations")
 	}
+	return db.applyMigrations(ctx, ms)
+}
+
+// applyMigrations is migrate with the migrations given: ms[:n] brings a
+// test's database to version n.
+func (db *DB) applyMigrations(ctx context.Context, ms []migration) error {
 	latest := ms[len(ms)-1].version
 	return db.inTx(ctx, func(tx *sql.Tx) error {
 		// SQLite's BEGIN IMMEDIATE already excludes every other writer.

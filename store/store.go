@@ -1,5 +1,6 @@
 // Package store is the gateway's persistence: tenants, API keys, VM records
-// with their state history, and idempotency records. It speaks SQLite (pure Go,
+// with their state history, agent sessions with their events and permission
+// requests, and idempotency records. It speaks SQLite (pure Go,
 // embedded, the default) or PostgreSQL, chosen by the DSN given to Open, with
 // the same behaviour on both; the tests run every case against each.
 //
@@ -154,7 +155,7 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	w.SetConnMaxLifetime(0)
 	// Open the writer first: it switches the file to WAL, which the readers
 	// need to run beside it.
-	if err := w.PingContext(ctx); err != nil {
+	if err := pingSQLite(ctx, w); err != nil {
 		w.Close()
 		return nil, gateway.Wrap(gateway.CodeInternal, err, "store: open SQLite %s", path)
 	}
@@ -167,6 +168,23 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	return &DB{d: sqlite, w: w, r: r, now: utcNow}, nil
+}
+
+// pingSQLite opens the first connection, retrying while the file is busy:
+// SQLite answers a switch to WAL with SQLITE_BUSY, without waiting for the
+// busy timeout, while another process opens the same file at that moment.
+func pingSQLite(ctx context.Context, db *sql.DB) error {
+	for attempt := 1; ; attempt++ {
+		err := db.PingContext(ctx)
+		if err == nil || attempt == 40 || !strings.Contains(err.Error(), "SQLITE_BUSY") && !strings.Contains(err.Error(), "database is locked") {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
 
 // Close closes the database.

@@ -3,18 +3,31 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
-const tenantColumns = `id, name, isolated, max_vms, max_processes, requests_per_second, created_at, updated_at`
+const tenantColumns = `id, name, isolated, max_vms, max_processes, requests_per_second,
+	session_retention_days, permission_default, created_at, updated_at`
 
 func scanTenant(row interface{ Scan(...any) error }) (gateway.Tenant, error) {
-	var t gateway.Tenant
+	var (
+		t  gateway.Tenant
+		pd sql.NullString
+	)
 	err := row.Scan(&t.ID, &t.Name, &t.Isolated, &t.Quotas.MaxVMs, &t.Quotas.MaxProcesses,
-		&t.Quotas.RequestsPerSecond, scanTime(&t.CreatedAt), scanTime(&t.UpdatedAt))
-	return t, err
+		&t.Quotas.RequestsPerSecond, &t.Sessions.RetentionDays, &pd,
+		scanTime(&t.CreatedAt), scanTime(&t.UpdatedAt))
+	if err != nil {
+		return gateway.Tenant{}, err
+	}
+	if t.Sessions.PermissionDefault, err = decodePermissionDefault(pd); err != nil {
+		return gateway.Tenant{}, err
+	}
+	return t, nil
 }
 
 // CreateTenant stores a new tenant. An empty ID gets a fresh "ten_" one;
@@ -37,10 +50,14 @@ func (db *DB) CreateTenant(ctx context.Context, t gateway.Tenant) (gateway.Tenan
 
 // insertTenant inserts t unless its ID exists, which leaves 0 rows affected.
 func (db *DB) insertTenant(ctx context.Context, q querier, t gateway.Tenant) (sql.Result, error) {
-	res, err := db.exec(ctx, q, `INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	pd, err := encodePermissionDefault(t.Sessions.PermissionDefault)
+	if err != nil {
+		return nil, gateway.Wrap(gateway.CodeInvalidArgument, err, "tenant permission default cannot be stored")
+	}
+	res, err := db.exec(ctx, q, `INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
 		t.ID, t.Name, t.Isolated, t.Quotas.MaxVMs, t.Quotas.MaxProcesses, t.Quotas.RequestsPerSecond,
-		db.d.ts(t.CreatedAt), db.d.ts(t.UpdatedAt))
+		t.Sessions.RetentionDays, pd, db.d.ts(t.CreatedAt), db.d.ts(t.UpdatedAt))
 	if err != nil {
 		return nil, dbError(err, "store: create tenant")
 	}
@@ -124,10 +141,14 @@ func (db *DB) UpdateTenant(ctx context.Context, id string, update func(*gateway.
 		}
 		t.ID, t.CreatedAt = id, created
 		t.UpdatedAt = db.now()
+		pd, err := encodePermissionDefault(t.Sessions.PermissionDefault)
+		if err != nil {
+			return gateway.Wrap(gateway.CodeInvalidArgument, err, "tenant permission default cannot be stored")
+		}
 		_, err = db.exec(ctx, tx, `UPDATE tenants SET name = ?, isolated = ?, max_vms = ?, max_processes = ?,
-			requests_per_second = ?, updated_at = ? WHERE id = ?`,
+			requests_per_second = ?, session_retention_days = ?, permission_default = ?, updated_at = ? WHERE id = ?`,
 			t.Name, t.Isolated, t.Quotas.MaxVMs, t.Quotas.MaxProcesses, t.Quotas.RequestsPerSecond,
-			db.d.ts(t.UpdatedAt), id)
+			t.Sessions.RetentionDays, pd, db.d.ts(t.UpdatedAt), id)
 		if err != nil {
 			return dbError(err, "store: update tenant")
 		}
@@ -162,4 +183,25 @@ func (db *DB) EnsureTenant(ctx context.Context, t gateway.Tenant) (gateway.Tenan
 		return gateway.Tenant{}, err
 	}
 	return out, nil
+}
+
+// encodePermissionDefault returns the permission_default column of pd: its
+// JSON, or NULL (a nil any) for nil.
+func encodePermissionDefault(pd *gateway.PermissionDefault) (any, error) {
+	if pd == nil {
+		return nil, nil
+	}
+	return jsonText(pd)
+}
+
+// decodePermissionDefault reads a permission_default column: NULL is nil.
+func decodePermissionDefault(col sql.NullString) (*gateway.PermissionDefault, error) {
+	if !col.Valid {
+		return nil, nil
+	}
+	var pd gateway.PermissionDefault
+	if err := json.Unmarshal([]byte(col.String), &pd); err != nil {
+		return nil, fmt.Errorf("decode permission default: %w", err)
+	}
+	return &pd, nil
 }

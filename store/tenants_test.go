@@ -17,6 +17,10 @@ func TestTenantCRUD(t *testing.T) {
 			Name:     "Acme",
 			Isolated: true,
 			Quotas:   gateway.Quotas{MaxVMs: 3, MaxProcesses: 40, RequestsPerSecond: 2.5},
+			Sessions: gateway.SessionSettings{
+				RetentionDays:     30,
+				PermissionDefault: &gateway.PermissionDefault{Decision: gateway.DecisionReject, TimeoutSeconds: 120},
+			},
 		}
 		created, err := db.CreateTenant(ctx, in)
 		if err != nil {
@@ -33,7 +37,7 @@ func TestTenantCRUD(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GetTenant: %v", err)
 		}
-		if !tenantsEqual(got, created) {
+		if !tenantsEqual(got, created) || !tenantsEqual(got, withTimes(in, created)) {
 			t.Errorf("GetTenant = %+v, want %+v", got, created)
 		}
 
@@ -49,6 +53,8 @@ func TestTenantCRUD(t *testing.T) {
 			t.Name = "Acme Corp"
 			t.Quotas.MaxVMs = 10
 			t.Isolated = false
+			t.Sessions.RetentionDays = 7
+			t.Sessions.PermissionDefault.Decision = gateway.DecisionAllow
 			t.ID = "hijack"
 			t.CreatedAt = time.Unix(0, 0)
 			return nil
@@ -58,6 +64,10 @@ func TestTenantCRUD(t *testing.T) {
 		}
 		want := created
 		want.Name, want.Quotas.MaxVMs, want.Isolated = "Acme Corp", 10, false
+		want.Sessions = gateway.SessionSettings{
+			RetentionDays:     7,
+			PermissionDefault: &gateway.PermissionDefault{Decision: gateway.DecisionAllow, TimeoutSeconds: 120},
+		}
 		want.UpdatedAt = created.UpdatedAt.Add(time.Second)
 		if !tenantsEqual(updated, want) {
 			t.Errorf("UpdateTenant = %+v, want %+v", updated, want)
@@ -67,6 +77,24 @@ func TestTenantCRUD(t *testing.T) {
 		}
 		if _, err := db.GetTenant(ctx, "hijack"); gateway.ErrorCode(err) != gateway.CodeNotFound {
 			t.Errorf("the update renamed the tenant: %v", err)
+		}
+
+		// Clearing the permission default stores NULL, read back as nil.
+		cleared, err := db.UpdateTenant(ctx, created.ID, func(t *gateway.Tenant) error {
+			t.Sessions = gateway.SessionSettings{}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("UpdateTenant(clear sessions): %v", err)
+		}
+		want = cleared
+		want.Sessions = gateway.SessionSettings{}
+		if got, _ := db.GetTenant(ctx, created.ID); !tenantsEqual(got, want) || got.Sessions.PermissionDefault != nil {
+			t.Errorf("GetTenant after clearing sessions = %+v, want %+v", got, want)
+		}
+		var isNull bool
+		if err := db.queryRow(ctx, db.r, `SELECT permission_default IS NULL FROM tenants WHERE id = ?`, created.ID).Scan(&isNull); err != nil || !isNull {
+			t.Errorf("permission_default IS NULL = %v, %v; want true", isNull, err)
 		}
 
 		// The callback's error is returned as is, and nothing is written.
@@ -93,11 +121,16 @@ func TestTenantCRUD(t *testing.T) {
 func TestEnsureTenant(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *DB) {
 		ctx := testContext(t)
-		first, err := db.EnsureTenant(ctx, gateway.Tenant{ID: gateway.DefaultTenantID, Name: "Default"})
+		sessions := gateway.SessionSettings{
+			RetentionDays:     3,
+			PermissionDefault: &gateway.PermissionDefault{Decision: gateway.DecisionAllow, TimeoutSeconds: 60},
+		}
+		first, err := db.EnsureTenant(ctx, gateway.Tenant{ID: gateway.DefaultTenantID, Name: "Default", Sessions: sessions})
 		if err != nil {
 			t.Fatalf("EnsureTenant: %v", err)
 		}
-		if first.ID != gateway.DefaultTenantID || first.Name != "Default" || first.CreatedAt.IsZero() {
+		if first.ID != gateway.DefaultTenantID || first.Name != "Default" || first.CreatedAt.IsZero() ||
+			!sessionSettingsEqual(first.Sessions, sessions) {
 			t.Fatalf("EnsureTenant = %+v", first)
 		}
 		// An existing tenant is returned as stored, not overwritten.
@@ -170,5 +203,19 @@ func TestListTenantsEmpty(t *testing.T) {
 
 func tenantsEqual(a, b gateway.Tenant) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Isolated == b.Isolated && a.Quotas == b.Quotas &&
+		sessionSettingsEqual(a.Sessions, b.Sessions) &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
+}
+
+func sessionSettingsEqual(a, b gateway.SessionSettings) bool {
+	if a.RetentionDays != b.RetentionDays || (a.PermissionDefault == nil) != (b.PermissionDefault == nil) {
+		return false
+	}
+	return a.PermissionDefault == nil || *a.PermissionDefault == *b.PermissionDefault
+}
+
+// withTimes returns t with the ID and timestamps of stored.
+func withTimes(t, stored gateway.Tenant) gateway.Tenant {
+	t.ID, t.CreatedAt, t.UpdatedAt = stored.ID, stored.CreatedAt, stored.UpdatedAt
+	return t
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
 
-// engineError turns an error of the agentos client into the gateway's error
+// EngineError turns an error of the agentos client into the gateway's error
 // type, so the HTTP layer maps one type to statuses in one place.
-func engineError(err error, what string) error {
+func EngineError(err error, what string) error {
 	if err == nil {
 		return nil
 	}
@@ -65,7 +65,7 @@ func createError(err error) error {
 	if errors.As(err, &rej) && strings.HasPrefix(rej.Message, "invalid create VM config") {
 		return gateway.Wrap(gateway.CodeInvalidArgument, err, "create vm: %s", rej.Message).WithDetail("field", "limits")
 	}
-	return engineError(err, "create vm")
+	return EngineError(err, "create vm")
 }
 
 func errnoCode(errno string) gateway.Code {

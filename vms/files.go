@@ -32,13 +32,13 @@ func (f *Files) Release() { f.done() }
 // Stat returns a file's metadata.
 func (f *Files) Stat(ctx context.Context, path string) (agentos.FileInfo, error) {
 	info, err := f.vm.Stat(ctx, path)
-	return info, engineError(err, "stat")
+	return info, EngineError(err, "stat")
 }
 
 // ReadTo streams a file into w.
 func (f *Files) ReadTo(ctx context.Context, path string, w io.Writer) (int64, error) {
 	n, err := f.vm.ReadFileTo(ctx, path, w)
-	return n, engineError(err, "read file")
+	return n, EngineError(err, "read file")
 }
 
 // WriteFrom streams r into a file, creating its parent directories first
@@ -47,12 +47,12 @@ func (f *Files) ReadTo(ctx context.Context, path string, w io.Writer) (int64, er
 func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs bool) (int64, error) {
 	clean, err := agentos.CheckPath(name)
 	if err != nil {
-		return 0, engineError(err, "write file")
+		return 0, EngineError(err, "write file")
 	}
 	if mkdirs {
 		if dir := path.Dir(clean); dir != "/" {
 			if err := f.vm.Mkdir(ctx, dir, true); err != nil {
-				return 0, engineError(err, "mkdir")
+				return 0, EngineError(err, "mkdir")
 			}
 		}
 	}
@@ -62,18 +62,18 @@ func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs 
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		_ = f.vm.Remove(cctx, tmp, false)
 		cancel()
-		return n, engineError(err, "write file")
+		return n, EngineError(err, "write file")
 	}
 	if err := f.vm.Move(ctx, tmp, clean); err != nil {
 		_ = f.vm.Remove(context.WithoutCancel(ctx), tmp, false)
-		return n, engineError(err, "write file")
+		return n, EngineError(err, "write file")
 	}
 	return n, nil
 }
 
 // Remove deletes a file or (recursive) a tree.
 func (f *Files) Remove(ctx context.Context, path string, recursive bool) error {
-	return engineError(f.vm.Remove(ctx, path, recursive), "remove")
+	return EngineError(f.vm.Remove(ctx, path, recursive), "remove")
 }
 
 // List lists a directory, optionally recursively.
@@ -90,7 +90,7 @@ func (f *Files) List(ctx context.Context, path string, recursive bool, maxDepth 
 		// the children's entries too); maxDepth 1 is the directory itself.
 		es = withinDepth(path, es, maxDepth)
 	}
-	return es, engineError(err, "list directory")
+	return es, EngineError(err, "list directory")
 }
 
 // withinDepth keeps the entries at most depth levels below dir.
@@ -107,10 +107,10 @@ func withinDepth(dir string, es []agentos.DirEntry, depth int) []agentos.DirEntr
 
 // Mkdir creates a directory and its parents.
 func (f *Files) Mkdir(ctx context.Context, path string) error {
-	return engineError(f.vm.Mkdir(ctx, path, true), "mkdir")
+	return EngineError(f.vm.Mkdir(ctx, path, true), "mkdir")
 }
 
 // Move renames a file or tree.
 func (f *Files) Move(ctx context.Context, from, to string) error {
-	return engineError(f.vm.Move(ctx, from, to), "move")
+	return EngineError(f.vm.Move(ctx, from, to), "move")
 }

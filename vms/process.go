@@ -82,7 +82,7 @@ func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, 
 		res, err = lv.vm.Exec(ctx, req.Command, opts)
 	}
 	if err != nil {
-		return nil, engineError(err, "exec")
+		return nil, EngineError(err, "exec")
 	}
 	return &ExecResult{
 		ExitCode: res.ExitCode, Signal: res.Signal, Stdout: res.Stdout, Stderr: res.Stderr,
@@ -197,7 +197,7 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 	}
 	if err != nil {
 		release()
-		return ProcessInfo{}, engineError(err, "spawn")
+		return ProcessInfo{}, EngineError(err, "spawn")
 	}
 	p := &Process{pid: ap.Pid(), ap: ap, out: out, done: make(chan struct{})}
 	lv.mu.Lock()
@@ -216,7 +216,7 @@ func (s *Service) awaitExit(lv *liveVM, p *Process, release func()) {
 	p.mu.Lock()
 	if err != nil {
 		if p.err == nil {
-			p.err = engineError(err, "process")
+			p.err = EngineError(err, "process")
 		}
 	} else {
 		p.exit = &ExitStatus{ExitCode: st.ExitCode, Signal: st.Signal}
@@ -284,7 +284,7 @@ func (p *Process) WriteStdin(ctx context.Context, data []byte) error {
 		return gateway.Errorf(gateway.CodeConflict, "process %d has exited", p.pid).WithDetail("state", "exited")
 	}
 	_, err := p.ap.Write(ctx, data)
-	return engineError(err, "write stdin")
+	return EngineError(err, "write stdin")
 }
 
 // CloseStdin closes a process's stdin.
@@ -292,7 +292,7 @@ func (p *Process) CloseStdin(ctx context.Context) error {
 	if !p.running() {
 		return gateway.Errorf(gateway.CodeConflict, "process %d has exited", p.pid).WithDetail("state", "exited")
 	}
-	return engineError(p.ap.CloseStdin(ctx), "close stdin")
+	return EngineError(p.ap.CloseStdin(ctx), "close stdin")
 }
 
 // Signal sends a signal by name.
@@ -303,7 +303,7 @@ func (p *Process) Signal(ctx context.Context, sig string) error {
 	if !p.running() {
 		return gateway.Errorf(gateway.CodeConflict, "process %d has exited", p.pid).WithDetail("state", "exited")
 	}
-	return engineError(p.ap.Signal(ctx, sig), "signal")
+	return EngineError(p.ap.Signal(ctx, sig), "signal")
 }
 
 // Wait waits for the process to end, at most timeout (0: until ctx ends);

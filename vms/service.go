@@ -556,3 +556,13 @@ func (s *Service) StateCounts() map[gateway.VMState]int {
 	}
 	return out
 }
+
+// Agent returns the engine's handle of a tenant's live VM, for the agent
+// sessions that run in it, and holds the VM busy until release is called.
+func (s *Service) Agent(ctx context.Context, tenantID, id string) (vm *agentos.VM, release func(), err error) {
+	lv, err := s.lookup(ctx, tenantID, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lv.vm, lv.hold(s.cfg.Now()), nil
+}

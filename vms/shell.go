@@ -47,7 +47,7 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	})
 	if err != nil {
 		release()
-		return nil, engineError(err, "open shell")
+		return nil, EngineError(err, "open shell")
 	}
 	sh := &Shell{id: newID("sh_"), p: p, out: out}
 	lv.mu.Lock()
@@ -70,7 +70,7 @@ func engineErrorOrNil(err error) error {
 	if err == nil {
 		return nil
 	}
-	return engineError(err, "shell")
+	return EngineError(err, "shell")
 }
 
 // Shell returns an open shell of a VM and a hold on the VM.
@@ -91,18 +91,18 @@ func (s *Service) Shell(ctx context.Context, tenantID, vmID, id string) (*Shell,
 // Input sends keystrokes.
 func (sh *Shell) Input(ctx context.Context, data []byte) error {
 	_, err := sh.p.Write(ctx, data)
-	return engineError(err, "shell input")
+	return EngineError(err, "shell input")
 }
 
 // Resize changes the terminal size.
 func (sh *Shell) Resize(ctx context.Context, cols, rows uint16) error {
-	return engineError(sh.p.Resize(ctx, cols, rows), "resize shell")
+	return EngineError(sh.p.Resize(ctx, cols, rows), "resize shell")
 }
 
 // Close kills the shell.
 func (sh *Shell) Close(ctx context.Context) error {
 	if err := sh.p.Kill(ctx); err != nil {
-		return engineError(err, "close shell")
+		return EngineError(err, "close shell")
 	}
 	_, _ = sh.p.Wait(ctx)
 	return nil

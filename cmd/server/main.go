@@ -24,6 +24,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/handlers"
+	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -48,9 +49,12 @@ type config struct {
 	memoryHighWater    int64
 	maxBodyBytes       int64
 	maxFileBytes       int64
+	maxPromptBytes     int64
 	outputBufferBytes  int
 	shutdownGrace      time.Duration
 	heartbeat          time.Duration
+	permissionDefault  gateway.PermissionDefault
+	sessionPurge       time.Duration
 	logFormat          string
 	logLevel           string
 }
@@ -83,9 +87,14 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("memory-high-water", "0", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
 	num("max-body-bytes", "1048576", "largest JSON body or stdin upload")
 	num("max-file-bytes", "1073741824", "largest file upload")
+	num("max-prompt-bytes", "16777216", "largest prompt body (prompts may carry images)")
 	num("output-buffer-bytes", "1048576", "replay buffer per process and shell for Last-Event-ID")
 	num("shutdown-grace", "20s", "time in-flight requests get to finish on SIGTERM")
 	num("heartbeat", "15s", "SSE heartbeat period")
+	var decision string
+	str(&decision, "permission-decision", "reject", "decision taken for permission requests nobody answers in time (reject or allow), unless the tenant or session sets one")
+	num("permission-timeout", "10m", "how long a permission request waits for an answer before the default decision")
+	num("session-purge-interval", "1h", "how often sessions past their tenant's retention are deleted")
 	str(&c.logFormat, "log-format", "json", "json or console")
 	str(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -113,9 +122,18 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.memoryHighWater = int64(atoi("memory-high-water"))
 	c.maxBodyBytes = int64(atoi("max-body-bytes"))
 	c.maxFileBytes = int64(atoi("max-file-bytes"))
+	c.maxPromptBytes = int64(atoi("max-prompt-bytes"))
 	c.outputBufferBytes = atoi("output-buffer-bytes")
 	c.shutdownGrace = dur("shutdown-grace")
 	c.heartbeat = dur("heartbeat")
+	c.sessionPurge = dur("session-purge-interval")
+	c.permissionDefault = gateway.PermissionDefault{Decision: decision, TimeoutSeconds: int(dur("permission-timeout").Seconds())}
+	if decision != gateway.DecisionReject && decision != gateway.DecisionAllow {
+		err = errors.Join(err, fmt.Errorf("--permission-decision: %q is neither reject nor allow", decision))
+	}
+	if c.permissionDefault.TimeoutSeconds < 1 {
+		err = errors.Join(err, errors.New("--permission-timeout must be at least 1s"))
+	}
 	if c.maxSidecars < 1 || c.vmsPerSidecar < 1 {
 		err = errors.Join(err, errors.New("--max-sidecars and --vms-per-sidecar must be at least 1"))
 	}
@@ -186,7 +204,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, Heartbeat: c.heartbeat, OpenAPI: api.Spec, Log: log}, svc, db, pool)
+	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Log: log}, db, svc)
+	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxPromptBytes: c.maxPromptBytes, Heartbeat: c.heartbeat, OpenAPI: api.Spec, Log: log}, svc, sess, db, pool)
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -221,12 +240,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	cancelWarm()
 	<-warmed
-	return shutdown(log, c.shutdownGrace, srv, h, svc, pool)
+	return shutdown(log, c.shutdownGrace, srv, h, svc, sess, pool)
 }
 
 // shutdown stops accepting, lets in-flight requests finish within the grace
 // period, ends streams with a final event, disposes VMs and stops sidecars.
-func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, svc *vms.Service, pool *sidecarpool.Pool) error {
+func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool) error {
 	log.Info().Dur("grace", grace).Msg("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
@@ -242,6 +261,10 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *hand
 	defer vcancel()
 	if err := svc.Shutdown(vctx); err != nil {
 		log.Warn().Err(err).Msg("disposing VMs")
+	}
+	// After the VMs: their sessions' last events are recorded as they end.
+	if err := sess.Shutdown(vctx); err != nil {
+		log.Warn().Err(err).Msg("stopping agent sessions")
 	}
 	if err := pool.Close(vctx); err != nil {
 		log.Warn().Err(err).Msg("stopping sidecars")

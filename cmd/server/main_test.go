@@ -172,25 +172,7 @@ func TestSIGTERMShutdownAndRestart(t *testing.T) {
 	}
 	bin := buildGateway(t)
 	dataDir := t.TempDir()
-	start := func() (*exec.Cmd, string, *syncBuffer) {
-		port := freePort(t)
-		cmd := exec.Command(bin, "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", dataDir, "--shutdown-grace", "5s")
-		cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey)
-		logs := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-			}
-		})
-		base := fmt.Sprintf("http://127.0.0.1:%d", port)
-		waitReady(t, base)
-		return cmd, base, logs
-	}
+	start := func() (*exec.Cmd, string, *syncBuffer) { return startBinary(t, bin, dataDir) }
 	cmd, base, logs := start()
 	var vm struct{ ID, State string }
 	if st := call(t, "POST", base+"/v1/vms", testAdminKey, map[string]any{}, &vm); st != 201 {
@@ -269,6 +251,29 @@ func TestSIGTERMShutdownAndRestart(t *testing.T) {
 	if got.State != "disposed" {
 		t.Fatalf("cleanly shut down vm: %+v", got)
 	}
+}
+
+// startBinary runs the gateway binary on a free port with dataDir, waits
+// until it is ready and kills it at cleanup if it still runs.
+func startBinary(t testing.TB, bin, dataDir string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", dataDir, "--shutdown-grace", "5s")
+	cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey)
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitReady(t, base)
+	return cmd, base, logs
 }
 
 func freePort(t testing.TB) int {

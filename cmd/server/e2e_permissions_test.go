@@ -1,0 +1,228 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
+)
+
+// TestE2EAgentPermissionsClaude drives claude-code's permission requests
+// through the API: surfaced as events and resources, answered allow and
+// reject, answered twice, dropped by a cancel, and settled by the default
+// decision after its timeout. claude-code runs read-only commands without
+// asking, so every command writes a file.
+func TestE2EAgentPermissionsClaude(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real agent")
+	}
+	e := newE2E(t)
+	mock := mockanthropic.Start(t)
+	c := e.admin
+	vm := e.agentVM(c, mock, "claude")
+	ctx := ctxFor(t, 6*time.Minute)
+	const sid = "claude-e2e"
+
+	s, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{SessionID: sid, Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask", Env: mock.Env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PermissionPolicy != "ask" || s.PermissionDefault != nil {
+		t.Fatalf("opened %+v", s)
+	}
+	feed := e.follow(t, c, vm.ID, sid, "")
+
+	// ask prompts a Bash command asynchronously and returns the permission
+	// request it raised, as an event and as a resource.
+	ask := func(t *testing.T, command string) client.Permission {
+		t.Helper()
+		if res, err := c.PromptAsync(ctx, vm.ID, sid, client.PromptRequest{Content: toolPrompt("Bash", command)}); err != nil || res != nil {
+			t.Fatalf("async prompt: %+v %v", res, err)
+		}
+		ev := feed.until(t, turnTimeout, "a permission request", func(ev client.Event) bool {
+			se, err := ev.SessionEvent()
+			return err == nil && se.Type == "permission_request"
+		})
+		se, _ := ev.SessionEvent()
+		var tool struct{ RawInput struct{ Command string } }
+		if err := json.Unmarshal(se.ToolCall, &tool); err != nil || tool.RawInput.Command != command {
+			t.Fatalf("permission request for %s (%v), want %q", se.ToolCall, err, command)
+		}
+		perms, err := c.Permissions(ctx, vm.ID, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(perms.Items) != 1 || perms.Items[0].RequestID != se.RequestID || perms.Items[0].Status != "pending" ||
+			len(perms.Items[0].Options) == 0 || perms.Items[0].Decision != nil {
+			t.Fatalf("pending permissions %+v, event %+v", perms.Items, se)
+		}
+		got := mustSession(t, c, vm.ID, sid)
+		if got.State != client.SessionWaiting || len(got.PendingPermissions) != 1 || got.PendingPermissions[0].RequestID != se.RequestID {
+			t.Fatalf("session while waiting: %+v", got)
+		}
+		return perms.Items[0]
+	}
+	// response waits for the durable response to a request.
+	response := func(t *testing.T, requestID string) client.SessionEvent {
+		t.Helper()
+		for _, d := range feed.durable(t) {
+			if d.Type == "permission_response" && d.RequestID == requestID {
+				return d
+			}
+		}
+		ev := feed.until(t, turnTimeout, "the permission response", func(ev client.Event) bool {
+			se, err := ev.SessionEvent()
+			return err == nil && se.Type == "permission_response" && se.RequestID == requestID
+		})
+		se, _ := ev.SessionEvent()
+		return se
+	}
+	idle := func(t *testing.T) {
+		t.Helper()
+		eventually(t, turnTimeout, "the turn to end", func() bool {
+			return mustSession(t, c, vm.ID, sid).State == client.SessionIdle
+		})
+	}
+	exists := func(t *testing.T, path string) bool {
+		t.Helper()
+		body, err := c.ReadFile(ctx, vm.ID, path)
+		if client.IsCode(err, "not_found") {
+			return false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, body)
+		body.Close()
+		return true
+	}
+	lastToolResult := func(t *testing.T) mockanthropic.Request {
+		t.Helper()
+		reqs := mock.Requests()
+		for i := len(reqs) - 1; i >= 0; i-- {
+			if reqs[i].LastBlockType == "tool_result" {
+				return reqs[i]
+			}
+		}
+		t.Fatal("the mock saw no tool result")
+		return mockanthropic.Request{}
+	}
+
+	step(t, "Allow", func(t *testing.T) {
+		p := ask(t, "echo allowed > /workspace/allowed.txt")
+		allow := p.Option("allow_once")
+		_, err := c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, "no-such-option")
+		if ce := wantCode(t, err, "invalid_argument", 400); ce.Details["field"] != "optionId" {
+			t.Errorf("details %v", ce.Details)
+		}
+		_, err = c.AnswerPermission(ctx, vm.ID, sid, "no-such-request", allow)
+		wantCode(t, err, "not_found", 404)
+		a, err := c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, allow)
+		if err != nil || a.Status != "accepted" {
+			t.Fatalf("answer: %+v %v", a, err)
+		}
+		r := response(t, p.RequestID)
+		if r.Status != "accepted" || r.Decision == nil || r.Decision.By != "api" || r.Decision.OptionID != allow || r.Decision.KeyID == "" {
+			t.Fatalf("response event %+v decision %+v", r, r.Decision)
+		}
+		a, err = c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, allow)
+		if err != nil || a.Status != "not_pending" || a.Reason == "" {
+			t.Fatalf("second answer: %+v %v", a, err)
+		}
+		idle(t)
+		if !exists(t, "/workspace/allowed.txt") {
+			t.Fatal("the allowed command did not run")
+		}
+		if perms, _ := c.Permissions(ctx, vm.ID, sid); len(perms.Items) != 0 {
+			t.Fatalf("still pending: %+v", perms.Items)
+		}
+	})
+
+	step(t, "Reject", func(t *testing.T) {
+		p := ask(t, "echo rejected > /workspace/rejected.txt")
+		a, err := c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, p.Option("reject_once"))
+		if err != nil || a.Status != "accepted" {
+			t.Fatalf("answer: %+v %v", a, err)
+		}
+		if r := response(t, p.RequestID); r.Decision == nil || r.Decision.By != "api" || r.Decision.OptionID != p.Option("reject_once") {
+			t.Fatalf("response %+v", r)
+		}
+		idle(t)
+		if exists(t, "/workspace/rejected.txt") {
+			t.Fatal("the rejected command ran")
+		}
+		if tr := lastToolResult(t); !tr.LastIsError {
+			t.Fatalf("the model was not told of the rejection: %+v", tr)
+		}
+	})
+
+	step(t, "CancelWhilePending", func(t *testing.T) {
+		p := ask(t, "echo cancelled > /workspace/cancelled.txt")
+		status, err := c.CancelPrompt(ctx, vm.ID, sid)
+		if err != nil || status != "cancelled" {
+			t.Fatalf("cancel: %q %v", status, err)
+		}
+		r := response(t, p.RequestID)
+		if r.Status != "not_pending" || r.Reason != "prompt_cancelled" || r.Decision == nil || r.Decision.By != "agent" {
+			t.Fatalf("response after cancel %+v decision %+v", r, r.Decision)
+		}
+		idle(t)
+		if exists(t, "/workspace/cancelled.txt") {
+			t.Fatal("the command of a cancelled turn ran")
+		}
+		a, err := c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, p.Option("allow_once"))
+		if err != nil || a.Status != "not_pending" {
+			t.Fatalf("answer after cancel: %+v %v", a, err)
+		}
+	})
+
+	step(t, "TimeoutDefault", func(t *testing.T) {
+		// The tenant's default decision: reject after 2 s unanswered.
+		if _, err := e.admin.UpdateTenant(ctx, "default", client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
+			PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = e.admin.UpdateTenant(ctxT(t), "default", client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{ClearPermissionDefault: true}})
+		})
+		p := ask(t, "echo unattended > /workspace/unattended.txt")
+		r := response(t, p.RequestID)
+		if r.Status != "accepted" || r.Decision == nil || r.Decision.By != "timeout" || r.Decision.OptionID != p.Option("reject_once") {
+			t.Fatalf("default decision %+v %+v", r, r.Decision)
+		}
+		if d := r.Decision.At.Sub(p.AskedAt); d < 1500*time.Millisecond {
+			t.Errorf("decided %s after the request, before its timeout", d)
+		}
+		idle(t)
+		if exists(t, "/workspace/unattended.txt") {
+			t.Fatal("the unattended command ran")
+		}
+	})
+
+	step(t, "DecisionsAreKept", func(t *testing.T) {
+		hist, err := c.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var by []string
+		for _, ev := range hist.Events {
+			if ev.Type == "permission_response" {
+				by = append(by, ev.Decision.By)
+			}
+		}
+		if strings.Join(by, ",") != "api,api,agent,timeout" {
+			t.Fatalf("decisions in the history: %v", by)
+		}
+	})
+	if n := e.metric("agentos_gateway_permission_default_decisions_total"); n != 1 {
+		t.Errorf("default decisions metric %v, want 1", n)
+	}
+	if n := e.metric("agentos_gateway_agent_permissions_pending"); n != 0 {
+		t.Errorf("pending permissions metric %v, want 0", n)
+	}
+}

@@ -1,0 +1,218 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+)
+
+// Kinds of Event.
+const (
+	KindDurable     = "durable"      // a stored event, with its Sequence
+	KindEphemeral   = "ephemeral"    // a streamed delta, not stored
+	KindAgentStderr = "agent_stderr" // output of the agent process
+	KindAgentExit   = "agent_exit"   // the agent process ended
+	KindOverflow    = "overflow"     // the follower fell behind: ephemeral events were dropped
+	KindEnd         = "end"          // the session ended: closed, lost or deleted
+)
+
+// Event is an event of a session's stream. Data is its JSON as the API
+// serves it.
+type Event struct {
+	Kind          string
+	Sequence      uint64 // durable: its sequence
+	AfterSequence uint64 // ephemeral: the last durable sequence before it
+	Data          json.RawMessage
+}
+
+// watcher is one follower's bounded queue of live events. A watcher that
+// falls behind is cut off (overflowed) rather than slowing the recorder;
+// its follower catches up from the store.
+type watcher struct {
+	ch chan Event
+	// Set before ch is closed, read after.
+	overflowed bool
+	end        string // the session's final state, when it ended
+}
+
+func (st *sessionState) publishLocked(ev Event) {
+	for w := range st.watchers {
+		select {
+		case w.ch <- ev:
+		default:
+			w.overflowed = true
+			close(w.ch)
+			delete(st.watchers, w)
+		}
+	}
+}
+
+func (st *sessionState) endWatchersLocked(state string) {
+	for w := range st.watchers {
+		w.end = state
+		close(w.ch)
+		delete(st.watchers, w)
+	}
+}
+
+func (r *recorder) publish(sid string, ev Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.sessions[sid]; st != nil {
+		st.publishLocked(ev)
+	}
+}
+
+// watch adds a watcher to a registered session; nil when the recorder has
+// ended or the session is gone.
+func (r *recorder) watch(sid string, buffer int) *watcher {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.sessions[sid]
+	if r.ended || st == nil {
+		return nil
+	}
+	w := &watcher{ch: make(chan Event, buffer)}
+	st.watchers[w] = struct{}{}
+	return w
+}
+
+func (r *recorder) unwatch(sid string, w *watcher) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.sessions[sid]; st != nil {
+		if _, ok := st.watchers[w]; ok {
+			delete(st.watchers, w)
+			close(w.ch)
+		}
+	}
+}
+
+// Follow emits a session's events after the durable sequence after: the
+// stored ones first, then live ones as they happen, until the session ends
+// (a final KindEnd event), emit fails or ctx ends. Durable events are
+// emitted exactly once each, in order, with no gap: live events are
+// subscribed to before the store is read, and whatever a slow follower
+// missed is read from the store again.
+func (s *Service) Follow(ctx context.Context, tenantID, vmID, id string, after uint64, emit func(Event) error) error {
+	if _, err := s.store.GetSession(ctx, tenantID, vmID, id); err != nil {
+		return err
+	}
+	cursor := after
+	for {
+		var (
+			w       *watcher
+			ls      liveSession
+			release = func() {}
+		)
+		l, rel, err := s.live(ctx, tenantID, vmID, id)
+		switch {
+		case err == nil:
+			ls, release = l, rel
+			w = ls.r.watch(id, s.cfg.WatchBuffer)
+		case gateway.ErrorCode(err) != gateway.CodeConflict:
+			return err
+		}
+		if cursor, err = s.catchUp(ctx, vmID, id, cursor, emit); err != nil {
+			if w != nil {
+				ls.r.unwatch(id, w)
+			}
+			release()
+			return err
+		}
+		if w == nil {
+			release()
+			return s.emitEnd(ctx, tenantID, vmID, "", emit)
+		}
+		gap, err := pump(ctx, w, &cursor, emit)
+		ls.r.unwatch(id, w)
+		release()
+		switch {
+		case err != nil:
+			return err
+		case gap:
+			continue
+		case w.overflowed:
+			if err := emit(Event{Kind: KindOverflow, Data: json.RawMessage(`{"reason":"the stream fell behind; streamed deltas were dropped, durable events follow from the store"}`)}); err != nil {
+				return err
+			}
+			continue
+		}
+		if w.end == "deleted" {
+			return emit(endEvent("deleted"))
+		}
+		if cursor, err = s.catchUp(ctx, vmID, id, cursor, emit); err != nil {
+			return err
+		}
+		return s.emitEnd(ctx, tenantID, vmID, w.end, emit)
+	}
+}
+
+// pump emits a watcher's live events until its queue closes or a durable
+// event jumps past the cursor (reported as gap: read the store again).
+func pump(ctx context.Context, w *watcher, cursor *uint64, emit func(Event) error) (gap bool, err error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case ev, ok := <-w.ch:
+			if !ok {
+				return false, nil
+			}
+			switch ev.Kind {
+			case KindDurable:
+				if ev.Sequence <= *cursor {
+					continue
+				}
+				if ev.Sequence > *cursor+1 {
+					return true, nil
+				}
+				*cursor = ev.Sequence
+			case KindEphemeral:
+				if ev.AfterSequence < *cursor {
+					continue // a delta of a message already emitted whole
+				}
+			}
+			if err := emit(ev); err != nil {
+				return false, err
+			}
+		}
+	}
+}
+
+// catchUp emits the stored events after cursor and returns the new cursor.
+func (s *Service) catchUp(ctx context.Context, vmID, id string, cursor uint64, emit func(Event) error) (uint64, error) {
+	for {
+		page, err := s.store.SessionHistory(ctx, vmID, id, gateway.HistoryQuery{After: cursor, Limit: 500})
+		if err != nil {
+			return cursor, err
+		}
+		for _, e := range page.Events {
+			if err := emit(Event{Kind: KindDurable, Sequence: e.Sequence, Data: e.Data}); err != nil {
+				return cursor, err
+			}
+			cursor = e.Sequence
+		}
+		if !page.HasMoreAfter || len(page.Events) == 0 {
+			return cursor, nil
+		}
+	}
+}
+
+// emitEnd emits the final event of a session whose VM has ended; state is
+// the recorder's view, or empty to read it from the VM's record.
+func (s *Service) emitEnd(ctx context.Context, tenantID, vmID, state string, emit func(Event) error) error {
+	if state == "" {
+		state = string(gateway.SessionClosed)
+		if vm, err := s.store.GetVM(ctx, tenantID, vmID); err == nil && vm.State == gateway.VMLost {
+			state = string(gateway.SessionLost)
+		}
+	}
+	return emit(endEvent(state))
+}
+
+func endEvent(state string) Event {
+	data, _ := json.Marshal(map[string]string{"state": state})
+	return Event{Kind: KindEnd, Data: data}
+}

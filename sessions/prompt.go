@@ -1,0 +1,323 @@
+package sessions
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+// PromptRequest is a prompt for a session's agent.
+type PromptRequest struct {
+	// Content is a JSON array of ACP content blocks.
+	Content json.RawMessage
+	// IdempotencyKey makes retries safe: the same key within 24 h gets the
+	// first turn's result and never runs the turn twice.
+	IdempotencyKey string
+	// Async returns as soon as the turn has started.
+	Async bool
+}
+
+// PromptResult is the end of a turn.
+type PromptResult struct {
+	StopReason string          `json:"stopReason"`
+	Message    json.RawMessage `json:"message"`
+}
+
+// PromptOutcome is what Prompt reports: the result of the turn, or for an
+// async prompt only that it was accepted.
+type PromptOutcome struct {
+	Result   PromptResult
+	Accepted bool // async: the turn runs
+	Replayed bool // the result was recorded under the idempotency key
+}
+
+// turn is a running prompt.
+type turn struct {
+	key    string // the idempotency record's key, if any
+	hash   string // of its content, to tell a retry from a reuse of the key
+	done   chan struct{}
+	result PromptResult
+	err    error
+}
+
+// IdempotencyTTL is how long a prompt's idempotency key is remembered.
+const IdempotencyTTL = 24 * time.Hour
+
+// Prompt runs a turn of a session. The turn belongs to the service, not to
+// the request: it runs to its end and its outcome is recorded even when the
+// caller goes away, so that a retry with the same key gets it.
+func (s *Service) Prompt(ctx context.Context, tenantID, vmID, id string, req PromptRequest) (PromptOutcome, error) {
+	if err := ValidateContent(req.Content); err != nil {
+		return PromptOutcome{}, err
+	}
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	if err != nil {
+		return PromptOutcome{}, err
+	}
+	key, hash := "", ""
+	if req.IdempotencyKey != "" {
+		key = "prompt:" + vmID + "/" + id + "/" + req.IdempotencyKey
+		sum := sha256.Sum256(req.Content)
+		hash = hex.EncodeToString(sum[:])
+		if t := ls.r.runningTurn(id); t != nil && t.key == key {
+			release()
+			if t.hash != hash {
+				return PromptOutcome{}, gateway.Errorf(gateway.CodeUnprocessable, "idempotencyKey %q was used for a different prompt", req.IdempotencyKey).
+					WithDetail("field", "idempotencyKey")
+			}
+			return s.await(ctx, t, req.Async)
+		}
+		rec, fresh, err := s.store.BeginIdempotent(ctx, tenantID, key, hash, IdempotencyTTL)
+		if err != nil {
+			release()
+			return PromptOutcome{}, err
+		}
+		if !fresh {
+			release()
+			return replay(rec.Body)
+		}
+	}
+	t := &turn{key: key, hash: hash, done: make(chan struct{})}
+	if err := s.startTurn(ls, id, t); err != nil {
+		release()
+		if key != "" {
+			_ = s.store.AbandonIdempotent(context.WithoutCancel(ctx), tenantID, key)
+		}
+		return PromptOutcome{}, err
+	}
+	s.log.Debug().Str("vm", vmID).Str("session", id).Bool("async", req.Async).Msg("turn started")
+	go s.runTurn(ls, tenantID, vmID, id, t, req, release)
+	return s.await(ctx, t, req.Async)
+}
+
+// startTurn claims the session's one turn slot and the service's wait group.
+func (s *Service) startTurn(ls liveSession, id string, t *turn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
+	}
+	ls.r.mu.Lock()
+	defer ls.r.mu.Unlock()
+	st := ls.r.sessions[id]
+	if st == nil || ls.r.ended {
+		return gateway.Errorf(gateway.CodeConflict, "the session's VM has ended")
+	}
+	if st.turn != nil {
+		return gateway.Errorf(gateway.CodeConflict, "a turn is already running in session %s; wait for it or cancel it", id).
+			WithDetail("reason", "turn_running")
+	}
+	st.turn = t
+	s.wg.Add(1)
+	return nil
+}
+
+func (s *Service) runTurn(ls liveSession, tenantID, vmID, id string, t *turn, req PromptRequest, release func()) {
+	defer s.wg.Done()
+	defer release()
+	// A session unloaded earlier is loaded again by this prompt.
+	if err := s.store.SetSessionState(s.ctx, vmID, id, gateway.SessionIdle); err != nil {
+		s.log.Warn().Err(err).Str("session", id).Msg("record session state")
+	}
+	res, err := ls.handle().Prompt(s.ctx, req.Content, req.IdempotencyKey)
+	t.result = PromptResult{StopReason: res.StopReason, Message: orNull(res.Message)}
+	t.err = vms.EngineError(err, "prompt")
+	if t.key != "" {
+		s.recordTurn(tenantID, id, t)
+	}
+	ls.r.mu.Lock()
+	if st := ls.r.sessions[id]; st != nil && st.turn == t {
+		st.turn = nil
+	}
+	ls.r.mu.Unlock()
+	close(t.done)
+}
+
+// recordTurn keeps a turn's outcome under its idempotency key. A turn that
+// failed because its VM, sidecar or the gateway went away is not kept: it
+// cannot have finished, and the VM it ran in can run nothing more, so the
+// key is released as exec releases keys of requests that did not run.
+func (s *Service) recordTurn(tenantID, id string, t *turn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+	defer cancel()
+	var err error
+	switch gateway.ErrorCode(t.err) {
+	case gateway.CodeUnavailable, gateway.CodeConflict:
+		err = s.store.AbandonIdempotent(ctx, tenantID, t.key)
+	default:
+		err = s.store.CompleteIdempotent(ctx, tenantID, t.key, http.StatusOK, recordOutcome(t.result, t.err))
+	}
+	if err != nil {
+		s.log.Error().Err(err).Str("session", id).Msg("record prompt outcome")
+	}
+}
+
+func (s *Service) await(ctx context.Context, t *turn, async bool) (PromptOutcome, error) {
+	if async {
+		return PromptOutcome{Accepted: true}, nil
+	}
+	select {
+	case <-t.done:
+		return PromptOutcome{Result: t.result}, t.err
+	case <-ctx.Done():
+		return PromptOutcome{}, vms.EngineError(ctx.Err(), "prompt")
+	}
+}
+
+func (r *recorder) runningTurn(id string) *turn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.sessions[id]; st != nil {
+		return st.turn
+	}
+	return nil
+}
+
+// recordedOutcome is a turn's outcome as its idempotency record keeps it.
+type recordedOutcome struct {
+	Result  *PromptResult `json:"result,omitempty"`
+	Code    gateway.Code  `json:"code,omitempty"`
+	Message string        `json:"message,omitempty"`
+}
+
+func recordOutcome(res PromptResult, err error) []byte {
+	o := recordedOutcome{Result: &res}
+	if err != nil {
+		o = recordedOutcome{Code: gateway.ErrorCode(err), Message: gateway.ErrorMessage(err)}
+	}
+	b, _ := json.Marshal(o)
+	return b
+}
+
+func replay(body []byte) (PromptOutcome, error) {
+	var o recordedOutcome
+	if err := json.Unmarshal(body, &o); err != nil {
+		return PromptOutcome{}, gateway.Wrap(gateway.CodeInternal, err, "decode recorded prompt outcome")
+	}
+	if o.Result == nil {
+		return PromptOutcome{Replayed: true}, gateway.Errorf(o.Code, "%s", o.Message).WithDetail("replayed", true)
+	}
+	return PromptOutcome{Result: *o.Result, Replayed: true}, nil
+}
+
+// Cancel cancels a session's running turn: "cancelled", or
+// "no_active_prompt" when none runs.
+func (s *Service) Cancel(ctx context.Context, tenantID, vmID, id string) (string, error) {
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	status, err := ls.handle().Cancel(ctx)
+	return status, vms.EngineError(err, "cancel prompt")
+}
+
+// Answer is the outcome of answering a permission request.
+type Answer struct {
+	Status string `json:"status"` // accepted or not_pending
+	Reason string `json:"reason,omitempty"`
+}
+
+// RespondPermission answers a pending permission request with one of its
+// options, on behalf of the API key keyID.
+func (s *Service) RespondPermission(ctx context.Context, tenantID, keyID, vmID, id, requestID, optionID string) (Answer, error) {
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer release()
+	perms, err := s.store.Permissions(ctx, vmID, id, false)
+	if err != nil {
+		return Answer{}, err
+	}
+	var perm *gateway.Permission
+	for i := range perms {
+		if perms[i].RequestID == requestID {
+			perm = &perms[i]
+		}
+	}
+	if perm == nil {
+		return Answer{}, gateway.Errorf(gateway.CodeNotFound, "no permission request %s in session %s", requestID, id)
+	}
+	if perm.Status != gateway.PermissionPending {
+		return Answer{Status: "not_pending", Reason: "already_resolved"}, nil
+	}
+	var options []permissionOption
+	_ = json.Unmarshal(perm.Options, &options)
+	ids := make([]string, len(options))
+	found := false
+	for i, o := range options {
+		ids[i] = o.OptionID
+		found = found || o.OptionID == optionID
+	}
+	if !found {
+		return Answer{}, gateway.Errorf(gateway.CodeInvalidArgument, "optionId %q is not an option of request %s; its options are %v", optionID, requestID, ids).
+			WithDetail("field", "optionId").WithDetail("options", ids)
+	}
+	clear := ls.r.answer(id, requestID, gateway.PermissionDecision{By: gateway.DecidedByAPI, KeyID: keyID, OptionID: optionID, At: s.cfg.Now().UTC()})
+	status, reason, err := ls.handle().RespondPermission(ctx, requestID, optionID)
+	if err != nil || status != "accepted" {
+		clear()
+	}
+	if err != nil {
+		return Answer{}, vms.EngineError(err, "answer permission request")
+	}
+	return Answer{Status: status, Reason: reason}, nil
+}
+
+// contentTypes are the ACP content block types and the field each requires.
+var contentTypes = map[string]string{
+	"text":          "text",
+	"image":         "data",
+	"audio":         "data",
+	"resource_link": "uri",
+	"resource":      "resource",
+}
+
+// ValidateContent checks that content is a non-empty JSON array of ACP
+// content blocks, each with a known type and that type's required field.
+func ValidateContent(content json.RawMessage) error {
+	var blocks []map[string]json.RawMessage
+	if err := json.Unmarshal(content, &blocks); err != nil {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "content must be an array of ACP content blocks").WithDetail("field", "content")
+	}
+	if len(blocks) == 0 {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "content must have at least one block").WithDetail("field", "content")
+	}
+	for i, b := range blocks {
+		field := fmt.Sprintf("content[%d]", i)
+		var typ string
+		if raw, ok := b["type"]; !ok || json.Unmarshal(raw, &typ) != nil {
+			return gateway.Errorf(gateway.CodeInvalidArgument, "%s has no string type", field).WithDetail("field", field+".type")
+		}
+		req, ok := contentTypes[typ]
+		if !ok {
+			return gateway.Errorf(gateway.CodeInvalidArgument, "%s has unknown type %q (want text, image, audio, resource_link or resource)", field, typ).WithDetail("field", field+".type")
+		}
+		raw, ok := b[req]
+		if !ok || string(raw) == "null" {
+			return gateway.Errorf(gateway.CodeInvalidArgument, "%s of type %s needs %s", field, typ, req).WithDetail("field", field+"."+req)
+		}
+		if typ == "text" {
+			var text string
+			if json.Unmarshal(raw, &text) != nil {
+				return gateway.Errorf(gateway.CodeInvalidArgument, "%s.text must be a string", field).WithDetail("field", field+".text")
+			}
+		}
+	}
+	return nil
+}
+
+func newSessionID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return "ses_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,559 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+)
+
+// recorder follows the ACP events of one live VM: it stores every durable
+// event of the VM's sessions before it publishes it to the sessions'
+// watchers, keeps the permission requests, and takes the default decision
+// of those nobody answered in time. It ends with the VM.
+type recorder struct {
+	s                *Service
+	vm               *agentos.VM
+	tenantID, vmID   string
+	wake             chan struct{}  // a deadline changed
+	defaultDecisions sync.WaitGroup // default decisions in flight
+
+	mu       sync.Mutex
+	sub      *agentos.Subscription[agentos.SessionEvent]
+	sessions map[string]*sessionState
+	stopping bool // Shutdown closed sub on purpose
+	ended    bool
+}
+
+// sessionState is what the recorder knows of one session.
+type sessionState struct {
+	rec      gateway.Session
+	lastSeq  uint64 // the highest sequence stored
+	turn     *turn  // the running prompt, or nil
+	watchers map[*watcher]struct{}
+	pending  map[string]*pendingPermission // by request id
+}
+
+// pendingPermission is a permission request waiting for its answer.
+type pendingPermission struct {
+	options  []permissionOption
+	decision string    // the default decision
+	deadline time.Time // when it is taken; zero: never
+	// answer is an answer given and not yet confirmed by the engine's
+	// permission_response event, which is recorded with it.
+	answer *gateway.PermissionDecision
+}
+
+type permissionOption struct {
+	OptionID string `json:"optionId"`
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+}
+
+// recorderBuffer bounds the events waiting between the engine and the
+// recorder; when the store falls that far behind, the recorder resubscribes
+// and reads what it missed from the engine's history.
+const recorderBuffer = 4096
+
+func newRecorder(s *Service, vm *agentos.VM, tenantID, vmID string) *recorder {
+	return &recorder{
+		s: s, vm: vm, tenantID: tenantID, vmID: vmID, wake: make(chan struct{}, 1),
+		sub: vm.SubscribeACP(recorderBuffer), sessions: map[string]*sessionState{},
+	}
+}
+
+// ensure registers a stored session, so that its events are recorded.
+func (r *recorder) ensure(rec gateway.Session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.sessions[rec.ID]; ok || r.ended {
+		return
+	}
+	r.sessions[rec.ID] = &sessionState{
+		rec: rec, lastSeq: rec.LatestSequence,
+		watchers: map[*watcher]struct{}{}, pending: map[string]*pendingPermission{},
+	}
+}
+
+// unregister forgets a session (its open failed, or it was deleted) and
+// ends its watchers with state.
+func (r *recorder) unregister(id, state string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.sessions[id]
+	if st == nil {
+		return
+	}
+	delete(r.sessions, id)
+	st.endWatchersLocked(state)
+}
+
+func (r *recorder) turnRunning(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.sessions[id]
+	return st != nil && st.turn != nil
+}
+
+// close stops the recorder at shutdown.
+func (r *recorder) close() {
+	r.mu.Lock()
+	r.stopping = true
+	sub := r.sub
+	r.mu.Unlock()
+	sub.Close()
+}
+
+func (r *recorder) run() {
+	defer r.s.wg.Done()
+	defer r.s.removeRecorder(r)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		sub := r.sub
+		next, ok := r.nextDeadlineLocked()
+		r.mu.Unlock()
+		if ok {
+			timer.Reset(max(time.Until(next), 0))
+		} else {
+			timer.Stop()
+		}
+		select {
+		case ev, ok := <-sub.C():
+			if !ok {
+				if errors.Is(sub.Err(), agentos.ErrOutputOverflow) && r.resubscribe() {
+					continue
+				}
+				r.finish()
+				return
+			}
+			r.handle(ev)
+		case <-timer.C:
+			r.expire()
+		case <-r.wake:
+		}
+	}
+}
+
+// resubscribe replaces a subscription cut off for falling behind and reads
+// what was missed of each session from the engine's history. Ephemeral
+// events lost meanwhile are gone; the watchers learn it from the overflow
+// of their own queues or not at all, as deltas are not part of the record.
+func (r *recorder) resubscribe() bool {
+	r.mu.Lock()
+	if r.stopping {
+		r.mu.Unlock()
+		return false
+	}
+	r.sub = r.vm.SubscribeACP(recorderBuffer)
+	ids := make([]string, 0, len(r.sessions))
+	for id := range r.sessions {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	r.s.log.Warn().Str("vm", r.vmID).Msg("session events fell behind the store; reading them back from the engine")
+	for _, id := range ids {
+		r.backfill(id, 0)
+	}
+	return true
+}
+
+// finish ends the watchers of every session with the VM's end and drops the
+// permission requests nobody can answer any more.
+func (r *recorder) finish() {
+	state := string(gateway.SessionClosed)
+	if st, _ := r.vm.State(); st == agentos.VMLost {
+		state = string(gateway.SessionLost)
+	}
+	r.mu.Lock()
+	r.ended = true
+	for _, st := range r.sessions {
+		st.endWatchersLocked(state)
+		st.pending = nil
+	}
+	r.mu.Unlock()
+	r.defaultDecisions.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := gateway.PermissionDecision{By: gateway.DecidedByAgent, Status: "not_pending", Reason: "vm_ended", At: r.s.cfg.Now().UTC()}
+	if _, err := r.s.store.DropPendingPermissions(ctx, r.vmID, d); err != nil {
+		r.s.log.Error().Err(err).Str("vm", r.vmID).Msg("drop pending permissions")
+	}
+}
+
+func (r *recorder) handle(ev agentos.SessionEvent) {
+	switch ev.Kind {
+	case "durable":
+		r.durable(ev)
+	case "ephemeral":
+		r.publish(ev.SessionID, Event{Kind: KindEphemeral, AfterSequence: ev.AfterSequence, Data: ephemeralData(ev)})
+	case "agent_stderr":
+		data, _ := json.Marshal(map[string]any{"agentType": ev.AgentType, "processId": ev.ProcessID, "text": string(ev.Chunk)})
+		r.publish(ev.SessionID, Event{Kind: KindAgentStderr, Data: data})
+	case "agent_exit":
+		data, _ := json.Marshal(map[string]any{"agentType": ev.AgentType, "processId": ev.ProcessID, "exitCode": ev.ExitCode, "restart": ev.Restart})
+		r.publish(ev.SessionID, Event{Kind: KindAgentExit, Data: data})
+	}
+}
+
+// durable records a durable event, first reading from the engine's history
+// any the recorder has not seen (the engine numbers them without gaps).
+func (r *recorder) durable(ev agentos.SessionEvent) {
+	r.mu.Lock()
+	st := r.sessions[ev.SessionID]
+	var last uint64
+	if st != nil {
+		last = st.lastSeq
+	}
+	r.mu.Unlock()
+	switch {
+	case st == nil || ev.Sequence <= last:
+		return
+	case ev.Sequence > last+1:
+		r.backfill(ev.SessionID, ev.Sequence)
+		return
+	}
+	r.record(ev)
+}
+
+// backfill records a session's durable events after the last one stored,
+// read from the engine's history, up to at least upTo.
+func (r *recorder) backfill(id string, upTo uint64) {
+	r.mu.Lock()
+	st := r.sessions[id]
+	if st == nil {
+		r.mu.Unlock()
+		return
+	}
+	last := st.lastSeq
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
+	defer cancel()
+	page, err := r.vm.Session(id).History(ctx, agentos.HistoryQuery{After: &last})
+	if err != nil {
+		// The event stays unrecorded; the next one tries again, and
+		// watchers that saw the jump catch up from the store.
+		r.s.log.Error().Err(err).Str("vm", r.vmID).Str("session", id).Uint64("after", last).Msg("read missed session events")
+		return
+	}
+	for _, e := range page.Events {
+		if e.Sequence <= last {
+			continue
+		}
+		if e.Sequence != last+1 || !r.record(e) {
+			return
+		}
+		last = e.Sequence
+	}
+	if last < upTo {
+		r.s.log.Error().Str("vm", r.vmID).Str("session", id).Uint64("have", last).Uint64("want", upTo).Msg("session history is missing events")
+	}
+}
+
+// record stores one durable event with its side effects, then publishes it.
+// It reports whether the event was stored.
+func (r *recorder) record(ev agentos.SessionEvent) bool {
+	now := r.s.cfg.Now().UTC()
+	at := parseTimestamp(ev.Timestamp, now)
+	data := eventJSON{Sequence: ev.Sequence, Timestamp: at.Format(time.RFC3339Nano), Type: ev.Type}
+	var (
+		perm     *gateway.Permission
+		decision *gateway.PermissionDecision
+		options  []permissionOption
+	)
+	switch ev.Type {
+	case "session_update":
+		data.Type = updateKind(ev.Update)
+		data.Update = ev.Update
+	case "permission_request":
+		var req struct {
+			Options  json.RawMessage `json:"options"`
+			ToolCall json.RawMessage `json:"toolCall"`
+		}
+		_ = json.Unmarshal(ev.Request, &req)
+		_ = json.Unmarshal(req.Options, &options)
+		data.RequestID, data.Options, data.ToolCall = ev.RequestID, orNull(req.Options), orNull(req.ToolCall)
+		perm = &gateway.Permission{RequestID: ev.RequestID, Options: data.Options, ToolCall: data.ToolCall, AskedAt: at, Status: gateway.PermissionPending}
+	case "permission_response":
+		data.RequestID, data.Status, data.Reason, data.Response = ev.RequestID, ev.Status, ev.Reason, ev.Response
+		r.mu.Lock()
+		if st := r.sessions[ev.SessionID]; st != nil {
+			if p := st.pending[ev.RequestID]; p != nil && p.answer != nil {
+				d := *p.answer
+				decision = &d
+			}
+		}
+		r.mu.Unlock()
+		if decision == nil || ev.Status != "accepted" {
+			// Nobody's answer was taken: the engine settled the request
+			// itself, e.g. because the turn was cancelled.
+			decision = &gateway.PermissionDecision{By: gateway.DecidedByAgent, At: at}
+		}
+		decision.Status, decision.Reason = ev.Status, ev.Reason
+		data.Decision = decision
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		r.s.log.Error().Err(err).Msg("encode session event")
+		return false
+	}
+	if err := r.store(func(ctx context.Context) error {
+		return r.s.store.AppendSessionEvents(ctx, gateway.SessionEvent{
+			VMID: r.vmID, SessionID: ev.SessionID, Sequence: ev.Sequence, Time: at, Type: data.Type, Data: raw,
+		})
+	}); err != nil {
+		r.s.recordFailures.Add(1)
+		r.s.log.Error().Err(err).Str("vm", r.vmID).Str("session", ev.SessionID).Uint64("sequence", ev.Sequence).Msg("store session event")
+		return false
+	}
+	r.s.eventsRecorded.Add(1)
+	// The permission's resource is written before anyone sees the event,
+	// so that a client reacting to it finds the request listed.
+	switch {
+	case perm != nil:
+		if err := r.store(func(ctx context.Context) error { return r.s.store.AddPermission(ctx, r.vmID, ev.SessionID, *perm) }); err != nil {
+			r.s.log.Error().Err(err).Str("vm", r.vmID).Msg("store permission request")
+		}
+	case decision != nil:
+		status := gateway.PermissionDropped
+		if ev.Status == "accepted" {
+			status = gateway.PermissionAnswered
+		}
+		if err := r.store(func(ctx context.Context) error {
+			return r.s.store.ResolvePermission(ctx, r.vmID, ev.SessionID, ev.RequestID, status, *decision)
+		}); err != nil {
+			r.s.log.Error().Err(err).Str("vm", r.vmID).Msg("store permission decision")
+		}
+	}
+
+	var def gateway.PermissionDefault
+	if perm != nil {
+		def = r.permissionDefault(ev.SessionID)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.sessions[ev.SessionID]
+	if st == nil {
+		return true
+	}
+	st.lastSeq = ev.Sequence
+	switch {
+	case perm != nil:
+		st.pending[ev.RequestID] = &pendingPermission{
+			options: options, decision: def.Decision,
+			deadline: now.Add(time.Duration(def.TimeoutSeconds) * time.Second),
+		}
+	case decision != nil:
+		delete(st.pending, ev.RequestID)
+	}
+	st.publishLocked(Event{Kind: KindDurable, Sequence: ev.Sequence, Data: raw})
+	return true
+}
+
+// store runs a write with a few retries: a durable event must not be lost
+// to a passing database hiccup.
+func (r *recorder) store(write func(ctx context.Context) error) error {
+	var err error
+	for attempt, wait := 0, 100*time.Millisecond; attempt < 4; attempt, wait = attempt+1, wait*3 {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.s.ctx), 10*time.Second)
+		err = write(ctx)
+		cancel()
+		if err == nil || gateway.ErrorCode(err) == gateway.CodeNotFound {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-r.s.ctx.Done():
+			return err
+		}
+	}
+	return err
+}
+
+// permissionDefault is the default decision for a session's permission
+// requests: the session's own, else its tenant's, else the gateway's.
+func (r *recorder) permissionDefault(id string) gateway.PermissionDefault {
+	r.mu.Lock()
+	var own *gateway.PermissionDefault
+	if st := r.sessions[id]; st != nil {
+		own = st.rec.PermissionDefault
+	}
+	r.mu.Unlock()
+	if own != nil {
+		return *own
+	}
+	ctx, cancel := context.WithTimeout(r.s.ctx, 5*time.Second)
+	defer cancel()
+	t, err := r.s.store.GetTenant(ctx, r.tenantID)
+	if err == nil && t.Sessions.PermissionDefault != nil {
+		return *t.Sessions.PermissionDefault
+	}
+	return r.s.cfg.PermissionDefault
+}
+
+func (r *recorder) nextDeadlineLocked() (time.Time, bool) {
+	var next time.Time
+	for _, st := range r.sessions {
+		for _, p := range st.pending {
+			if p.answer == nil && !p.deadline.IsZero() && (next.IsZero() || p.deadline.Before(next)) {
+				next = p.deadline
+			}
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// expire takes the default decision of every request past its deadline.
+func (r *recorder) expire() {
+	now := r.s.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for sid, st := range r.sessions {
+		for rid, p := range st.pending {
+			if p.answer != nil || p.deadline.IsZero() || p.deadline.After(now) {
+				continue
+			}
+			optionID := chooseOption(p.options, p.decision)
+			if optionID == "" {
+				r.s.log.Warn().Str("vm", r.vmID).Str("session", sid).Str("request", rid).Str("decision", p.decision).
+					Msg("no option matches the default decision; the request stays pending")
+				p.deadline = time.Time{}
+				continue
+			}
+			answer := &gateway.PermissionDecision{By: gateway.DecidedByTimeout, OptionID: optionID, At: now.UTC()}
+			p.answer = answer
+			r.defaultDecisions.Add(1)
+			go r.decide(sid, rid, p, answer)
+		}
+	}
+}
+
+// decide sends a default decision; one the engine does not take is retried
+// later unless the request was settled meanwhile.
+func (r *recorder) decide(sid, rid string, p *pendingPermission, answer *gateway.PermissionDecision) {
+	defer r.defaultDecisions.Done()
+	ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
+	defer cancel()
+	status, _, err := r.vm.Session(sid).RespondPermission(ctx, rid, answer.OptionID)
+	if err == nil && status == "accepted" {
+		r.s.defaultDecisions.Add(1)
+		return
+	}
+	if status == "not_pending" {
+		// Settled by someone else: its own response event clears it.
+		return
+	}
+	r.s.log.Warn().Err(err).Str("vm", r.vmID).Str("session", sid).Str("request", rid).Msg("default permission decision failed; retrying")
+	r.mu.Lock()
+	if p.answer == answer {
+		p.answer = nil
+		p.deadline = r.s.cfg.Now().Add(10 * time.Second)
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// answer marks a client's answer as given, for the response event to
+// record who decided; clear takes it back if the engine did not take it.
+func (r *recorder) answer(sid, rid string, d gateway.PermissionDecision) (clear func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.sessions[sid]
+	if st == nil {
+		return func() {}
+	}
+	p := st.pending[rid]
+	if p == nil {
+		return func() {}
+	}
+	a := &d
+	p.answer = a
+	return func() {
+		r.mu.Lock()
+		if p.answer == a {
+			p.answer = nil
+		}
+		r.mu.Unlock()
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// chooseOption picks the option of a default decision: the one-time
+// variant first.
+func chooseOption(options []permissionOption, decision string) string {
+	kinds := []string{"reject_once", "reject_always"}
+	if decision == gateway.DecisionAllow {
+		kinds = []string{"allow_once", "allow_always"}
+	}
+	for _, k := range kinds {
+		for _, o := range options {
+			if o.Kind == k {
+				return o.OptionID
+			}
+		}
+	}
+	return ""
+}
+
+// eventJSON is a durable event as the API serves it.
+type eventJSON struct {
+	Sequence  uint64          `json:"sequence"`
+	Timestamp string          `json:"timestamp"`
+	Type      string          `json:"type"`
+	Update    json.RawMessage `json:"update,omitempty"`
+	RequestID string          `json:"requestId,omitempty"`
+	Options   json.RawMessage `json:"options,omitempty"`
+	ToolCall  json.RawMessage `json:"toolCall,omitempty"`
+	Status    string          `json:"status,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Response  json.RawMessage `json:"response,omitempty"`
+	// Decision says who settled a permission request, how and when.
+	Decision *gateway.PermissionDecision `json:"decision,omitempty"`
+}
+
+func ephemeralData(ev agentos.SessionEvent) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		AfterSequence uint64          `json:"afterSequence"`
+		Type          string          `json:"type"`
+		Update        json.RawMessage `json:"update"`
+	}{ev.AfterSequence, updateKind(ev.Update), orNull(ev.Update)})
+	return b
+}
+
+// updateKind is the sessionUpdate field of an ACP session/update, the
+// event's type.
+func updateKind(update json.RawMessage) string {
+	var u struct {
+		SessionUpdate string `json:"sessionUpdate"`
+	}
+	if json.Unmarshal(update, &u) != nil || u.SessionUpdate == "" {
+		return "session_update"
+	}
+	return u.SessionUpdate
+}
+
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+func parseTimestamp(s string, fallback time.Time) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fallback
+	}
+	return t.UTC()
+}

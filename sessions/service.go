@@ -1,0 +1,526 @@
+// Package sessions runs agent sessions (Pi, Claude Code, Codex, OpenCode
+// over ACP) in tenants' VMs. Every durable event of a session is written to
+// the store before anyone sees it, so a session's history and the resume
+// position of its event streams outlive the VM, its sidecar and the gateway
+// process; permission requests are kept as resources with a default decision
+// after a timeout, so that an unattended turn never hangs.
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+// Store is what the service needs of the database.
+type Store interface {
+	GetVM(ctx context.Context, tenantID, id string) (gateway.VM, error)
+	GetTenant(ctx context.Context, id string) (gateway.Tenant, error)
+
+	CreateSession(ctx context.Context, s gateway.Session) (gateway.Session, error)
+	GetSession(ctx context.Context, tenantID, vmID, id string) (gateway.Session, error)
+	ListSessions(ctx context.Context, tenantID, vmID, cursor string, limit int) (gateway.Page[gateway.Session], error)
+	SetSessionState(ctx context.Context, vmID, id string, state gateway.SessionState) error
+	DeleteSession(ctx context.Context, tenantID, vmID, id string) error
+	AppendSessionEvents(ctx context.Context, events ...gateway.SessionEvent) error
+	SessionHistory(ctx context.Context, vmID, sessionID string, q gateway.HistoryQuery) (gateway.HistoryPage, error)
+
+	AddPermission(ctx context.Context, vmID, sessionID string, p gateway.Permission) error
+	ResolvePermission(ctx context.Context, vmID, sessionID, requestID, status string, d gateway.PermissionDecision) error
+	Permissions(ctx context.Context, vmID, sessionID string, pendingOnly bool) ([]gateway.Permission, error)
+	DropPendingPermissions(ctx context.Context, vmID string, d gateway.PermissionDecision) (int, error)
+	PurgeExpiredSessions(ctx context.Context, now time.Time) (int, error)
+
+	BeginIdempotent(ctx context.Context, tenantID, key, requestHash string, ttl time.Duration) (store.IdempotencyRecord, bool, error)
+	CompleteIdempotent(ctx context.Context, tenantID, key string, status int, body []byte) error
+	AbandonIdempotent(ctx context.Context, tenantID, key string) error
+}
+
+// VMs gives the engine's handle of a tenant's live VM, held busy until
+// release is called; *vms.Service implements it.
+type VMs interface {
+	Agent(ctx context.Context, tenantID, vmID string) (vm *agentos.VM, release func(), err error)
+}
+
+// Config tunes the service.
+type Config struct {
+	// PermissionDefault is the decision taken for permission requests of
+	// sessions and tenants that set none (default: reject after 10 minutes).
+	PermissionDefault gateway.PermissionDefault
+	// PurgeInterval is how often expired sessions are deleted (default 1 h).
+	PurgeInterval time.Duration
+	// WatchBuffer bounds the events queued for one event stream before it
+	// is cut off and has to catch up from the store (default 1024).
+	WatchBuffer int
+	Log         zerolog.Logger
+	Now         func() time.Time
+}
+
+// DefaultPermissionDefault is the gateway's default decision.
+var DefaultPermissionDefault = gateway.PermissionDefault{Decision: gateway.DecisionReject, TimeoutSeconds: 600}
+
+// Service runs agent sessions.
+type Service struct {
+	cfg   Config
+	store Store
+	vms   VMs
+	log   zerolog.Logger
+
+	// ctx is cancelled at shutdown; turns run on it, not on the request
+	// that started them.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	eventsRecorded   atomic.Uint64
+	recordFailures   atomic.Uint64
+	defaultDecisions atomic.Uint64
+
+	mu        sync.Mutex
+	recorders map[string]*recorder // by VM id
+	closing   bool
+	wg        sync.WaitGroup // recorders, turns, the purger
+}
+
+// New returns a service and starts its purger; Shutdown stops it.
+func New(cfg Config, st Store, v VMs) *Service {
+	if cfg.PermissionDefault.Decision == "" {
+		cfg.PermissionDefault = DefaultPermissionDefault
+	}
+	if cfg.PurgeInterval <= 0 {
+		cfg.PurgeInterval = time.Hour
+	}
+	if cfg.WatchBuffer <= 0 {
+		cfg.WatchBuffer = 1024
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Service{cfg: cfg, store: st, vms: v, log: cfg.Log, recorders: map[string]*recorder{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go s.purge()
+	return s
+}
+
+// Shutdown stops recording (the VMs' events end with them; call it after
+// the VMs were disposed), cancels running turns and waits for every
+// goroutine of the service, bounded by ctx.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	recs := slices.Collect(maps.Values(s.recorders))
+	s.mu.Unlock()
+	s.cancel()
+	for _, r := range recs {
+		r.close()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sessions: shutdown: %w", ctx.Err())
+	}
+}
+
+// Stats are the service's counters and gauges, for metrics.
+type Stats struct {
+	LiveSessions       int    // sessions of live VMs this gateway records
+	RunningTurns       int    // prompts running
+	PendingPermissions int    // permission requests waiting for an answer
+	EventsRecorded     uint64 // durable events stored
+	RecordFailures     uint64 // durable events the store refused (read back later from the engine)
+	DefaultDecisions   uint64 // permission requests settled by their default decision
+}
+
+// Stats returns the service's counters and gauges.
+func (s *Service) Stats() Stats {
+	st := Stats{
+		EventsRecorded: s.eventsRecorded.Load(), RecordFailures: s.recordFailures.Load(),
+		DefaultDecisions: s.defaultDecisions.Load(),
+	}
+	s.mu.Lock()
+	recs := slices.Collect(maps.Values(s.recorders))
+	s.mu.Unlock()
+	for _, r := range recs {
+		r.mu.Lock()
+		for _, ss := range r.sessions {
+			st.LiveSessions++
+			if ss.turn != nil {
+				st.RunningTurns++
+			}
+			st.PendingPermissions += len(ss.pending)
+		}
+		r.mu.Unlock()
+	}
+	return st
+}
+
+// purge deletes the records of sessions past their tenant's retention.
+func (s *Service) purge() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.PurgeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.store.PurgeExpiredSessions(s.ctx, s.cfg.Now())
+		if err != nil {
+			s.log.Error().Err(err).Msg("purge expired sessions")
+		} else if n > 0 {
+			s.log.Info().Int("sessions", n).Msg("purged expired sessions")
+		}
+	}
+}
+
+// Agent is an agent a VM knows.
+type Agent struct {
+	ID        string `json:"id"`
+	Installed bool   `json:"installed"`
+}
+
+// Agents lists the agents a tenant's VM can run.
+func (s *Service) Agents(ctx context.Context, tenantID, vmID string) ([]Agent, error) {
+	vm, release, err := s.vms.Agent(ctx, tenantID, vmID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	list, err := vm.ListAgents(ctx)
+	if err != nil {
+		return nil, vms.EngineError(err, "list agents")
+	}
+	out := make([]Agent, len(list))
+	for i, a := range list {
+		out[i] = Agent{ID: a.ID, Installed: a.Installed}
+	}
+	return out, nil
+}
+
+// OpenRequest opens a session.
+type OpenRequest struct {
+	// SessionID is chosen by the caller; empty means a fresh one.
+	SessionID              string
+	Agent                  string
+	Cwd                    string
+	Env                    map[string]string
+	AdditionalDirectories  []string
+	MCPServers             json.RawMessage
+	PermissionPolicy       string // ask, allow_all (default), reject_all
+	PermissionDefault      *gateway.PermissionDefault
+	AdditionalInstructions string
+}
+
+// Open starts an agent in a tenant's VM and opens a session with it.
+func (s *Service) Open(ctx context.Context, tenant gateway.Tenant, vmID string, req OpenRequest) (gateway.Session, error) {
+	vm, release, err := s.vms.Agent(ctx, tenant.ID, vmID)
+	if err != nil {
+		return gateway.Session{}, err
+	}
+	defer release()
+	if err := s.checkAgent(ctx, vm, req.Agent); err != nil {
+		return gateway.Session{}, err
+	}
+	if req.SessionID == "" {
+		req.SessionID = newSessionID()
+	}
+	if req.PermissionPolicy == "" {
+		req.PermissionPolicy = "allow_all"
+	}
+	if req.Cwd == "" {
+		req.Cwd = "/home/agentos"
+	}
+	r, err := s.recorderFor(vm, tenant.ID, vmID)
+	if err != nil {
+		return gateway.Session{}, err
+	}
+	// The record exists before the agent starts, so that its first events
+	// have somewhere to go; a failed open deletes it again.
+	now := s.cfg.Now().UTC()
+	rec, err := s.store.CreateSession(ctx, gateway.Session{
+		ID: req.SessionID, TenantID: tenant.ID, VMID: vmID, Agent: req.Agent, Cwd: req.Cwd,
+		AdditionalDirectories: req.AdditionalDirectories, PermissionPolicy: req.PermissionPolicy,
+		PermissionDefault: req.PermissionDefault, State: gateway.SessionIdle, CreatedAt: now, UpdatedAt: now,
+	})
+	if err != nil {
+		return gateway.Session{}, err
+	}
+	r.ensure(rec)
+	_, err = vm.OpenSession(ctx, agentos.OpenSessionOptions{
+		SessionID: req.SessionID, Agent: req.Agent, Cwd: req.Cwd, Env: req.Env,
+		AdditionalDirectories: req.AdditionalDirectories, MCPServers: req.MCPServers,
+		PermissionPolicy: req.PermissionPolicy, AdditionalInstructions: req.AdditionalInstructions,
+	})
+	if err != nil {
+		r.unregister(req.SessionID, "")
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if derr := s.store.DeleteSession(dctx, tenant.ID, vmID, req.SessionID); derr != nil {
+			s.log.Error().Err(derr).Str("vm", vmID).Str("session", req.SessionID).Msg("delete record of failed open")
+		}
+		return gateway.Session{}, vms.EngineError(err, "open session")
+	}
+	rec.PendingPermissions = []gateway.Permission{}
+	return rec, nil
+}
+
+// checkAgent refuses an agent the VM does not know (400) or has not
+// installed (422) with a problem that says what to do, instead of the
+// engine's generic invalid state.
+func (s *Service) checkAgent(ctx context.Context, vm *agentos.VM, agent string) error {
+	list, err := vm.ListAgents(ctx)
+	if err != nil {
+		return vms.EngineError(err, "list agents")
+	}
+	known := make([]string, 0, len(list))
+	for _, a := range list {
+		if a.ID == agent {
+			if !a.Installed {
+				return gateway.Errorf(gateway.CodeUnprocessable, "agent %q is not installed in this VM; create the VM with \"agents\": [%q]", agent, agent).
+					WithDetail("field", "agent").WithDetail("reason", "agent_not_installed")
+			}
+			return nil
+		}
+		known = append(known, a.ID)
+	}
+	return gateway.Errorf(gateway.CodeInvalidArgument, "unknown agent %q; this VM knows %v", agent, known).
+		WithDetail("field", "agent").WithDetail("reason", "unknown_agent")
+}
+
+// Get returns a tenant's session with its current state.
+func (s *Service) Get(ctx context.Context, tenantID, vmID, id string) (gateway.Session, error) {
+	rec, err := s.store.GetSession(ctx, tenantID, vmID, id)
+	if err != nil {
+		return gateway.Session{}, err
+	}
+	vm, err := s.store.GetVM(ctx, tenantID, vmID)
+	if err != nil {
+		return gateway.Session{}, err
+	}
+	if err := s.describe(ctx, vm, &rec); err != nil {
+		return gateway.Session{}, err
+	}
+	return rec, nil
+}
+
+// List pages a tenant's sessions of a VM, oldest first.
+func (s *Service) List(ctx context.Context, tenantID, vmID, cursor string, limit int) (gateway.Page[gateway.Session], error) {
+	vm, err := s.store.GetVM(ctx, tenantID, vmID)
+	if err != nil {
+		return gateway.Page[gateway.Session]{}, err
+	}
+	page, err := s.store.ListSessions(ctx, tenantID, vmID, cursor, limit)
+	if err != nil {
+		return page, err
+	}
+	for i := range page.Items {
+		if err := s.describe(ctx, vm, &page.Items[i]); err != nil {
+			return gateway.Page[gateway.Session]{}, err
+		}
+	}
+	return page, nil
+}
+
+// describe sets the state a stored session has now: closed or lost with its
+// VM, running or waiting while a turn runs.
+func (s *Service) describe(ctx context.Context, vm gateway.VM, rec *gateway.Session) error {
+	rec.PendingPermissions = []gateway.Permission{}
+	switch vm.State {
+	case gateway.VMLost:
+		rec.State = gateway.SessionLost
+		return nil
+	case gateway.VMDisposed, gateway.VMDisposing:
+		rec.State = gateway.SessionClosed
+		return nil
+	}
+	s.mu.Lock()
+	r := s.recorders[vm.ID]
+	s.mu.Unlock()
+	if r == nil || !r.turnRunning(rec.ID) {
+		return nil
+	}
+	rec.State = gateway.SessionRunning
+	pending, err := s.store.Permissions(ctx, vm.ID, rec.ID, true)
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		rec.State = gateway.SessionWaiting
+		rec.PendingPermissions = pending
+	}
+	return nil
+}
+
+// Delete deletes a session and its history, from the VM's engine when the VM
+// is live and from the store in any case.
+func (s *Service) Delete(ctx context.Context, tenantID, vmID, id string) error {
+	if _, err := s.store.GetSession(ctx, tenantID, vmID, id); err != nil {
+		return err
+	}
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	if err == nil {
+		defer release()
+		if err := ls.handle().Delete(ctx); err != nil {
+			return vms.EngineError(err, "delete session")
+		}
+		ls.r.unregister(id, "deleted")
+	} else if gateway.ErrorCode(err) != gateway.CodeConflict {
+		return err
+	}
+	return s.store.DeleteSession(ctx, tenantID, vmID, id)
+}
+
+// Unload stops a session's agent; a later prompt starts it again.
+func (s *Service) Unload(ctx context.Context, tenantID, vmID, id string) (gateway.Session, error) {
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	if err != nil {
+		return gateway.Session{}, err
+	}
+	defer release()
+	if err := ls.handle().Unload(ctx); err != nil {
+		return gateway.Session{}, vms.EngineError(err, "unload session")
+	}
+	if err := s.store.SetSessionState(ctx, vmID, id, gateway.SessionUnloaded); err != nil {
+		return gateway.Session{}, err
+	}
+	return s.Get(ctx, tenantID, vmID, id)
+}
+
+// History pages a session's durable events from the store.
+func (s *Service) History(ctx context.Context, tenantID, vmID, id string, q gateway.HistoryQuery) (gateway.HistoryPage, error) {
+	if _, err := s.store.GetSession(ctx, tenantID, vmID, id); err != nil {
+		return gateway.HistoryPage{}, err
+	}
+	return s.store.SessionHistory(ctx, vmID, id, q)
+}
+
+// Permissions lists a session's pending permission requests.
+func (s *Service) Permissions(ctx context.Context, tenantID, vmID, id string) ([]gateway.Permission, error) {
+	rec, err := s.Get(ctx, tenantID, vmID, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State == gateway.SessionClosed || rec.State == gateway.SessionLost {
+		return []gateway.Permission{}, nil
+	}
+	return s.store.Permissions(ctx, vmID, id, true)
+}
+
+// SessionConfig is an agent's configuration options.
+type SessionConfig = agentos.SessionConfig
+
+// Config returns a session's configuration options.
+func (s *Service) Config(ctx context.Context, tenantID, vmID, id string) (SessionConfig, error) {
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	if err != nil {
+		return SessionConfig{}, err
+	}
+	defer release()
+	c, err := ls.handle().Config(ctx)
+	return c, vms.EngineError(err, "get session config")
+}
+
+// SetConfig sets one configuration option. An agent that cannot change it
+// answers with a conflict that says so.
+func (s *Service) SetConfig(ctx context.Context, tenantID, vmID, id, configID string, value json.RawMessage) (SessionConfig, error) {
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	if err != nil {
+		return SessionConfig{}, err
+	}
+	defer release()
+	c, err := ls.handle().SetConfig(ctx, configID, value)
+	return c, vms.EngineError(err, "set session config "+configID)
+}
+
+// Capabilities returns the agent's ACP capabilities.
+func (s *Service) Capabilities(ctx context.Context, tenantID, vmID, id string) (json.RawMessage, error) {
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	c, err := ls.handle().Capabilities(ctx)
+	return c, vms.EngineError(err, "get session capabilities")
+}
+
+// AgentInfo returns the agent's description of itself.
+func (s *Service) AgentInfo(ctx context.Context, tenantID, vmID, id string) (json.RawMessage, error) {
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	c, err := ls.handle().AgentInfo(ctx)
+	return c, vms.EngineError(err, "get agent info")
+}
+
+// liveSession is a stored session of a live VM, registered with the VM's
+// recorder.
+type liveSession struct {
+	r  *recorder
+	id string
+}
+
+func (ls liveSession) handle() *agentos.Session { return ls.r.vm.Session(ls.id) }
+
+// live resolves a tenant's session of a live VM and holds the VM until
+// release: CodeNotFound for an unknown session, CodeConflict when the VM has
+// ended.
+func (s *Service) live(ctx context.Context, tenantID, vmID, id string) (liveSession, func(), error) {
+	rec, err := s.store.GetSession(ctx, tenantID, vmID, id)
+	if err != nil {
+		return liveSession{}, nil, err
+	}
+	vm, release, err := s.vms.Agent(ctx, tenantID, vmID)
+	if err != nil {
+		return liveSession{}, nil, err
+	}
+	r, err := s.recorderFor(vm, tenantID, vmID)
+	if err != nil {
+		release()
+		return liveSession{}, nil, err
+	}
+	r.ensure(rec)
+	return liveSession{r: r, id: id}, release, nil
+}
+
+// recorderFor returns the recorder of a live VM, starting it if needed.
+func (s *Service) recorderFor(vm *agentos.VM, tenantID, vmID string) (*recorder, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
+	}
+	if r := s.recorders[vmID]; r != nil {
+		return r, nil
+	}
+	r := newRecorder(s, vm, tenantID, vmID)
+	s.recorders[vmID] = r
+	s.wg.Add(1)
+	go r.run()
+	return r, nil
+}
+
+func (s *Service) removeRecorder(r *recorder) {
+	s.mu.Lock()
+	if s.recorders[r.vmID] == r {
+		delete(s.recorders, r.vmID)
+	}
+	s.mu.Unlock()
+}
