@@ -17,6 +17,9 @@ const (
 	KindEnd         = "end"          // the session ended: closed, lost or deleted
 )
 
+// endDeleted is the final state of a session deleted while followed.
+const endDeleted = "deleted"
+
 // Event is an event of a session's stream. Data is its JSON as the API
 // serves it.
 type Event struct {
@@ -64,18 +67,22 @@ func (r *recorder) publish(sid string, ev Event) {
 	}
 }
 
-// watch adds a watcher to a registered session; nil when the recorder has
-// ended or the session is gone.
-func (r *recorder) watch(sid string, buffer int) *watcher {
+// watch adds a watcher to a registered session. It returns nil when the
+// recorder has ended or the session is gone, with endDeleted when it was
+// deleted.
+func (r *recorder) watch(sid string, buffer int) (*watcher, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.sessions[sid]
+	if r.deleted[sid] {
+		return nil, endDeleted
+	}
 	if r.ended || st == nil {
-		return nil
+		return nil, ""
 	}
 	w := &watcher{ch: make(chan Event, buffer)}
 	st.watchers[w] = struct{}{}
-	return w
+	return w, ""
 }
 
 func (r *recorder) unwatch(sid string, w *watcher) {
@@ -105,14 +112,19 @@ func (s *Service) Follow(ctx context.Context, tenantID, vmID, id string, after u
 			w       *watcher
 			ls      liveSession
 			release = func() {}
+			ended   string
 		)
 		l, rel, err := s.live(ctx, tenantID, vmID, id)
 		switch {
 		case err == nil:
 			ls, release = l, rel
-			w = ls.r.watch(id, s.cfg.WatchBuffer)
+			w, ended = ls.r.watch(id, s.cfg.WatchBuffer)
 		case gateway.ErrorCode(err) != gateway.CodeConflict:
 			return err
+		}
+		if ended == endDeleted {
+			release()
+			return emit(endEvent(endDeleted))
 		}
 		if cursor, err = s.catchUp(ctx, vmID, id, cursor, emit); err != nil {
 			if w != nil {
@@ -139,8 +151,8 @@ func (s *Service) Follow(ctx context.Context, tenantID, vmID, id string, after u
 			}
 			continue
 		}
-		if w.end == "deleted" {
-			return emit(endEvent("deleted"))
+		if w.end == endDeleted {
+			return emit(endEvent(endDeleted))
 		}
 		if cursor, err = s.catchUp(ctx, vmID, id, cursor, emit); err != nil {
 			return err

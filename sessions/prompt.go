@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -109,7 +110,7 @@ func (s *Service) startTurn(ls liveSession, id string, t *turn) error {
 	defer ls.r.mu.Unlock()
 	st := ls.r.sessions[id]
 	if st == nil || ls.r.ended {
-		return gateway.Errorf(gateway.CodeConflict, "the session's VM has ended")
+		return gateway.Errorf(gateway.CodeConflict, "session %s was deleted or its VM has ended", id)
 	}
 	if st.turn != nil {
 		return gateway.Errorf(gateway.CodeConflict, "a turn is already running in session %s; wait for it or cancel it", id).
@@ -203,6 +204,9 @@ func replay(body []byte) (PromptOutcome, error) {
 		return PromptOutcome{}, gateway.Wrap(gateway.CodeInternal, err, "decode recorded prompt outcome")
 	}
 	if o.Result == nil {
+		if o.Code == "" {
+			return PromptOutcome{}, gateway.Errorf(gateway.CodeInternal, "decode recorded prompt outcome: no result and no error")
+		}
 		return PromptOutcome{Replayed: true}, gateway.Errorf(o.Code, "%s", o.Message).WithDetail("replayed", true)
 	}
 	return PromptOutcome{Result: *o.Result, Replayed: true}, nil
@@ -273,17 +277,27 @@ func (s *Service) RespondPermission(ctx context.Context, tenantID, keyID, vmID, 
 	return Answer{Status: status, Reason: reason}, nil
 }
 
-// contentTypes are the ACP content block types and the field each requires.
-var contentTypes = map[string]string{
-	"text":          "text",
-	"image":         "data",
-	"audio":         "data",
-	"resource_link": "uri",
-	"resource":      "resource",
+// blockField is a field an ACP content block type requires: a string, or
+// an object.
+type blockField struct {
+	name   string
+	object bool
+}
+
+// contentTypes are the ACP content block types and the fields each requires,
+// checked in this order.
+var contentTypes = map[string][]blockField{
+	"text":          {{name: "text"}},
+	"image":         {{name: "data"}, {name: "mimeType"}},
+	"audio":         {{name: "data"}, {name: "mimeType"}},
+	"resource_link": {{name: "uri"}, {name: "name"}},
+	"resource":      {{name: "resource", object: true}},
 }
 
 // ValidateContent checks that content is a non-empty JSON array of ACP
-// content blocks, each with a known type and that type's required field.
+// content blocks, each with a known type and the fields that type requires,
+// so that a malformed prompt is refused with the element it concerns rather
+// than failing later inside the agent.
 func ValidateContent(content json.RawMessage) error {
 	var blocks []map[string]json.RawMessage
 	if err := json.Unmarshal(content, &blocks); err != nil {
@@ -293,23 +307,37 @@ func ValidateContent(content json.RawMessage) error {
 		return gateway.Errorf(gateway.CodeInvalidArgument, "content must have at least one block").WithDetail("field", "content")
 	}
 	for i, b := range blocks {
-		field := fmt.Sprintf("content[%d]", i)
+		elem := fmt.Sprintf("content[%d]", i)
 		var typ string
-		if raw, ok := b["type"]; !ok || json.Unmarshal(raw, &typ) != nil {
-			return gateway.Errorf(gateway.CodeInvalidArgument, "%s has no string type", field).WithDetail("field", field+".type")
+		if raw, ok := b["type"]; !ok || json.Unmarshal(raw, &typ) != nil || string(raw) == "null" {
+			return gateway.Errorf(gateway.CodeInvalidArgument, "%s has no string type", elem).WithDetail("field", elem+".type")
 		}
-		req, ok := contentTypes[typ]
+		fields, ok := contentTypes[typ]
 		if !ok {
-			return gateway.Errorf(gateway.CodeInvalidArgument, "%s has unknown type %q (want text, image, audio, resource_link or resource)", field, typ).WithDetail("field", field+".type")
+			return gateway.Errorf(gateway.CodeInvalidArgument, "%s has unknown type %q (want text, image, audio, resource_link or resource)", elem, typ).WithDetail("field", elem+".type")
 		}
-		raw, ok := b[req]
-		if !ok || string(raw) == "null" {
-			return gateway.Errorf(gateway.CodeInvalidArgument, "%s of type %s needs %s", field, typ, req).WithDetail("field", field+"."+req)
-		}
-		if typ == "text" {
-			var text string
-			if json.Unmarshal(raw, &text) != nil {
-				return gateway.Errorf(gateway.CodeInvalidArgument, "%s.text must be a string", field).WithDetail("field", field+".text")
+		for _, f := range fields {
+			raw, ok := b[f.name]
+			var err error
+			if f.object {
+				var m map[string]json.RawMessage
+				err = json.Unmarshal(raw, &m)
+				if m == nil {
+					err = errors.New("not an object")
+				}
+			} else {
+				var str string
+				err = json.Unmarshal(raw, &str)
+				if string(raw) == "null" {
+					err = errors.New("null")
+				}
+			}
+			if !ok || err != nil {
+				kind := "a string"
+				if f.object {
+					kind = "an object"
+				}
+				return gateway.Errorf(gateway.CodeInvalidArgument, "%s of type %s needs %s, %s", elem, typ, f.name, kind).WithDetail("field", elem+"."+f.name)
 			}
 		}
 	}

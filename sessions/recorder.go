@@ -25,6 +25,9 @@ type recorder struct {
 	mu       sync.Mutex
 	sub      *agentos.Subscription[agentos.SessionEvent]
 	sessions map[string]*sessionState
+	// deleted are the sessions deleted while the VM lives: a request that
+	// read the record just before the deletion must not register it again.
+	deleted  map[string]bool
 	stopping bool // Shutdown closed sub on purpose
 	ended    bool
 }
@@ -62,15 +65,23 @@ const recorderBuffer = 4096
 func newRecorder(s *Service, vm *agentos.VM, tenantID, vmID string) *recorder {
 	return &recorder{
 		s: s, vm: vm, tenantID: tenantID, vmID: vmID, wake: make(chan struct{}, 1),
-		sub: vm.SubscribeACP(recorderBuffer), sessions: map[string]*sessionState{},
+		sub: vm.SubscribeACP(recorderBuffer), sessions: map[string]*sessionState{}, deleted: map[string]bool{},
 	}
+}
+
+// register registers a session being opened, deleted before or not.
+func (r *recorder) register(rec gateway.Session) {
+	r.mu.Lock()
+	delete(r.deleted, rec.ID)
+	r.mu.Unlock()
+	r.ensure(rec)
 }
 
 // ensure registers a stored session, so that its events are recorded.
 func (r *recorder) ensure(rec gateway.Session) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.sessions[rec.ID]; ok || r.ended {
+	if _, ok := r.sessions[rec.ID]; ok || r.ended || r.deleted[rec.ID] {
 		return
 	}
 	r.sessions[rec.ID] = &sessionState{
@@ -84,6 +95,9 @@ func (r *recorder) ensure(rec gateway.Session) {
 func (r *recorder) unregister(id, state string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if state == endDeleted {
+		r.deleted[id] = true
+	}
 	st := r.sessions[id]
 	if st == nil {
 		return

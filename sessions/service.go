@@ -227,6 +227,9 @@ type OpenRequest struct {
 	AdditionalInstructions string
 }
 
+// openTimeout bounds starting an agent (seconds on a loaded machine).
+const openTimeout = 3 * time.Minute
+
 // Open starts an agent in a tenant's VM and opens a session with it.
 func (s *Service) Open(ctx context.Context, tenant gateway.Tenant, vmID string, req OpenRequest) (gateway.Session, error) {
 	vm, release, err := s.vms.Agent(ctx, tenant.ID, vmID)
@@ -261,8 +264,12 @@ func (s *Service) Open(ctx context.Context, tenant gateway.Tenant, vmID string, 
 	if err != nil {
 		return gateway.Session{}, err
 	}
-	r.ensure(rec)
-	_, err = vm.OpenSession(ctx, agentos.OpenSessionOptions{
+	r.register(rec)
+	// The open runs to its end even if the caller goes away: abandoning it
+	// half-way would leave an agent running in the VM with no record.
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), openTimeout)
+	defer cancel()
+	_, err = vm.OpenSession(octx, agentos.OpenSessionOptions{
 		SessionID: req.SessionID, Agent: req.Agent, Cwd: req.Cwd, Env: req.Env,
 		AdditionalDirectories: req.AdditionalDirectories, MCPServers: req.MCPServers,
 		PermissionPolicy: req.PermissionPolicy, AdditionalInstructions: req.AdditionalInstructions,
@@ -379,7 +386,7 @@ func (s *Service) Delete(ctx context.Context, tenantID, vmID, id string) error {
 		if err := ls.handle().Delete(ctx); err != nil {
 			return vms.EngineError(err, "delete session")
 		}
-		ls.r.unregister(id, "deleted")
+		ls.r.unregister(id, endDeleted)
 	} else if gateway.ErrorCode(err) != gateway.CodeConflict {
 		return err
 	}

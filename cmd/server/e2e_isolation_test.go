@@ -22,7 +22,7 @@ func TestE2ETenantIsolation(t *testing.T) {
 	ctx := ctxT(t)
 	_, ca := e.tenant("tenant-a", nil)
 	_, cb := e.tenant("tenant-b", nil)
-	vm := e.vm(ca, client.CreateVMRequest{Labels: map[string]string{"owner": "a"}})
+	vm := e.vm(ca, client.CreateVMRequest{Labels: map[string]string{"owner": "a"}, Agents: []string{"pi"}})
 	bVM := e.vm(cb, client.CreateVMRequest{Labels: map[string]string{"owner": "b"}})
 	p, err := ca.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
 	if err != nil {
@@ -33,6 +33,11 @@ func TestE2ETenantIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := ca.WriteFile(ctx, vm.ID, "/workspace/secret.txt", strings.NewReader("a's secret"), client.WriteFileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A session of A's: opening one needs no model, prompting would.
+	const sid = "a-session"
+	if _, err := ca.OpenSession(ctx, vm.ID, client.OpenSessionRequest{SessionID: sid, Agent: "pi"}); err != nil {
 		t.Fatal(err)
 	}
 	stream := func(s *client.Stream, err error) error {
@@ -90,6 +95,43 @@ func TestE2ETenantIsolation(t *testing.T) {
 		{"POST /v1/vms/{vm}/dirs", func() error { return cb.Mkdir(ctx, vm.ID, "/workspace/b") }},
 		{"POST /v1/vms/{vm}/fs/move", func() error { return cb.Move(ctx, vm.ID, "/workspace/secret.txt", "/workspace/stolen.txt") }},
 		{"GET /v1/vms/{vm}/fs/stat", func() error { _, err := cb.Stat(ctx, vm.ID, "/workspace/secret.txt"); return err }},
+		{"GET /v1/vms/{vm}/agents", func() error { _, err := cb.Agents(ctx, vm.ID); return err }},
+		{"POST /v1/vms/{vm}/sessions", func() error {
+			_, err := cb.OpenSession(ctx, vm.ID, client.OpenSessionRequest{Agent: "pi"})
+			return err
+		}},
+		{"GET /v1/vms/{vm}/sessions", func() error { _, err := cb.ListSessions(ctx, vm.ID, client.ListOptions{}); return err }},
+		{"GET /v1/vms/{vm}/sessions/{session}", func() error { _, err := cb.GetSession(ctx, vm.ID, sid); return err }},
+		{"DELETE /v1/vms/{vm}/sessions/{session}", func() error { return cb.DeleteSession(ctx, vm.ID, sid) }},
+		{"POST /v1/vms/{vm}/sessions/{session}/unload", func() error { _, err := cb.UnloadSession(ctx, vm.ID, sid); return err }},
+		{"POST /v1/vms/{vm}/sessions/{session}/prompt", func() error {
+			_, err := cb.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hi")})
+			return err
+		}},
+		{"POST /v1/vms/{vm}/sessions/{session}/prompt (idempotencyKey)", func() error {
+			_, err := cb.PromptAsync(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hi"), IdempotencyKey: "b-key"})
+			return err
+		}},
+		{"POST /v1/vms/{vm}/sessions/{session}/cancel", func() error { _, err := cb.CancelPrompt(ctx, vm.ID, sid); return err }},
+		{"GET /v1/vms/{vm}/sessions/{session}/permissions", func() error { _, err := cb.Permissions(ctx, vm.ID, sid); return err }},
+		{"POST /v1/vms/{vm}/sessions/{session}/permissions/{request}", func() error {
+			_, err := cb.AnswerPermission(ctx, vm.ID, sid, "r1", "allow_once")
+			return err
+		}},
+		{"GET /v1/vms/{vm}/sessions/{session}/config", func() error { _, err := cb.SessionConfig(ctx, vm.ID, sid); return err }},
+		{"PUT /v1/vms/{vm}/sessions/{session}/config/{config}", func() error {
+			_, err := cb.SetSessionConfig(ctx, vm.ID, sid, "model", "x")
+			return err
+		}},
+		{"GET /v1/vms/{vm}/sessions/{session}/capabilities", func() error { _, err := cb.SessionCapabilities(ctx, vm.ID, sid); return err }},
+		{"GET /v1/vms/{vm}/sessions/{session}/agent-info", func() error { _, err := cb.SessionAgentInfo(ctx, vm.ID, sid); return err }},
+		{"GET /v1/vms/{vm}/sessions/{session}/history", func() error {
+			_, err := cb.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{})
+			return err
+		}},
+		{"GET /v1/vms/{vm}/sessions/{session}/events", func() error {
+			return stream(cb.SessionEvents(ctx, vm.ID, sid, client.StreamOptions{}))
+		}},
 	}
 	for _, r := range routes {
 		t.Run(r.route, func(t *testing.T) {
@@ -131,6 +173,10 @@ func TestE2ETenantIsolation(t *testing.T) {
 		got, err := ca.GetVM(ctx, vm.ID)
 		if err != nil || got.State != client.VMReady {
 			t.Fatalf("%+v %v", got, err)
+		}
+		sessions, err := ca.ListSessions(ctx, vm.ID, client.ListOptions{})
+		if err != nil || len(sessions.Items) != 1 || sessions.Items[0].ID != sid || sessions.Items[0].State != client.SessionIdle {
+			t.Fatalf("A's sessions: %+v %v", sessions, err)
 		}
 		pr, err := ca.GetProcess(ctx, vm.ID, p.Pid)
 		if err != nil || !pr.Running {

@@ -1,0 +1,495 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/store"
+)
+
+func durable(seq uint64) Event { return Event{Kind: KindDurable, Sequence: seq} }
+func ephemeral(after uint64) Event {
+	return Event{Kind: KindEphemeral, AfterSequence: after}
+}
+
+// label names an event for comparisons: D<seq>, E<afterSequence> or its kind.
+func label(ev Event) string {
+	switch ev.Kind {
+	case KindDurable:
+		return fmt.Sprintf("D%d", ev.Sequence)
+	case KindEphemeral:
+		return fmt.Sprintf("E%d", ev.AfterSequence)
+	}
+	return ev.Kind
+}
+
+func TestPump(t *testing.T) {
+	errEmit := errors.New("client went away")
+	for _, tc := range []struct {
+		name       string
+		cursor     uint64
+		events     []Event
+		open       bool // leave the channel open (the case must return by itself)
+		failAt     int  // emit fails on this call (1-based); 0: never
+		wantGap    bool
+		wantErr    error
+		wantEmit   []string
+		wantCursor uint64
+		wantLeft   int // events left unread in the channel
+	}{
+		{name: "closed empty", cursor: 4, wantCursor: 4},
+		{name: "in order", cursor: 0, events: []Event{durable(1), durable(2), durable(3)}, wantEmit: []string{"D1", "D2", "D3"}, wantCursor: 3},
+		{name: "resumes after cursor", cursor: 7, events: []Event{durable(8), durable(9)}, wantEmit: []string{"D8", "D9"}, wantCursor: 9},
+		{name: "duplicates skipped", cursor: 3, events: []Event{durable(1), durable(2), durable(3), durable(4), durable(4), durable(3), durable(5)}, wantEmit: []string{"D4", "D5"}, wantCursor: 5},
+		{name: "all already emitted", cursor: 10, events: []Event{durable(9), durable(10)}, wantCursor: 10},
+		{name: "gap after some", cursor: 3, events: []Event{durable(4), durable(6), durable(7)}, open: true, wantGap: true, wantEmit: []string{"D4"}, wantCursor: 4, wantLeft: 1},
+		{name: "gap at once", cursor: 0, events: []Event{durable(2), durable(3)}, open: true, wantGap: true, wantCursor: 0, wantLeft: 1},
+		{name: "gap wins over close", cursor: 5, events: []Event{durable(7)}, wantGap: true, wantCursor: 5},
+		{
+			name: "ephemeral", cursor: 5,
+			events:   []Event{ephemeral(3), ephemeral(4), ephemeral(5), durable(6), ephemeral(5), ephemeral(6), ephemeral(6)},
+			wantEmit: []string{"E5", "D6", "E6", "E6"}, wantCursor: 6,
+		},
+		{name: "ephemeral ahead of cursor", cursor: 2, events: []Event{ephemeral(3)}, wantEmit: []string{"E3"}, wantCursor: 2},
+		{
+			name: "other kinds pass through", cursor: 9,
+			events: []Event{
+				{Kind: KindAgentStderr, Data: json.RawMessage(`{}`)}, durable(9),
+				{Kind: KindAgentExit, Data: json.RawMessage(`{}`)}, durable(10),
+			},
+			wantEmit: []string{KindAgentStderr, KindAgentExit, "D10"}, wantCursor: 10,
+		},
+		{name: "emit error on durable", cursor: 0, events: []Event{durable(1), durable(2)}, failAt: 2, wantErr: errEmit, wantEmit: []string{"D1"}, wantLeft: 0},
+		{name: "emit error on ephemeral", cursor: 1, events: []Event{ephemeral(1), durable(2)}, open: true, failAt: 1, wantErr: errEmit, wantCursor: 1, wantLeft: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &watcher{ch: make(chan Event, len(tc.events)+1)}
+			for _, ev := range tc.events {
+				w.ch <- ev
+			}
+			if !tc.open {
+				close(w.ch)
+			}
+			var emitted []string
+			calls := 0
+			emit := func(ev Event) error {
+				calls++
+				if calls == tc.failAt {
+					return errEmit
+				}
+				emitted = append(emitted, label(ev))
+				return nil
+			}
+			cursor := tc.cursor
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			gap, err := pump(ctx, w, &cursor, emit)
+			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Fatalf("pump error = %v, want %v", err, tc.wantErr)
+			}
+			if gap != tc.wantGap {
+				t.Errorf("gap = %v, want %v", gap, tc.wantGap)
+			}
+			if !reflect.DeepEqual(emitted, tc.wantEmit) {
+				t.Errorf("emitted %v, want %v", emitted, tc.wantEmit)
+			}
+			if tc.wantErr == nil && cursor != tc.wantCursor {
+				t.Errorf("cursor = %d, want %d", cursor, tc.wantCursor)
+			}
+			if tc.open && len(w.ch) != tc.wantLeft {
+				t.Errorf("%d events left unread, want %d", len(w.ch), tc.wantLeft)
+			}
+		})
+	}
+}
+
+func TestPumpContextCancelled(t *testing.T) {
+	w := &watcher{ch: make(chan Event, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cursor := uint64(3)
+	gap, err := pump(ctx, w, &cursor, func(Event) error { t.Error("emitted"); return nil })
+	if !errors.Is(err, context.Canceled) || gap {
+		t.Errorf("pump = %v, %v; want false, context.Canceled", gap, err)
+	}
+
+	// Cancelled while waiting for events.
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := pump(ctx, w, &cursor, func(Event) error { return nil })
+		done <- err
+	}()
+	w.ch <- durable(4)
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("pump = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("pump did not return after its context was cancelled")
+	}
+}
+
+// fakeStore keeps one tenant's sessions and their events in memory; what
+// Follow does not use fails.
+type fakeStore struct {
+	mu       sync.Mutex
+	vms      map[string]gateway.VM             // by VM id
+	sessions map[string]gateway.Session        // by vm/session
+	events   map[string][]gateway.SessionEvent // by vm/session, in order
+	queries  []gateway.HistoryQuery
+}
+
+var errNotImplemented = errors.New("fake store: not implemented")
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{vms: map[string]gateway.VM{}, sessions: map[string]gateway.Session{}, events: map[string][]gateway.SessionEvent{}}
+}
+
+// addSession stores a session of a VM in state with n events.
+func (f *fakeStore) addSession(tenantID, vmID string, state gateway.VMState, id string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vms[vmID] = gateway.VM{ID: vmID, TenantID: tenantID, State: state}
+	f.sessions[vmID+"/"+id] = gateway.Session{ID: id, TenantID: tenantID, VMID: vmID, LatestSequence: uint64(n)}
+	evs := make([]gateway.SessionEvent, n)
+	for i := range evs {
+		seq := uint64(i + 1)
+		evs[i] = gateway.SessionEvent{VMID: vmID, SessionID: id, Sequence: seq, Type: "agent_message_chunk",
+			Data: json.RawMessage(fmt.Sprintf(`{"sequence":%d,"type":"agent_message_chunk"}`, seq))}
+	}
+	f.events[vmID+"/"+id] = evs
+}
+
+func (f *fakeStore) GetVM(ctx context.Context, tenantID, id string) (gateway.VM, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	vm, ok := f.vms[id]
+	if !ok || vm.TenantID != tenantID {
+		return gateway.VM{}, gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
+	}
+	return vm, nil
+}
+
+func (f *fakeStore) GetSession(ctx context.Context, tenantID, vmID, id string) (gateway.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return gateway.Session{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sessions[vmID+"/"+id]
+	if !ok || s.TenantID != tenantID {
+		return gateway.Session{}, gateway.Errorf(gateway.CodeNotFound, "session %s not found", id)
+	}
+	return s, nil
+}
+
+func (f *fakeStore) SessionHistory(ctx context.Context, vmID, sessionID string, q gateway.HistoryQuery) (gateway.HistoryPage, error) {
+	if err := ctx.Err(); err != nil {
+		return gateway.HistoryPage{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = append(f.queries, q)
+	if q.Before != 0 {
+		return gateway.HistoryPage{}, errNotImplemented
+	}
+	all := f.events[vmID+"/"+sessionID]
+	i := sort.Search(len(all), func(i int) bool { return all[i].Sequence > q.After })
+	rest := all[i:]
+	page := gateway.HistoryPage{HasMoreBefore: i > 0}
+	if q.Limit > 0 && len(rest) > q.Limit {
+		rest, page.HasMoreAfter = rest[:q.Limit], true
+	}
+	page.Events = append([]gateway.SessionEvent(nil), rest...)
+	return page, nil
+}
+
+func (f *fakeStore) GetTenant(context.Context, string) (gateway.Tenant, error) {
+	return gateway.Tenant{}, errNotImplemented
+}
+func (f *fakeStore) CreateSession(context.Context, gateway.Session) (gateway.Session, error) {
+	return gateway.Session{}, errNotImplemented
+}
+func (f *fakeStore) ListSessions(context.Context, string, string, string, int) (gateway.Page[gateway.Session], error) {
+	return gateway.Page[gateway.Session]{}, errNotImplemented
+}
+func (f *fakeStore) SetSessionState(context.Context, string, string, gateway.SessionState) error {
+	return errNotImplemented
+}
+func (f *fakeStore) DeleteSession(context.Context, string, string, string) error {
+	return errNotImplemented
+}
+func (f *fakeStore) AppendSessionEvents(context.Context, ...gateway.SessionEvent) error {
+	return errNotImplemented
+}
+func (f *fakeStore) AddPermission(context.Context, string, string, gateway.Permission) error {
+	return errNotImplemented
+}
+func (f *fakeStore) ResolvePermission(context.Context, string, string, string, string, gateway.PermissionDecision) error {
+	return errNotImplemented
+}
+func (f *fakeStore) Permissions(context.Context, string, string, bool) ([]gateway.Permission, error) {
+	return nil, errNotImplemented
+}
+func (f *fakeStore) DropPendingPermissions(context.Context, string, gateway.PermissionDecision) (int, error) {
+	return 0, errNotImplemented
+}
+func (f *fakeStore) PurgeExpiredSessions(context.Context, time.Time) (int, error) {
+	return 0, errNotImplemented
+}
+func (f *fakeStore) BeginIdempotent(context.Context, string, string, string, time.Duration) (store.IdempotencyRecord, bool, error) {
+	return store.IdempotencyRecord{}, false, errNotImplemented
+}
+func (f *fakeStore) CompleteIdempotent(context.Context, string, string, int, []byte) error {
+	return errNotImplemented
+}
+func (f *fakeStore) AbandonIdempotent(context.Context, string, string) error {
+	return errNotImplemented
+}
+
+var _ Store = (*fakeStore)(nil)
+
+// endedVMs answers every request for a live VM with err: the VMs have
+// ended (a conflict) unless a test says otherwise.
+type endedVMs struct {
+	mu    sync.Mutex
+	err   error
+	calls int
+}
+
+func (v *endedVMs) Agent(ctx context.Context, tenantID, vmID string) (*agentos.VM, func(), error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.calls++
+	if v.err != nil {
+		return nil, nil, v.err
+	}
+	return nil, nil, gateway.Errorf(gateway.CodeConflict, "vm %s has ended", vmID).WithDetail("state", gateway.VMDisposed)
+}
+
+func newTestService(t *testing.T, st Store, v VMs) *Service {
+	t.Helper()
+	s := New(Config{}, st, v)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+// follow runs Follow and collects what it emits.
+func follow(t *testing.T, s *Service, tenantID, vmID, id string, after uint64) ([]Event, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []Event
+	err := s.Follow(ctx, tenantID, vmID, id, after, func(ev Event) error {
+		got = append(got, ev)
+		return nil
+	})
+	return got, err
+}
+
+// checkFollowed checks that events are durable from..to in order, each with
+// its stored data, then one end event with state.
+func checkFollowed(t *testing.T, events []Event, from, to uint64, state gateway.SessionState) {
+	t.Helper()
+	want := 0
+	if to >= from {
+		want = int(to - from + 1)
+	}
+	if len(events) != want+1 {
+		t.Fatalf("got %d events, want %d durable and an end", len(events), want)
+	}
+	for i, ev := range events[:want] {
+		seq := from + uint64(i)
+		if ev.Kind != KindDurable || ev.Sequence != seq {
+			t.Fatalf("event %d is %s, want D%d", i, label(ev), seq)
+		}
+		if wantData := fmt.Sprintf(`{"sequence":%d,"type":"agent_message_chunk"}`, seq); string(ev.Data) != wantData {
+			t.Fatalf("event %d data = %s, want %s", i, ev.Data, wantData)
+		}
+	}
+	end := events[want]
+	if end.Kind != KindEnd {
+		t.Fatalf("last event is %s, want end", label(end))
+	}
+	var data struct {
+		State string `json:"state"`
+	}
+	if err := json.Unmarshal(end.Data, &data); err != nil || data.State != string(state) {
+		t.Errorf("end data = %s, want state %s", end.Data, state)
+	}
+}
+
+func TestFollowEndedVM(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		vmState gateway.VMState
+		n       int
+		after   uint64
+		want    gateway.SessionState
+	}{
+		{"lost, from start", gateway.VMLost, 5, 0, gateway.SessionLost},
+		{"disposed, from start", gateway.VMDisposed, 5, 0, gateway.SessionClosed},
+		{"disposing", gateway.VMDisposing, 3, 0, gateway.SessionClosed},
+		{"lost, after 3", gateway.VMLost, 5, 3, gateway.SessionLost},
+		{"disposed, after 2", gateway.VMDisposed, 5, 2, gateway.SessionClosed},
+		{"after the last", gateway.VMDisposed, 5, 5, gateway.SessionClosed},
+		{"after beyond the last", gateway.VMLost, 5, 9, gateway.SessionLost},
+		{"no events", gateway.VMDisposed, 0, 0, gateway.SessionClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newFakeStore()
+			st.addSession("t1", "vm1", tc.vmState, "ses1", tc.n)
+			vms := &endedVMs{}
+			s := newTestService(t, st, vms)
+			got, err := follow(t, s, "t1", "vm1", "ses1", tc.after)
+			if err != nil {
+				t.Fatalf("Follow = %v", err)
+			}
+			checkFollowed(t, got, tc.after+1, uint64(tc.n), tc.want)
+			if vms.calls != 1 {
+				t.Errorf("Agent called %d times, want 1", vms.calls)
+			}
+		})
+	}
+}
+
+func TestFollowPagesThroughLongHistory(t *testing.T) {
+	for _, tc := range []struct {
+		n, after    int
+		wantQueries int
+	}{
+		{n: 500, wantQueries: 1},
+		{n: 501, wantQueries: 2},
+		{n: 1000, wantQueries: 2},
+		{n: 1234, wantQueries: 3},
+		{n: 1234, after: 700, wantQueries: 2},
+	} {
+		t.Run(fmt.Sprintf("%d after %d", tc.n, tc.after), func(t *testing.T) {
+			st := newFakeStore()
+			st.addSession("t1", "vm1", gateway.VMDisposed, "ses1", tc.n)
+			s := newTestService(t, st, &endedVMs{})
+			got, err := follow(t, s, "t1", "vm1", "ses1", uint64(tc.after))
+			if err != nil {
+				t.Fatalf("Follow = %v", err)
+			}
+			checkFollowed(t, got, uint64(tc.after)+1, uint64(tc.n), gateway.SessionClosed)
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if len(st.queries) != tc.wantQueries {
+				t.Errorf("%d history queries %v, want %d", len(st.queries), st.queries, tc.wantQueries)
+			}
+			for _, q := range st.queries {
+				if q.Limit != 500 || q.Before != 0 {
+					t.Errorf("history query %+v, want pages of 500 after a cursor", q)
+				}
+			}
+		})
+	}
+}
+
+func TestFollowUnknownSession(t *testing.T) {
+	st := newFakeStore()
+	st.addSession("t1", "vm1", gateway.VMDisposed, "ses1", 3)
+	vms := &endedVMs{}
+	s := newTestService(t, st, vms)
+	for _, tc := range []struct{ tenant, vm, id string }{
+		{"t1", "vm1", "nope"},
+		{"t1", "vm2", "ses1"},
+		{"t2", "vm1", "ses1"}, // another tenant's session
+	} {
+		got, err := follow(t, s, tc.tenant, tc.vm, tc.id, 0)
+		if gateway.ErrorCode(err) != gateway.CodeNotFound {
+			t.Errorf("Follow(%v) = %v, want not_found", tc, err)
+		}
+		if len(got) != 0 {
+			t.Errorf("Follow(%v) emitted %d events", tc, len(got))
+		}
+	}
+	if vms.calls != 0 {
+		t.Errorf("Agent called %d times for unknown sessions", vms.calls)
+	}
+}
+
+func TestFollowVMError(t *testing.T) {
+	// Anything but a conflict from the VMs is the caller's answer.
+	st := newFakeStore()
+	st.addSession("t1", "vm1", gateway.VMReady, "ses1", 3)
+	s := newTestService(t, st, &endedVMs{err: gateway.Errorf(gateway.CodeUnavailable, "sidecar starting")})
+	got, err := follow(t, s, "t1", "vm1", "ses1", 0)
+	if gateway.ErrorCode(err) != gateway.CodeUnavailable {
+		t.Errorf("Follow = %v, want unavailable", err)
+	}
+	if len(got) != 0 {
+		t.Errorf("Follow emitted %d events", len(got))
+	}
+}
+
+func TestFollowEmitError(t *testing.T) {
+	st := newFakeStore()
+	st.addSession("t1", "vm1", gateway.VMLost, "ses1", 800)
+	s := newTestService(t, st, &endedVMs{})
+	for _, failAt := range []int{1, 2, 500, 501, 801} {
+		errGone := errors.New("client gone")
+		calls := 0
+		err := s.Follow(context.Background(), "t1", "vm1", "ses1", 0, func(Event) error {
+			calls++
+			if calls == failAt {
+				return errGone
+			}
+			return nil
+		})
+		if !errors.Is(err, errGone) {
+			t.Errorf("fail at %d: Follow = %v, want the emit error", failAt, err)
+		}
+		if calls != failAt {
+			t.Errorf("fail at %d: emit called %d times", failAt, calls)
+		}
+	}
+}
+
+func TestFollowContextCancelled(t *testing.T) {
+	st := newFakeStore()
+	st.addSession("t1", "vm1", gateway.VMLost, "ses1", 3)
+	s := newTestService(t, st, &endedVMs{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.Follow(ctx, "t1", "vm1", "ses1", 0, func(Event) error { return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Follow = %v, want context.Canceled", err)
+	}
+}
+
+func TestServiceShutdownIdempotentAndRefuses(t *testing.T) {
+	s := New(Config{PurgeInterval: time.Millisecond}, newFakeStore(), &endedVMs{})
+	time.Sleep(5 * time.Millisecond) // let the purger run against a failing store
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown = %v", err)
+	}
+	if _, err := s.recorderFor(nil, "t1", "vm1"); gateway.ErrorCode(err) != gateway.CodeUnavailable {
+		t.Errorf("recorderFor after shutdown = %v, want unavailable", err)
+	}
+}

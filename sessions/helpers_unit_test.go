@@ -1,0 +1,417 @@
+package sessions
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+)
+
+func TestChooseOption(t *testing.T) {
+	all := []permissionOption{
+		{OptionID: "ra", Kind: "reject_always"},
+		{OptionID: "aa", Kind: "allow_always"},
+		{OptionID: "ro", Kind: "reject_once"},
+		{OptionID: "ao", Kind: "allow_once"},
+	}
+	always := []permissionOption{
+		{OptionID: "aa", Kind: "allow_always"},
+		{OptionID: "ra", Kind: "reject_always"},
+	}
+	for _, tc := range []struct {
+		name     string
+		options  []permissionOption
+		decision string
+		want     string
+	}{
+		{"reject prefers reject_once", all, gateway.DecisionReject, "ro"},
+		{"allow prefers allow_once", all, gateway.DecisionAllow, "ao"},
+		{"reject falls back to reject_always", always, gateway.DecisionReject, "ra"},
+		{"allow falls back to allow_always", always, gateway.DecisionAllow, "aa"},
+		{"reject with only allow options", []permissionOption{{OptionID: "ao", Kind: "allow_once"}, {OptionID: "aa", Kind: "allow_always"}}, gateway.DecisionReject, ""},
+		{"allow with only reject options", []permissionOption{{OptionID: "ro", Kind: "reject_once"}}, gateway.DecisionAllow, ""},
+		{"unknown kinds", []permissionOption{{OptionID: "x", Kind: "maybe"}, {OptionID: "y", Kind: ""}}, gateway.DecisionAllow, ""},
+		{"no options", nil, gateway.DecisionReject, ""},
+		{"first of a kind wins", []permissionOption{{OptionID: "ro1", Kind: "reject_once"}, {OptionID: "ro2", Kind: "reject_once"}}, gateway.DecisionReject, "ro1"},
+		{"kinds are case-sensitive", []permissionOption{{OptionID: "x", Kind: "Allow_Once"}}, gateway.DecisionAllow, ""},
+		// Anything but allow is the safe choice.
+		{"unknown decision rejects", all, "maybe", "ro"},
+		{"empty decision rejects", all, "", "ro"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := chooseOption(tc.options, tc.decision); got != tc.want {
+				t.Errorf("chooseOption(%v, %q) = %q, want %q", tc.options, tc.decision, got, tc.want)
+			}
+		})
+	}
+}
+
+// The options of a permission_request event decode into permissionOption
+// by their ACP field names.
+func TestPermissionOptionJSON(t *testing.T) {
+	var options []permissionOption
+	raw := `[{"optionId":"allow","kind":"allow_once","name":"Allow"},{"optionId":"no","kind":"reject_once","name":"Reject"}]`
+	if err := json.Unmarshal([]byte(raw), &options); err != nil {
+		t.Fatal(err)
+	}
+	if got := chooseOption(options, gateway.DecisionReject); got != "no" {
+		t.Errorf("reject chose %q, want no", got)
+	}
+	if got := chooseOption(options, gateway.DecisionAllow); got != "allow" {
+		t.Errorf("allow chose %q, want allow", got)
+	}
+}
+
+func TestUpdateKind(t *testing.T) {
+	for _, tc := range []struct {
+		update string
+		want   string
+	}{
+		{`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}`, "agent_message_chunk"},
+		{`{"sessionUpdate":"tool_call","toolCallId":"t1"}`, "tool_call"},
+		{`{"sessionUpdate":""}`, "session_update"},
+		{`{"sessionUpdate":5}`, "session_update"},
+		{`{"sessionUpdate":null}`, "session_update"},
+		{`{}`, "session_update"},
+		{`[]`, "session_update"},
+		{`null`, "session_update"},
+		{`"agent_message_chunk"`, "session_update"},
+		{`{`, "session_update"},
+		{``, "session_update"},
+	} {
+		if got := updateKind(json.RawMessage(tc.update)); got != tc.want {
+			t.Errorf("updateKind(%q) = %q, want %q", tc.update, got, tc.want)
+		}
+	}
+	if got := updateKind(nil); got != "session_update" {
+		t.Errorf("updateKind(nil) = %q, want session_update", got)
+	}
+}
+
+func TestParseTimestamp(t *testing.T) {
+	fallback := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"2024-05-06T07:08:09Z", time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)},
+		{"2024-05-06T07:08:09.123456789Z", time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.UTC)},
+		{"2024-05-06T09:08:09.5+02:00", time.Date(2024, 5, 6, 7, 8, 9, 500000000, time.UTC)},
+		{"2024-05-05T23:08:09-08:00", time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)},
+		{"", fallback},
+		{"yesterday", fallback},
+		{"2024-05-06 07:08:09", fallback},
+		{"2024-05-06", fallback},
+		{"1715000000", fallback},
+		{"2024-13-06T07:08:09Z", fallback},
+	} {
+		got := parseTimestamp(tc.in, fallback)
+		if !got.Equal(tc.want) {
+			t.Errorf("parseTimestamp(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+		if got.Location() != time.UTC {
+			t.Errorf("parseTimestamp(%q) is in %v, want UTC", tc.in, got.Location())
+		}
+	}
+}
+
+func TestOrNull(t *testing.T) {
+	for _, tc := range []struct {
+		in   json.RawMessage
+		want string
+	}{
+		{nil, "null"},
+		{json.RawMessage{}, "null"},
+		{json.RawMessage(`{`), "null"},
+		{json.RawMessage(`{"a":1} x`), "null"},
+		{json.RawMessage(`null`), "null"},
+		{json.RawMessage(`{"a":1}`), `{"a":1}`},
+		{json.RawMessage(`[1,2]`), `[1,2]`},
+		{json.RawMessage(`"s"`), `"s"`},
+		{json.RawMessage(` 1 `), ` 1 `},
+	} {
+		if got := orNull(tc.in); string(got) != tc.want {
+			t.Errorf("orNull(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestEphemeralData(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ev   agentos.SessionEvent
+		want string
+	}{
+		{
+			"chunk",
+			agentos.SessionEvent{Kind: "ephemeral", AfterSequence: 7, Update: json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}`)},
+			`{"afterSequence":7,"type":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`,
+		},
+		{"no update", agentos.SessionEvent{Kind: "ephemeral"}, `{"afterSequence":0,"type":"session_update","update":null}`},
+		{"invalid update", agentos.SessionEvent{Kind: "ephemeral", AfterSequence: 1, Update: json.RawMessage(`{`)}, `{"afterSequence":1,"type":"session_update","update":null}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ephemeralData(tc.ev)
+			if !json.Valid(got) {
+				t.Fatalf("ephemeralData = %q, not JSON", got)
+			}
+			if !jsonEqual(t, got, []byte(tc.want)) {
+				t.Errorf("ephemeralData = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("decode %q: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("decode %q: %v", b, err)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func TestRecordOutcomeReplaySuccess(t *testing.T) {
+	for _, res := range []PromptResult{
+		{StopReason: "end_turn", Message: json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"done"}]}`)},
+		{StopReason: "cancelled", Message: json.RawMessage(`null`)},
+		{StopReason: "", Message: nil},
+	} {
+		body := recordOutcome(res, nil)
+		out, err := replay(body)
+		if err != nil {
+			t.Fatalf("replay(%s) = %v", body, err)
+		}
+		if !out.Replayed || out.Accepted {
+			t.Errorf("replay(%s) = %+v, want Replayed and not Accepted", body, out)
+		}
+		if out.Result.StopReason != res.StopReason {
+			t.Errorf("replayed stopReason %q, want %q", out.Result.StopReason, res.StopReason)
+		}
+		want := res.Message
+		if want == nil {
+			want = json.RawMessage(`null`)
+		}
+		if !jsonEqual(t, out.Result.Message, want) {
+			t.Errorf("replayed message %s, want %s", out.Result.Message, want)
+		}
+	}
+}
+
+func TestRecordOutcomeReplayError(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		wantCode gateway.Code
+		wantMsg  string
+	}{
+		{"gateway error", gateway.Errorf(gateway.CodeUnprocessable, "the agent refused").WithDetail("reason", "x"), gateway.CodeUnprocessable, "the agent refused"},
+		{"wrapped gateway error", fmt.Errorf("prompt: %w", gateway.Errorf(gateway.CodeDeadlineExceeded, "too slow")), gateway.CodeDeadlineExceeded, "too slow"},
+		{"gateway error with cause", gateway.Wrap(gateway.CodeInvalidArgument, errors.New("secret cause"), "bad prompt"), gateway.CodeInvalidArgument, "bad prompt"},
+		// A plain error's text may hold internals: it is not kept.
+		{"plain error", errors.New("dial tcp 10.0.0.1: refused"), gateway.CodeInternal, "internal error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := recordOutcome(PromptResult{StopReason: "ignored"}, tc.err)
+			if bytes.Contains(body, []byte("secret cause")) || bytes.Contains(body, []byte("10.0.0.1")) {
+				t.Errorf("record %s keeps an error's cause", body)
+			}
+			out, err := replay(body)
+			if err == nil {
+				t.Fatalf("replay(%s) = %+v, nil; want an error", body, out)
+			}
+			if !out.Replayed {
+				t.Errorf("replay(%s) outcome %+v, want Replayed", body, out)
+			}
+			if out.Result.StopReason != "" {
+				t.Errorf("a failed turn replays result %+v", out.Result)
+			}
+			var ge *gateway.Error
+			if !errors.As(err, &ge) {
+				t.Fatalf("replay error %v is no *gateway.Error", err)
+			}
+			if ge.Code != tc.wantCode || ge.Message != tc.wantMsg {
+				t.Errorf("replay error = %q %q, want %q %q", ge.Code, ge.Message, tc.wantCode, tc.wantMsg)
+			}
+			if ge.Details["replayed"] != true {
+				t.Errorf("replay error details = %v, want replayed=true", ge.Details)
+			}
+		})
+	}
+}
+
+func TestReplayUndecodable(t *testing.T) {
+	for _, body := range []string{``, `{`, `[]`, `"x"`} {
+		_, err := replay([]byte(body))
+		if gateway.ErrorCode(err) != gateway.CodeInternal {
+			t.Errorf("replay(%q) = %v, want internal", body, err)
+		}
+	}
+	// A record with neither result nor code cannot come from recordOutcome;
+	// it must still replay as an error.
+	for _, body := range []string{`{}`, `null`} {
+		if _, err := replay([]byte(body)); err == nil {
+			t.Errorf("replay(%q) = nil error", body)
+		} else {
+			t.Logf("replay(%q) = code %q: %v", body, gateway.ErrorCode(err), err)
+		}
+	}
+}
+
+func TestPublishLockedCutsOffFullWatcher(t *testing.T) {
+	slow := &watcher{ch: make(chan Event, 1)}
+	fast := &watcher{ch: make(chan Event, 4)}
+	st := &sessionState{watchers: map[*watcher]struct{}{slow: {}, fast: {}}}
+
+	for seq := uint64(1); seq <= 3; seq++ {
+		st.publishLocked(Event{Kind: KindDurable, Sequence: seq})
+	}
+	if _, ok := st.watchers[slow]; ok {
+		t.Error("the full watcher is still registered")
+	}
+	if _, ok := st.watchers[fast]; !ok {
+		t.Fatal("the watcher with room was removed")
+	}
+	// The slow one keeps what it had queued, then ends overflowed.
+	if got := drain(t, slow.ch); !reflect.DeepEqual(got, []uint64{1}) {
+		t.Errorf("slow watcher got %v, want [1]", got)
+	}
+	if !slow.overflowed {
+		t.Error("slow watcher not marked overflowed")
+	}
+	if slow.end != "" {
+		t.Errorf("slow watcher end = %q, want none", slow.end)
+	}
+	if fast.overflowed {
+		t.Error("fast watcher marked overflowed")
+	}
+	if n := len(fast.ch); n != 3 {
+		t.Fatalf("fast watcher has %d events queued, want 3", n)
+	}
+	// Publishing again does not touch the cut-off watcher (a second close
+	// would panic).
+	st.publishLocked(Event{Kind: KindEphemeral, AfterSequence: 3})
+
+	st.endWatchersLocked(string(gateway.SessionLost))
+	if len(st.watchers) != 0 {
+		t.Errorf("%d watchers left after end", len(st.watchers))
+	}
+	got := drain(t, fast.ch)
+	if !reflect.DeepEqual(got, []uint64{1, 2, 3, 0}) {
+		t.Errorf("fast watcher got %v, want [1 2 3 0]", got)
+	}
+	if fast.end != string(gateway.SessionLost) || fast.overflowed {
+		t.Errorf("fast watcher end=%q overflowed=%v, want lost, false", fast.end, fast.overflowed)
+	}
+	// Nothing left to publish to or end.
+	st.publishLocked(Event{Kind: KindDurable, Sequence: 4})
+	st.endWatchersLocked(string(gateway.SessionClosed))
+}
+
+func TestPublishLockedZeroBufferWatcher(t *testing.T) {
+	// A watcher nobody reads right now is cut off at once rather than
+	// blocking the publisher.
+	w := &watcher{ch: make(chan Event)}
+	st := &sessionState{watchers: map[*watcher]struct{}{w: {}}}
+	st.publishLocked(Event{Kind: KindDurable, Sequence: 1})
+	if !w.overflowed || len(st.watchers) != 0 {
+		t.Errorf("overflowed=%v watchers=%d, want true, 0", w.overflowed, len(st.watchers))
+	}
+	if _, ok := <-w.ch; ok {
+		t.Error("channel not closed")
+	}
+}
+
+// drain reads a closed channel to its end: the sequences of its events (0
+// for events without one).
+func drain(t *testing.T, ch <-chan Event) []uint64 {
+	t.Helper()
+	var seqs []uint64
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return seqs
+			}
+			seqs = append(seqs, ev.Sequence)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("channel not closed after %v", seqs)
+		}
+	}
+}
+
+func TestRecorderWatchUnwatchUnregister(t *testing.T) {
+	r := &recorder{sessions: map[string]*sessionState{}, deleted: map[string]bool{}}
+	r.ensure(gateway.Session{ID: "s1", LatestSequence: 9})
+	if st := r.sessions["s1"]; st == nil || st.lastSeq != 9 {
+		t.Fatalf("ensure registered %+v, want lastSeq 9", st)
+	}
+	// ensure keeps what the recorder already knows.
+	r.sessions["s1"].lastSeq = 12
+	r.ensure(gateway.Session{ID: "s1", LatestSequence: 9})
+	if got := r.sessions["s1"].lastSeq; got != 12 {
+		t.Errorf("a second ensure reset lastSeq to %d", got)
+	}
+
+	if w, _ := r.watch("nope", 4); w != nil {
+		t.Error("watch of an unregistered session returned a watcher")
+	}
+	w1, _ := r.watch("s1", 4)
+	w2, _ := r.watch("s1", 4)
+	if w1 == nil || w2 == nil || cap(w1.ch) != 4 {
+		t.Fatalf("watch = %v, %v", w1, w2)
+	}
+	r.publish("s1", Event{Kind: KindDurable, Sequence: 13})
+	r.publish("nope", Event{Kind: KindDurable, Sequence: 1})
+
+	r.unwatch("s1", w1)
+	if got := drain(t, w1.ch); !reflect.DeepEqual(got, []uint64{13}) {
+		t.Errorf("unwatched watcher got %v, want [13]", got)
+	}
+	r.unwatch("s1", w1) // twice: no double close
+	r.unwatch("nope", w1)
+
+	r.unregister("s1", "deleted")
+	if got := drain(t, w2.ch); !reflect.DeepEqual(got, []uint64{13}) {
+		t.Errorf("watcher got %v, want [13]", got)
+	}
+	if w2.end != "deleted" {
+		t.Errorf("end = %q, want deleted", w2.end)
+	}
+	r.unwatch("s1", w2) // after unregister: no double close
+	r.unregister("s1", "deleted")
+
+	// A deleted session is not registered again by a request that read its
+	// record before the deletion, and watching it says it was deleted;
+	// opening it anew registers it.
+	r.ensure(gateway.Session{ID: "s1"})
+	if _, ok := r.sessions["s1"]; ok {
+		t.Error("ensure registered a deleted session again")
+	}
+	if w, end := r.watch("s1", 1); w != nil || end != endDeleted {
+		t.Errorf("watch of a deleted session = %v, %q", w, end)
+	}
+	r.register(gateway.Session{ID: "s1"})
+	if w, end := r.watch("s1", 1); w == nil || end != "" {
+		t.Errorf("watch of a session opened again = %v, %q", w, end)
+	}
+
+	r.ensure(gateway.Session{ID: "s2"})
+	r.ended = true
+	if w, _ := r.watch("s2", 1); w != nil {
+		t.Error("watch on an ended recorder returned a watcher")
+	}
+	r.ensure(gateway.Session{ID: "s3"})
+	if _, ok := r.sessions["s3"]; ok {
+		t.Error("an ended recorder registered a session")
+	}
+}
