@@ -24,6 +24,11 @@ type Options struct {
 	Args []string
 	// Env is added to the gateway's own environment for the sidecar.
 	Env []string
+	// TempDir is where the sidecar's private temporary directory is made
+	// (default os.TempDir()). The engine writes per-process caches, sockets
+	// and VM shadow trees under TMPDIR and leaves them behind, so each
+	// sidecar gets a directory of its own, removed once it has been reaped.
+	TempDir string
 	// MaxFrameBytes bounds every inbound frame (default 16 MiB, what the
 	// sidecar advertises).
 	MaxFrameBytes int
@@ -85,9 +90,10 @@ const (
 // many VMs. Its life is its own: it is never tied to the context of the call
 // that started it, and it ends only through Close or a crash.
 type Sidecar struct {
-	opts Options
-	cmd  *exec.Cmd
-	pid  int
+	opts   Options
+	cmd    *exec.Cmd
+	pid    int
+	tmpDir string // the sidecar's TMPDIR, removed after it is reaped
 
 	reqW *os.File      // host end of fd 0: requests
 	evR  *os.File      // host end of fd 1: events
@@ -221,8 +227,19 @@ func (s *Sidecar) spawn() (err error) {
 		}
 	}()
 
+	tmp, err := makeTempDir(s.opts.TempDir)
+	if err != nil {
+		return fmt.Errorf("agentos: sidecar temporary directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	s.tmpDir = tmp
+
 	cmd := exec.Command(s.opts.Engine.SidecarBin, s.opts.Args...)
-	cmd.Env = append(os.Environ(), s.opts.Env...)
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp), s.opts.Env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	cmd.ExtraFiles = []*os.File{childCtl}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -325,6 +342,10 @@ func (s *Sidecar) supervise() {
 	s.ctl.Close()
 	s.evR.Close()
 	s.errR.Close()
+	// Nothing of the group is left to write there.
+	if err := os.RemoveAll(s.tmpDir); err != nil {
+		s.stderr.Write([]byte("\nagentos: remove the sidecar's temporary directory: " + err.Error() + "\n"))
+	}
 
 	s.mu.Lock()
 	var err error = s.exitError(s.cause)

@@ -3,6 +3,7 @@ package agentos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,8 +109,20 @@ func TestCorruptFrameFailsConnection(t *testing.T) {
 }
 
 func TestCloseIsCleanAndIdempotent(t *testing.T) {
-	s := ownSidecar(t, Options{})
+	tmp := t.TempDir()
+	s := ownSidecar(t, Options{TempDir: tmp})
 	pid := s.Pid()
+	// Running a program makes the engine write its caches under TMPDIR.
+	vm, err := s.CreateVM(testContext(t, 30*time.Second), VMOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vm.Exec(testContext(t, 30*time.Second), "echo hi", ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 1 {
+		t.Fatalf("temporary directories of the sidecar: %v", entries)
+	}
 	if err := s.Close(testContext(t, 10*time.Second)); err != nil {
 		t.Fatalf("close: %v", err)
 	}
@@ -122,6 +135,9 @@ func TestCloseIsCleanAndIdempotent(t *testing.T) {
 	if processAlive(pid) {
 		t.Fatalf("sidecar %d still running after Close", pid)
 	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Fatalf("the sidecar left %v behind", entries)
+	}
 	if _, err := s.CreateVM(testContext(t, time.Second), VMOptions{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("CreateVM after Close: %v, want ErrClosed", err)
 	}
@@ -131,7 +147,8 @@ func TestCloseIsCleanAndIdempotent(t *testing.T) {
 // process streams and an exec runs: both fail within a second with the exit
 // status and the stderr tail, and the VMs are lost.
 func TestSidecarCrashFailsEverything(t *testing.T) {
-	s := ownSidecar(t, Options{})
+	tmp := t.TempDir()
+	s := ownSidecar(t, Options{TempDir: tmp})
 	ctx := testContext(t, 60*time.Second)
 	vm, err := s.CreateVM(ctx, VMOptions{})
 	if err != nil {
@@ -187,6 +204,11 @@ func TestSidecarCrashFailsEverything(t *testing.T) {
 	if _, err := vm.Exec(ctx, "true", ExecOptions{}); !errors.As(err, &exited) {
 		t.Fatalf("exec on lost vm = %v", err)
 	}
+	// What the engine wrote under its TMPDIR goes with it.
+	<-s.Done()
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Fatalf("the killed sidecar left %v behind", entries)
+	}
 }
 
 // TestOneShotProgramLeavesNoSidecar runs a real program that creates a VM,
@@ -218,8 +240,9 @@ func TestOneShotProgramLeavesNoSidecar(t *testing.T) {
 		waitGone(t, pid)
 	})
 	t.Run("killed with SIGKILL", func(t *testing.T) {
+		tmp := t.TempDir()
 		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(), "ONESHOT_MODE=hold")
+		cmd.Env = append(os.Environ(), "ONESHOT_MODE=hold", "TMPDIR="+tmp)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -238,7 +261,46 @@ func TestOneShotProgramLeavesNoSidecar(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		waitGone(t, pid)
+		// The sidecar's temporary directory outlives the killed program;
+		// the next program to start a sidecar there sweeps it.
+		if entries, _ := os.ReadDir(tmp); len(entries) != 1 {
+			t.Fatalf("temporary directories after the kill: %v", entries)
+		}
+		sweepTempDirs(tmp)
+		if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+			t.Fatalf("left after the sweep: %v", entries)
+		}
 	})
+}
+
+// TestSweepTempDirs removes exactly the sidecar directories of processes
+// that are gone.
+func TestSweepTempDirs(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	names := map[string]bool{ // name → kept
+		fmt.Sprintf("agentos-sidecar-%d-1", dead.Process.Pid): false,
+		fmt.Sprintf("agentos-sidecar-%d-2", os.Getpid()):      true,
+		"agentos-sidecar-1-3":                                 true, // init lives
+		"agentos-sidecar-x-4":                                 true,
+		"agentos-sidecar-":                                    true,
+		"something-else":                                      true,
+	}
+	for name := range names {
+		if err := os.MkdirAll(filepath.Join(parent, name, "inner"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweepTempDirs(parent)
+	for name, kept := range names {
+		_, err := os.Stat(filepath.Join(parent, name))
+		if got := err == nil; got != kept {
+			t.Errorf("%s: kept %v, want %v", name, got, kept)
+		}
+	}
 }
 
 func waitGone(t *testing.T, pid int) {

@@ -521,22 +521,6 @@ func specMarshal(v any) json.RawMessage {
 	return b
 }
 
-// specEventJSON mirrors sessions' unexported eventJSON (sessions/recorder.go),
-// the data of a durable session event; keep the two in step.
-type specEventJSON struct {
-	Sequence  uint64                      `json:"sequence"`
-	Timestamp string                      `json:"timestamp"`
-	Type      string                      `json:"type"`
-	Update    json.RawMessage             `json:"update,omitempty"`
-	RequestID string                      `json:"requestId,omitempty"`
-	Options   json.RawMessage             `json:"options,omitempty"`
-	ToolCall  json.RawMessage             `json:"toolCall,omitempty"`
-	Status    string                      `json:"status,omitempty"`
-	Reason    string                      `json:"reason,omitempty"`
-	Response  json.RawMessage             `json:"response,omitempty"`
-	Decision  *gateway.PermissionDecision `json:"decision,omitempty"`
-}
-
 var specPermissionOptions = json.RawMessage(`[{"optionId":"allow-once","name":"Allow","kind":"allow_once"},` +
 	`{"optionId":"reject-once","name":"Reject","kind":"reject_once"}]`)
 
@@ -545,7 +529,7 @@ var specPermissionOptions = json.RawMessage(`[{"optionId":"allow-once","name":"A
 func specDurableEvents(now time.Time) []json.RawMessage {
 	ts := now.UTC().Format(time.RFC3339Nano)
 	out := []json.RawMessage{}
-	for _, e := range []specEventJSON{
+	for _, e := range []sessions.EventData{
 		{Sequence: 1, Timestamp: ts, Type: "user_message_chunk", Update: json.RawMessage(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}`)},
 		{Sequence: 2, Timestamp: ts, Type: "tool_call", Update: json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"ls","status":"pending"}`)},
 		{Sequence: 3, Timestamp: ts, Type: "permission_request", RequestID: "req_1", Options: specPermissionOptions,
@@ -649,7 +633,7 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 		{"AgentList", listJSON[sessions.Agent]{}, true},
 		{"SessionList", listJSON[sessionJSON]{}, true},
 		{"PermissionList", listJSON[permissionJSON]{}, true},
-		{"SessionEvent", specEventJSON{}, true},
+		{"SessionEvent", sessions.EventData{}, true},
 	} {
 		ref := doc.Components.Schemas[c.schema]
 		if ref == nil {
@@ -767,7 +751,7 @@ func TestSessionRoutesAnswerTheSpec(t *testing.T) {
 	}
 	durable := specDurableEvents(now)[:3]
 	for i, raw := range durable {
-		var ev specEventJSON
+		var ev sessions.EventData
 		_ = json.Unmarshal(raw, &ev)
 		if err := e.db.AppendSessionEvents(ctx, gateway.SessionEvent{VMID: e.lostVM, SessionID: "s_1", Sequence: uint64(i + 1), Time: now, Type: ev.Type, Data: raw}); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -215,13 +216,9 @@ func replay(body []byte) (PromptOutcome, error) {
 // Cancel cancels a session's running turn: "cancelled", or
 // "no_active_prompt" when none runs.
 func (s *Service) Cancel(ctx context.Context, tenantID, vmID, id string) (string, error) {
-	ls, release, err := s.live(ctx, tenantID, vmID, id)
-	if err != nil {
-		return "", err
-	}
-	defer release()
-	status, err := ls.handle().Cancel(ctx)
-	return status, vms.EngineError(err, "cancel prompt")
+	return onLive(ctx, s, tenantID, vmID, id, "cancel prompt", func(sess *agentos.Session) (string, error) {
+		return sess.Cancel(ctx)
+	})
 }
 
 // Answer is the outcome of answering a permission request.

@@ -274,7 +274,7 @@ func (r *recorder) backfill(id string, upTo uint64) {
 func (r *recorder) record(ev agentos.SessionEvent) bool {
 	now := r.s.cfg.Now().UTC()
 	at := parseTimestamp(ev.Timestamp, now)
-	data := eventJSON{Sequence: ev.Sequence, Timestamp: at.Format(time.RFC3339Nano), Type: ev.Type}
+	data := EventData{Sequence: ev.Sequence, Timestamp: at.Format(time.RFC3339Nano), Type: ev.Type}
 	var (
 		perm     *gateway.Permission
 		decision *gateway.PermissionDecision
@@ -520,8 +520,9 @@ func chooseOption(options []permissionOption, decision string) string {
 	return ""
 }
 
-// eventJSON is a durable event as the API serves it.
-type eventJSON struct {
+// EventData is a durable session event as the store keeps it and the API
+// serves it (the SessionEvent schema of api/openapi.yaml).
+type EventData struct {
 	Sequence  uint64          `json:"sequence"`
 	Timestamp string          `json:"timestamp"`
 	Type      string          `json:"type"`

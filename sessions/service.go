@@ -395,13 +395,11 @@ func (s *Service) Delete(ctx context.Context, tenantID, vmID, id string) error {
 
 // Unload stops a session's agent; a later prompt starts it again.
 func (s *Service) Unload(ctx context.Context, tenantID, vmID, id string) (gateway.Session, error) {
-	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	_, err := onLive(ctx, s, tenantID, vmID, id, "unload session", func(sess *agentos.Session) (struct{}, error) {
+		return struct{}{}, sess.Unload(ctx)
+	})
 	if err != nil {
 		return gateway.Session{}, err
-	}
-	defer release()
-	if err := ls.handle().Unload(ctx); err != nil {
-		return gateway.Session{}, vms.EngineError(err, "unload session")
 	}
 	if err := s.store.SetSessionState(ctx, vmID, id, gateway.SessionUnloaded); err != nil {
 		return gateway.Session{}, err
@@ -434,47 +432,47 @@ type SessionConfig = agentos.SessionConfig
 
 // Config returns a session's configuration options.
 func (s *Service) Config(ctx context.Context, tenantID, vmID, id string) (SessionConfig, error) {
-	ls, release, err := s.live(ctx, tenantID, vmID, id)
-	if err != nil {
-		return SessionConfig{}, err
-	}
-	defer release()
-	c, err := ls.handle().Config(ctx)
-	return c, vms.EngineError(err, "get session config")
+	return onLive(ctx, s, tenantID, vmID, id, "get session config", func(sess *agentos.Session) (SessionConfig, error) {
+		return sess.Config(ctx)
+	})
 }
 
 // SetConfig sets one configuration option. An agent that cannot change it
 // answers with a conflict that says so.
 func (s *Service) SetConfig(ctx context.Context, tenantID, vmID, id, configID string, value json.RawMessage) (SessionConfig, error) {
-	ls, release, err := s.live(ctx, tenantID, vmID, id)
-	if err != nil {
-		return SessionConfig{}, err
-	}
-	defer release()
-	c, err := ls.handle().SetConfig(ctx, configID, value)
-	return c, vms.EngineError(err, "set session config "+configID)
+	return onLive(ctx, s, tenantID, vmID, id, "set session config "+configID, func(sess *agentos.Session) (SessionConfig, error) {
+		return sess.SetConfig(ctx, configID, value)
+	})
 }
 
 // Capabilities returns the agent's ACP capabilities.
 func (s *Service) Capabilities(ctx context.Context, tenantID, vmID, id string) (json.RawMessage, error) {
-	ls, release, err := s.live(ctx, tenantID, vmID, id)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	c, err := ls.handle().Capabilities(ctx)
-	return c, vms.EngineError(err, "get session capabilities")
+	return onLive(ctx, s, tenantID, vmID, id, "get session capabilities", func(sess *agentos.Session) (json.RawMessage, error) {
+		return sess.Capabilities(ctx)
+	})
 }
 
 // AgentInfo returns the agent's description of itself.
 func (s *Service) AgentInfo(ctx context.Context, tenantID, vmID, id string) (json.RawMessage, error) {
+	return onLive(ctx, s, tenantID, vmID, id, "get agent info", func(sess *agentos.Session) (json.RawMessage, error) {
+		return sess.AgentInfo(ctx)
+	})
+}
+
+// onLive runs call on a tenant's session of a live VM, holding the VM for
+// its length, and maps the engine's error.
+func onLive[T any](ctx context.Context, s *Service, tenantID, vmID, id, what string, call func(*agentos.Session) (T, error)) (T, error) {
+	var zero T
 	ls, release, err := s.live(ctx, tenantID, vmID, id)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer release()
-	c, err := ls.handle().AgentInfo(ctx)
-	return c, vms.EngineError(err, "get agent info")
+	v, err := call(ls.handle())
+	if err != nil {
+		return zero, vms.EngineError(err, what)
+	}
+	return v, nil
 }
 
 // liveSession is a stored session of a live VM, registered with the VM's

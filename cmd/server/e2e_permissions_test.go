@@ -102,14 +102,11 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	}
 	lastToolResult := func(t *testing.T) mockanthropic.Request {
 		t.Helper()
-		reqs := mock.Requests()
-		for i := len(reqs) - 1; i >= 0; i-- {
-			if reqs[i].LastBlockType == "tool_result" {
-				return reqs[i]
-			}
+		r, ok := mock.LastToolResult()
+		if !ok {
+			t.Fatal("the mock saw no tool result")
 		}
-		t.Fatal("the mock saw no tool result")
-		return mockanthropic.Request{}
+		return r
 	}
 
 	step(t, "Allow", func(t *testing.T) {

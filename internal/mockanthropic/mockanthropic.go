@@ -156,6 +156,18 @@ func (s *Server) Env() map[string]string {
 	}
 }
 
+// LastToolResult returns the latest request whose last block was a
+// tool_result (what the agent reported of a tool call), if any.
+func (s *Server) LastToolResult() (Request, bool) {
+	reqs := s.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if reqs[i].LastBlockType == "tool_result" {
+			return reqs[i], true
+		}
+	}
+	return Request{}, false
+}
+
 // Requests returns a copy of the requests received so far, oldest first.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
