@@ -372,12 +372,13 @@ func (r *recorder) record(ev agentos.SessionEvent) bool {
 // store runs a write with a few retries: a durable event must not be lost
 // to a passing database hiccup.
 func (r *recorder) store(write func(ctx context.Context) error) error {
+	const attempts = 4
 	var err error
-	for attempt, wait := 0, 100*time.Millisecond; attempt < 4; attempt, wait = attempt+1, wait*3 {
+	for attempt, wait := 1, 100*time.Millisecond; ; attempt, wait = attempt+1, wait*3 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.s.ctx), 10*time.Second)
 		err = write(ctx)
 		cancel()
-		if err == nil || gateway.ErrorCode(err) == gateway.CodeNotFound {
+		if err == nil || gateway.ErrorCode(err) == gateway.CodeNotFound || attempt == attempts {
 			return err
 		}
 		select {
@@ -386,7 +387,6 @@ func (r *recorder) store(write func(ctx context.Context) error) error {
 			return err
 		}
 	}
-	return err
 }
 
 // permissionDefault is the default decision for a session's permission
