@@ -126,8 +126,10 @@ func (s *Service) runTurn(ls liveSession, tenantID, vmID, id string, t *turn, re
 	defer s.wg.Done()
 	defer release()
 	// A session unloaded earlier is loaded again by this prompt.
-	if err := s.store.SetSessionState(s.ctx, vmID, id, gateway.SessionIdle); err != nil {
-		s.log.Warn().Err(err).Str("session", id).Msg("record session state")
+	if ls.r.setStoredState(id, gateway.SessionIdle) {
+		if err := s.store.SetSessionState(s.ctx, vmID, id, gateway.SessionIdle); err != nil {
+			s.log.Warn().Err(err).Str("session", id).Msg("record session state")
+		}
 	}
 	res, err := ls.handle().Prompt(s.ctx, req.Content, req.IdempotencyKey)
 	t.result = PromptResult{StopReason: res.StopReason, Message: orNull(res.Message)}

@@ -106,6 +106,19 @@ func (r *recorder) unregister(id, state string) {
 	st.endWatchersLocked(state)
 }
 
+// setStoredState notes the state the store has for a session and reports
+// whether it changed, so that the store is written only then.
+func (r *recorder) setStoredState(id string, state gateway.SessionState) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.sessions[id]
+	if st == nil || st.rec.State == state {
+		return false
+	}
+	st.rec.State = state
+	return true
+}
+
 func (r *recorder) turnRunning(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

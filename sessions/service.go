@@ -404,6 +404,12 @@ func (s *Service) Unload(ctx context.Context, tenantID, vmID, id string) (gatewa
 	if err := s.store.SetSessionState(ctx, vmID, id, gateway.SessionUnloaded); err != nil {
 		return gateway.Session{}, err
 	}
+	s.mu.Lock()
+	r := s.recorders[vmID]
+	s.mu.Unlock()
+	if r != nil {
+		r.setStoredState(id, gateway.SessionUnloaded)
+	}
 	return s.Get(ctx, tenantID, vmID, id)
 }
 
