@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
 )
 
 // benchTimeout bounds everything one benchmark does, setup included.
@@ -343,3 +344,41 @@ func BenchmarkWriteRead16MiB(b *testing.B) { benchWriteRead(b, 16<<20) }
 // (its writeFile/readFile send one frame; 8 MiB reads are rejected and a
 // 16 MiB write kills the sidecar), so it is the comparable transfer.
 func BenchmarkWriteRead4MiB(b *testing.B) { benchWriteRead(b, 4<<20) }
+
+// BenchmarkPromptHello is one pi turn ("hello" → "Hello from the mock LLM."
+// in 5 streamed deltas) against the offline mock of the Anthropic API:
+// what an agent turn costs the engine, without the model's own time.
+// bench/run.sh puts it next to the gateway's BenchmarkPromptHelloHTTP.
+func BenchmarkPromptHello(b *testing.B) {
+	ctx, s := benchSidecar(b)
+	mock := mockanthropic.Start(b)
+	vm, err := s.CreateVM(ctx, agentos.VMOptions{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = vm.Dispose(dctx)
+	})
+	sess, err := vm.OpenSession(ctx, agentos.OpenSessionOptions{Agent: "pi", Env: mock.Env()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prompt := []byte(`[{"type":"text","text":"hello"}]`)
+	turn := func() {
+		res, err := sess.Prompt(ctx, prompt, "")
+		if err != nil || res.StopReason != "end_turn" {
+			b.Fatalf("prompt: %+v %v", res, err)
+		}
+	}
+	turn() // the agent's first turn pays its start-up
+	var lat benchLatencies
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		turn()
+		lat = append(lat, time.Since(start))
+	}
+	lat.report(b)
+}

@@ -111,6 +111,10 @@ official exec_true,exec_echo_hi,exec_cat_1mib
 gobench '^Benchmark(ExecTrue|ExecEchoHi|ExecCat1MiB)$' "$EXEC_N"
 # The gateway over HTTP on loopback, for the exec echo hi comparison.
 gobench '^BenchmarkExecEchoHiHTTP$' "$EXEC_N" ./cmd/server/
+# One pi turn against the offline mock model, direct and through the gateway
+# (with its durable record); the official SDK has no offline model here.
+gobench '^BenchmarkPromptHello$' "$EXEC_N"
+gobench '^BenchmarkPromptHelloHTTP$' "$EXEC_N" ./cmd/server/
 official stream_50mib,write_read_4mib,write_read_16mib
 gobench '^Benchmark(Stream50MiB|WriteRead4MiB|WriteRead16MiB)$' "$LARGE_N"
 
@@ -185,6 +189,15 @@ if (h && d && o && !o.error) {
 	console.log(`| gateway over HTTP | ${fmt(h["p50-ms"])} ms (p95 ${fmt(h["p95-ms"])}) | |`);
 	console.log(`| Go client, direct | ${fmt(d["p50-ms"])} ms | HTTP/direct ${(h["p50-ms"] / d["p50-ms"]).toFixed(2)} (target <= 1.2) |`);
 	console.log(`| official SDK, in-process | ${fmt(o.median_ms)} ms | HTTP/official ${(h["p50-ms"] / o.median_ms).toFixed(2)} (target <= 1.0) |`);
+}
+// An agent turn: what the gateway (HTTP, store writes, fan-out) adds.
+const ph = goRes["PromptHelloHTTP"], pd = goRes["PromptHello"];
+if (!ph) missing.push("Go BenchmarkPromptHelloHTTP");
+if (!pd) missing.push("Go BenchmarkPromptHello");
+if (ph && pd) {
+	console.log("\n| pi turn `hello` (offline mock model) | p50 | ratio |\n|---|---|---|");
+	console.log(`| gateway over HTTP, events stored | ${fmt(ph["p50-ms"])} ms (p95 ${fmt(ph["p95-ms"])}) | |`);
+	console.log(`| Go client, direct | ${fmt(pd["p50-ms"])} ms (p95 ${fmt(pd["p95-ms"])}) | HTTP/direct ${(ph["p50-ms"] / pd["p50-ms"]).toFixed(2)} |`);
 }
 const meta = official._meta;
 if (meta) console.log(`\nofficial SDK ${meta.sdk} on node ${meta.node}; sidecar ${meta.sidecar_exe ?? "(not seen)"}`);

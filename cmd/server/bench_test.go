@@ -8,6 +8,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
 )
 
 // BenchmarkExecEchoHiHTTP is exec `echo hi` through the whole gateway: HTTP on
@@ -51,6 +54,44 @@ func BenchmarkExecEchoHiHTTP(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		exec()
+		durs = append(durs, time.Since(start))
+	}
+	slices.Sort(durs)
+	ms := func(q float64) float64 { return float64(durs[int(q*float64(len(durs)-1))]) / 1e6 }
+	b.ReportMetric(ms(0.5), "p50-ms")
+	b.ReportMetric(ms(0.95), "p95-ms")
+}
+
+// BenchmarkPromptHelloHTTP is one pi turn through the whole gateway: HTTP,
+// auth, the sessions service, its durable record (every event written to
+// SQLite before it is published) and the pooled sidecar, against the
+// offline mock model. bench/run.sh sets it next to the Go client's
+// BenchmarkPromptHello: the ratio is what the gateway adds to a turn.
+func BenchmarkPromptHelloHTTP(b *testing.B) {
+	g := startGateway(b, "")
+	mock := mockanthropic.Start(b)
+	c := client.New(g.URL, testAdminKey)
+	ctx := ctxFor(b, 10*time.Minute)
+	vm, err := c.CreateVM(ctx, client.CreateVMRequest{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sess, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{Agent: "pi", Env: mock.Env()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	turn := func() {
+		res, err := c.Prompt(ctx, vm.ID, sess.ID, client.PromptRequest{Content: client.TextPrompt("hello")})
+		if err != nil || res.StopReason != "end_turn" {
+			b.Fatalf("prompt: %+v %v", res, err)
+		}
+	}
+	turn() // the agent's first turn pays its start-up
+	var durs []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		turn()
 		durs = append(durs, time.Since(start))
 	}
 	slices.Sort(durs)
