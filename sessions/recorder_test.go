@@ -52,7 +52,7 @@ func (a poolAdapter) Acquire(ctx context.Context, tenantID string, isolated bool
 
 // realService is a sessions service over a real pool, vms service and
 // SQLite store, stopped at cleanup in the gateway's order.
-func realService(t *testing.T) (*Service, *vms.Service, *flakyStore) {
+func realService(t *testing.T, cfg Config) (*Service, *vms.Service, *flakyStore) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs a real agent")
@@ -71,7 +71,7 @@ func realService(t *testing.T) (*Service, *vms.Service, *flakyStore) {
 	fs := &flakyStore{DB: db}
 	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 4})
 	v := vms.New(vms.Config{DataDir: t.TempDir()}, db, poolAdapter{pool})
-	s := New(Config{}, fs, v)
+	s := New(cfg, fs, v)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -120,7 +120,7 @@ func (c *collector) sequences() []uint64 {
 }
 
 func TestRecorderHealsStoreFailures(t *testing.T) {
-	s, v, fs := realService(t)
+	s, v, fs := realService(t, Config{})
 	mock := mockanthropic.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -197,5 +197,82 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSlowFollowerOverflowsAndCatchesUp follows a session with a queue of
+// two events and a reader stalled through a turn of 7 events: the
+// follower is cut off instead of slowing anyone, told so with an overflow
+// event, and then gets every durable event once, in order, from the store.
+func TestSlowFollowerOverflowsAndCatchesUp(t *testing.T) {
+	s, v, _ := realService(t, Config{WatchBuffer: 2})
+	mock := mockanthropic.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tenant := gateway.Tenant{ID: "t1"}
+	vm, err := v.Create(ctx, tenant, gateway.VMSpec{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.Open(ctx, tenant, vm.ID, OpenRequest{SessionID: "slow-reader", Agent: "pi", Env: mock.Env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		kinds []string
+		seqs  []uint64
+	)
+	stall := make(chan struct{})
+	started := make(chan struct{}, 1)
+	fctx, stop := context.WithCancel(context.Background())
+	followed := make(chan error, 1)
+	go func() {
+		first := true
+		followed <- s.Follow(fctx, "t1", vm.ID, sess.ID, 0, func(ev Event) error {
+			if first {
+				// Stall on the turn's first event until the turn is over.
+				first = false
+				started <- struct{}{}
+				<-stall
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			kinds = append(kinds, ev.Kind)
+			if ev.Kind == KindDurable {
+				seqs = append(seqs, ev.Sequence)
+			}
+			return nil
+		})
+	}()
+	defer func() { stop(); <-followed }()
+	text, _ := json.Marshal([]map[string]string{{"type": "text", "text": "hello"}})
+	if _, err := s.Prompt(ctx, "t1", vm.ID, sess.ID, PromptRequest{Content: text}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	close(stall)
+	latest := func() uint64 {
+		got, _ := s.store.GetSession(ctx, "t1", vm.ID, sess.ID)
+		return got.LatestSequence
+	}
+	waitFor(t, "the follower to catch up", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seqs) > 0 && seqs[len(seqs)-1] == latest()
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	overflowed := false
+	for _, k := range kinds {
+		overflowed = overflowed || k == KindOverflow
+	}
+	if !overflowed {
+		t.Errorf("no overflow event in %v", kinds)
+	}
+	for i, seq := range seqs {
+		if seq != uint64(i+1) {
+			t.Fatalf("durable sequences %v", seqs)
+		}
 	}
 }
