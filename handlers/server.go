@@ -48,7 +48,7 @@ type Config struct {
 	// MaxFileBytes bounds file uploads (default 1 GiB).
 	MaxFileBytes int64
 	// MaxPromptBytes bounds prompt bodies, which may carry images
-	// (default 16 MiB).
+	// (default 8 MiB, well inside the engine's 16 MiB frames).
 	MaxPromptBytes int64
 	// Heartbeat is the SSE heartbeat period (default 15 s).
 	Heartbeat time.Duration
@@ -80,7 +80,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, pool Po
 		cfg.MaxFileBytes = 1 << 30
 	}
 	if cfg.MaxPromptBytes <= 0 {
-		cfg.MaxPromptBytes = 16 << 20
+		cfg.MaxPromptBytes = 8 << 20
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second

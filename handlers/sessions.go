@@ -193,8 +193,8 @@ type promptAcceptedJSON struct {
 // prompt runs a turn. It answers at the end of the turn, or at once (202)
 // with Prefer: respond-async, the turn then being followed through events.
 func (s *Server) prompt(w http.ResponseWriter, r *http.Request) {
-	// Images and audio are base64 blocks: the prompt may use the larger
-	// file limit, bounded separately from other JSON bodies.
+	// Images and audio are base64 blocks: prompts have a limit of their
+	// own, larger than other JSON bodies' and within the engine's frames.
 	var req promptRequest
 	if err := decodeJSON(w, r, s.cfg.MaxPromptBytes, &req); err != nil {
 		writeError(w, r, err)

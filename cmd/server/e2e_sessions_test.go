@@ -123,6 +123,10 @@ func TestE2EAgentSessionPi(t *testing.T) {
 				t.Errorf("%s: field %v", body, ce.Details["field"])
 			}
 		}
+		// A prompt over the limit never reaches the shared sidecar.
+		huge := `{"content":[{"type":"image","mimeType":"image/png","data":"` + strings.Repeat("A", 9<<20) + `"}]}`
+		err := e.raw("POST", "/v1/vms/"+vm.ID+"/sessions/"+sid+"/prompt", testAdminKey, strings.NewReader(huge), map[string]string{"Content-Type": "application/json"})
+		wantCode(t, err, "payload_too_large", 413)
 	})
 
 	step(t, "Hello", func(t *testing.T) {

@@ -87,7 +87,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("memory-high-water", "0", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
 	num("max-body-bytes", "1048576", "largest JSON body or stdin upload")
 	num("max-file-bytes", "1073741824", "largest file upload")
-	num("max-prompt-bytes", "16777216", "largest prompt body (prompts may carry images)")
+	num("max-prompt-bytes", "8388608", "largest prompt body (prompts may carry images; the engine takes frames up to 16 MiB)")
 	num("output-buffer-bytes", "1048576", "replay buffer per process and shell for Last-Event-ID")
 	num("shutdown-grace", "20s", "time in-flight requests get to finish on SIGTERM")
 	num("heartbeat", "15s", "SSE heartbeat period")
