@@ -138,18 +138,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, gateway.Errorf(gateway.CodeUnauthenticated, "an API key is required: Authorization: Bearer <key>"))
 			return
 		}
-		key, err := s.store.LookupAPIKey(r.Context(), secret)
+		key, tenant, err := s.store.LookupAPIKey(r.Context(), secret)
 		if err != nil {
 			if gateway.ErrorCode(err) == gateway.CodeUnauthenticated || gateway.ErrorCode(err) == gateway.CodeNotFound {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway", error="invalid_token"`)
 				writeError(w, r, gateway.Errorf(gateway.CodeUnauthenticated, "unknown or revoked API key"))
 				return
 			}
-			writeError(w, r, err)
-			return
-		}
-		tenant, err := s.store.GetTenant(r.Context(), key.TenantID)
-		if err != nil {
 			writeError(w, r, err)
 			return
 		}

@@ -20,7 +20,7 @@ import (
 // Store is what the handlers need of the database directly (VMs go through
 // the vms service).
 type Store interface {
-	LookupAPIKey(ctx context.Context, secret string) (gateway.APIKey, error)
+	LookupAPIKey(ctx context.Context, secret string) (gateway.APIKey, gateway.Tenant, error)
 	GetTenant(ctx context.Context, id string) (gateway.Tenant, error)
 	CreateTenant(ctx context.Context, t gateway.Tenant) (gateway.Tenant, error)
 	ListTenants(ctx context.Context, cursor string, limit int) (gateway.Page[gateway.Tenant], error)

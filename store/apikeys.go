@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"database/sql"
 	"errors"
+	"strings"
 	"unicode"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
@@ -122,43 +123,73 @@ func (db *DB) ImportAPIKey(ctx context.Context, tenantID string, admin bool, sec
 	return out, nil
 }
 
-// LookupAPIKey returns the key whose secret this is, or CodeUnauthenticated.
-// The rows are fetched by the secret's first characters, which are not
-// secret, and their hashes compared to the secret's in constant time: no
-// index lookup or early-exiting comparison ever runs on anything derived
-// from the secret's hidden part, so response times cannot reveal it.
-func (db *DB) LookupAPIKey(ctx context.Context, secret string) (gateway.APIKey, error) {
+// LookupAPIKey returns the key whose secret this is and its tenant, in one
+// query, or CodeUnauthenticated. The rows are fetched by the secret's first
+// characters, which are not secret, and their hashes compared to the
+// secret's in constant time: no index lookup or early-exiting comparison
+// ever runs on anything derived from the secret's hidden part, so response
+// times cannot reveal it.
+func (db *DB) LookupAPIKey(ctx context.Context, secret string) (gateway.APIKey, gateway.Tenant, error) {
 	unauthenticated := gateway.Errorf(gateway.CodeUnauthenticated, "invalid API key")
 	if len(secret) < apiKeyLookupLen {
-		return gateway.APIKey{}, unauthenticated
+		return gateway.APIKey{}, gateway.Tenant{}, unauthenticated
 	}
 	hash := hashAPIKey(secret)
-	rows, err := db.query(ctx, db.r, `SELECT `+apiKeyColumns+`, hash FROM api_keys WHERE prefix = ?`, secret[:apiKeyLookupLen])
+	rows, err := db.query(ctx, db.r, `SELECT `+qualify("k", apiKeyColumns)+`, k.hash, `+qualify("t", tenantColumns)+`
+		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.prefix = ?`, secret[:apiKeyLookupLen])
 	if err != nil {
-		return gateway.APIKey{}, dbError(err, "store: look up API key")
+		return gateway.APIKey{}, gateway.Tenant{}, dbError(err, "store: look up API key")
 	}
 	defer rows.Close()
-	var found gateway.APIKey
-	match := 0
+	var (
+		found       gateway.APIKey
+		foundTenant gateway.Tenant
+		match       = 0
+	)
 	for rows.Next() {
-		var stored []byte
-		k, err := scanAPIKey(rows, &stored)
+		var (
+			stored []byte
+			tenant gateway.Tenant
+		)
+		// One row holds the key, its hash and its tenant: each part is
+		// scanned by its own function, into one Scan of the row.
+		k, err := scanAPIKey(scanFunc(func(keyDest ...any) error {
+			var err error
+			tenant, err = scanTenant(scanFunc(func(tenantDest ...any) error {
+				return rows.Scan(append(keyDest, tenantDest...)...)
+			}))
+			return err
+		}), &stored)
 		if err != nil {
-			return gateway.APIKey{}, dbError(err, "store: look up API key")
+			return gateway.APIKey{}, gateway.Tenant{}, dbError(err, "store: look up API key")
 		}
 		// Compare with every candidate rather than stopping at the first
 		// match; there is almost always one candidate anyway.
 		if subtle.ConstantTimeCompare(stored, hash) == 1 {
-			found, match = k, 1
+			found, foundTenant, match = k, tenant, 1
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return gateway.APIKey{}, dbError(err, "store: look up API key")
+		return gateway.APIKey{}, gateway.Tenant{}, dbError(err, "store: look up API key")
 	}
 	if match == 0 {
-		return gateway.APIKey{}, unauthenticated
+		return gateway.APIKey{}, gateway.Tenant{}, unauthenticated
 	}
-	return found, nil
+	return found, foundTenant, nil
+}
+
+// scanFunc lets a function stand for a row in the scan helpers.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+// qualify prefixes each column of a comma-separated list with a table alias.
+func qualify(alias, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
 }
 
 // ListAPIKeys returns a tenant's keys, oldest first, without secrets. An

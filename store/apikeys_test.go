@@ -1,6 +1,7 @@
 package store
 
 import (
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -35,12 +36,16 @@ func TestAPIKeys(t *testing.T) {
 			t.Fatal("two keys with the same secret")
 		}
 
-		got, err := db.LookupAPIKey(ctx, secret)
+		got, tenant, err := db.LookupAPIKey(ctx, secret)
 		if err != nil {
 			t.Fatalf("LookupAPIKey: %v", err)
 		}
 		if got.ID != key.ID || got.TenantID != "acme" || got.Prefix != key.Prefix || !got.CreatedAt.Equal(key.CreatedAt) {
 			t.Errorf("LookupAPIKey = %+v, want %+v", got, key)
+		}
+		// The tenant comes with the key, as GetTenant has it.
+		if want, err := db.GetTenant(ctx, "acme"); err != nil || !reflect.DeepEqual(tenant, want) {
+			t.Errorf("LookupAPIKey tenant = %+v, want %+v (%v)", tenant, want, err)
 		}
 
 		// Only the hash is stored: the secret appears in no column.
@@ -54,7 +59,7 @@ func TestAPIKeys(t *testing.T) {
 		// its hash compared), truncated, extended, empty.
 		tampered := secret[:len(secret)-1] + string("0123"[(strings.IndexByte("0123", secret[len(secret)-1])+1)%4])
 		for _, bad := range []string{tampered, secret[:30], secret + "x", secret[:12], "agk_", "", "not a key at all"} {
-			_, err := db.LookupAPIKey(ctx, bad)
+			_, _, err := db.LookupAPIKey(ctx, bad)
 			wantCode(t, err, gateway.CodeUnauthenticated)
 		}
 
@@ -73,10 +78,10 @@ func TestAPIKeys(t *testing.T) {
 		if err := db.DeleteAPIKey(ctx, "acme", key.ID); err != nil {
 			t.Fatalf("DeleteAPIKey: %v", err)
 		}
-		_, err = db.LookupAPIKey(ctx, secret)
+		_, _, err = db.LookupAPIKey(ctx, secret)
 		wantCode(t, err, gateway.CodeUnauthenticated)
 		wantCode(t, db.DeleteAPIKey(ctx, "acme", key.ID), gateway.CodeNotFound)
-		if _, err := db.LookupAPIKey(ctx, secret2); err != nil {
+		if _, _, err := db.LookupAPIKey(ctx, secret2); err != nil {
 			t.Fatalf("the other key stopped working: %v", err)
 		}
 
@@ -105,7 +110,7 @@ func TestHasAdminKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(true)
-		if got, err := db.LookupAPIKey(ctx, secret); err != nil || !got.Admin {
+		if got, _, err := db.LookupAPIKey(ctx, secret); err != nil || !got.Admin {
 			t.Fatalf("LookupAPIKey(admin) = %+v, %v", got, err)
 		}
 		if err := db.DeleteAPIKey(ctx, gateway.DefaultTenantID, admin.ID); err != nil {
@@ -140,7 +145,7 @@ func TestImportAPIKey(t *testing.T) {
 		if len(keys) != 1 {
 			t.Errorf("%d keys after importing one twice", len(keys))
 		}
-		got, err := db.LookupAPIKey(ctx, secret)
+		got, _, err := db.LookupAPIKey(ctx, secret)
 		if err != nil || got.ID != first.ID || !got.Admin {
 			t.Fatalf("LookupAPIKey = %+v, %v", got, err)
 		}
@@ -183,12 +188,12 @@ func TestAPIKeysSharedPrefix(t *testing.T) {
 			shared + "aaaaaaaaaaaaaaaaaaaa": a.ID,
 			shared + "bbbbbbbbbbbbbbbbbbbb": b.ID,
 		} {
-			got, err := db.LookupAPIKey(ctx, secret)
+			got, _, err := db.LookupAPIKey(ctx, secret)
 			if err != nil || got.ID != want {
 				t.Errorf("LookupAPIKey(%s) = %+v, %v; want %s", secret, got, err, want)
 			}
 		}
-		_, err = db.LookupAPIKey(ctx, shared+"cccccccccccccccccccc")
+		_, _, err = db.LookupAPIKey(ctx, shared+"cccccccccccccccccccc")
 		wantCode(t, err, gateway.CodeUnauthenticated)
 	})
 }
