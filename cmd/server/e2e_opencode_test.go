@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
+)
+
+// TestE2EAgentSessionOpenCode runs OpenCode, whose permission options have
+// ids of their own (once, always, reject): a hello turn, then a tool call
+// nobody answers, settled by the session's default decision, which picks the
+// option by its kind.
+func TestE2EAgentSessionOpenCode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real agent")
+	}
+	e := newE2E(t)
+	mock := mockanthropic.Start(t)
+	c := e.admin
+	vm := e.agentVM(c, mock, "opencode")
+	ctx := ctxFor(t, 5*time.Minute)
+	const sid = "opencode-e2e"
+	cfg, _ := json.Marshal(map[string]any{
+		"provider":   map[string]any{"anthropic": map[string]any{"options": map[string]any{"baseURL": mock.URL() + "/v1", "apiKey": "sk-test"}}},
+		"permission": map[string]string{"bash": "ask", "edit": "ask"},
+		"share":      "disabled", "autoupdate": false,
+	})
+	_, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{
+		SessionID: sid, Agent: "opencode", Cwd: "/workspace", PermissionPolicy: "ask",
+		PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2},
+		Env:               map[string]string{"OPENCODE_CONFIG_CONTENT": string(cfg), "OPENCODE_DISABLE_MODELS_FETCH": "1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := e.follow(t, c, vm.ID, sid, "")
+
+	step(t, "Hello", func(t *testing.T) {
+		res, err := c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hello")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StopReason != "end_turn" || !strings.Contains(messageText(t, res.Message), mockanthropic.HelloText) {
+			t.Fatalf("result %+v %s", res, res.Message)
+		}
+	})
+
+	step(t, "DefaultDecisionByKind", func(t *testing.T) {
+		if res, err := c.PromptAsync(ctx, vm.ID, sid, client.PromptRequest{Content: toolPrompt("bash", "echo unattended > /workspace/oc.txt")}); err != nil || res != nil {
+			t.Fatalf("async prompt: %+v %v", res, err)
+		}
+		ev := feed.until(t, turnTimeout, "a permission request", func(ev client.Event) bool {
+			se, err := ev.SessionEvent()
+			return err == nil && se.Type == "permission_request"
+		})
+		req, _ := ev.SessionEvent()
+		var reject string
+		for _, o := range req.Options {
+			if o.Kind == "reject_once" {
+				reject = o.OptionID
+			}
+		}
+		if reject == "" {
+			t.Fatalf("no reject_once option in %+v", req.Options)
+		}
+		ev = feed.until(t, turnTimeout, "the default decision", func(ev client.Event) bool {
+			se, err := ev.SessionEvent()
+			return err == nil && se.Type == "permission_response" && se.RequestID == req.RequestID
+		})
+		resp, _ := ev.SessionEvent()
+		if resp.Decision == nil || resp.Decision.By != "timeout" || resp.Decision.OptionID != reject || resp.Status != "accepted" {
+			t.Fatalf("decision %+v of %+v", resp.Decision, resp)
+		}
+		eventually(t, turnTimeout, "the turn to end", func() bool {
+			return mustSession(t, c, vm.ID, sid).State == client.SessionIdle
+		})
+		if _, err := c.Stat(ctx, vm.ID, "/workspace/oc.txt"); !client.IsCode(err, "not_found") {
+			t.Fatalf("the rejected command ran: %v", err)
+		}
+	})
+}
