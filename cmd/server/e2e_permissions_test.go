@@ -222,4 +222,31 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	if n := e.metric("agentos_gateway_agent_permissions_pending"); n != 0 {
 		t.Errorf("pending permissions metric %v, want 0", n)
 	}
+
+	step(t, "DeleteVM", func(t *testing.T) {
+		// The VM goes; the session's record and history stay, and its
+		// stream ends with the session's end after every durable event.
+		end := mustSession(t, c, vm.ID, sid).LatestSequence
+		if _, err := c.DeleteVM(ctx, vm.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := feed.ended(t, 60*time.Second); !streamEnded(err) {
+			t.Fatalf("stream ended with %v", err)
+		}
+		if st := endState(t, feed.events()); st != client.SessionClosed {
+			t.Fatalf("end state %q", st)
+		}
+		wantSequence(t, sequences(feed.durable(t)), 1, end)
+		s := mustSession(t, c, vm.ID, sid)
+		if s.State != client.SessionClosed || s.LatestSequence != end {
+			t.Fatalf("session after the VM's deletion: %+v", s)
+		}
+		hist, err := c.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSequence(t, sequences(hist.Events), 1, end)
+		_, err = c.CancelPrompt(ctx, vm.ID, sid)
+		wantCode(t, err, "conflict", 409)
+	})
 }
