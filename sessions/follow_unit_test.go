@@ -280,6 +280,8 @@ func (v *endedVMs) Agent(ctx context.Context, tenantID, vmID string) (*agentos.V
 	return nil, nil, gateway.Errorf(gateway.CodeConflict, "vm %s has ended", vmID).WithDetail("state", gateway.VMDisposed)
 }
 
+func (v *endedVMs) Ended(string) <-chan struct{} { return noVMs{}.Ended("") }
+
 func newTestService(t *testing.T, st Store, v VMs) *Service {
 	t.Helper()
 	s := New(Config{}, st, v)

@@ -18,6 +18,12 @@ func (noVMs) Agent(context.Context, string, string) (*agentos.VM, func(), error)
 	return nil, nil, gateway.Errorf(gateway.CodeConflict, "the VM is disposed")
 }
 
+func (noVMs) Ended(string) <-chan struct{} {
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
 // TestPurgeFollowsTenantRetention runs the service's purger over a real
 // store: the record of a session whose VM ended is deleted once it is older
 // than its tenant's retention, and kept for a tenant that keeps everything.

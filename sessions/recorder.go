@@ -193,6 +193,14 @@ func (r *recorder) resubscribe() bool {
 // finish ends the watchers of every session with the VM's end and drops the
 // permission requests nobody can answer any more.
 func (r *recorder) finish() {
+	// The engine tells of a VM's end before the VM's record says it: wait
+	// for the record, so that a client that saw a stream end finds the
+	// session in the same state.
+	select {
+	case <-r.s.vms.Ended(r.vmID):
+	case <-r.s.ctx.Done():
+	case <-time.After(time.Minute):
+	}
 	state := string(gateway.SessionClosed)
 	if st, _ := r.vm.State(); st == agentos.VMLost {
 		state = string(gateway.SessionLost)
@@ -282,56 +290,69 @@ func (r *recorder) backfill(id string, upTo uint64) {
 	}
 }
 
-// record stores one durable event with its side effects, then publishes it.
-// It reports whether the event was stored.
-func (r *recorder) record(ev agentos.SessionEvent) bool {
-	now := r.s.cfg.Now().UTC()
+// recorded is a durable event as the recorder keeps it: its API document
+// and, for permission events, the request to list or the decision taken.
+type recorded struct {
+	at       time.Time
+	data     EventData
+	perm     *gateway.Permission         // a permission_request
+	options  []permissionOption          // its options
+	decision *gateway.PermissionDecision // a permission_response
+}
+
+// describe turns an engine event into its record. A response carries the
+// answer given through the API or by the default decision, if the engine
+// took it.
+func (r *recorder) describe(ev agentos.SessionEvent, now time.Time) recorded {
 	at := parseTimestamp(ev.Timestamp, now)
-	data := EventData{Sequence: ev.Sequence, Timestamp: at.Format(time.RFC3339Nano), Type: ev.Type}
-	var (
-		perm     *gateway.Permission
-		decision *gateway.PermissionDecision
-		options  []permissionOption
-	)
+	rec := recorded{at: at, data: EventData{Sequence: ev.Sequence, Timestamp: at.Format(time.RFC3339Nano), Type: ev.Type}}
 	switch ev.Type {
 	case "session_update":
-		data.Type = updateKind(ev.Update)
-		data.Update = ev.Update
+		rec.data.Type = updateKind(ev.Update)
+		rec.data.Update = ev.Update
 	case "permission_request":
 		var req struct {
 			Options  json.RawMessage `json:"options"`
 			ToolCall json.RawMessage `json:"toolCall"`
 		}
 		_ = json.Unmarshal(ev.Request, &req)
-		_ = json.Unmarshal(req.Options, &options)
-		data.RequestID, data.Options, data.ToolCall = ev.RequestID, orNull(req.Options), orNull(req.ToolCall)
-		perm = &gateway.Permission{RequestID: ev.RequestID, Options: data.Options, ToolCall: data.ToolCall, AskedAt: at, Status: gateway.PermissionPending}
+		_ = json.Unmarshal(req.Options, &rec.options)
+		rec.data.RequestID, rec.data.Options, rec.data.ToolCall = ev.RequestID, orNull(req.Options), orNull(req.ToolCall)
+		rec.perm = &gateway.Permission{RequestID: ev.RequestID, Options: rec.data.Options, ToolCall: rec.data.ToolCall, AskedAt: at, Status: gateway.PermissionPending}
 	case "permission_response":
-		data.RequestID, data.Status, data.Reason, data.Response = ev.RequestID, ev.Status, ev.Reason, ev.Response
+		rec.data.RequestID, rec.data.Status, rec.data.Reason, rec.data.Response = ev.RequestID, ev.Status, ev.Reason, ev.Response
 		r.mu.Lock()
 		if st := r.sessions[ev.SessionID]; st != nil {
 			if p := st.pending[ev.RequestID]; p != nil && p.answer != nil {
 				d := *p.answer
-				decision = &d
+				rec.decision = &d
 			}
 		}
 		r.mu.Unlock()
-		if decision == nil || ev.Status != "accepted" {
+		if rec.decision == nil || ev.Status != "accepted" {
 			// Nobody's answer was taken: the engine settled the request
 			// itself, e.g. because the turn was cancelled.
-			decision = &gateway.PermissionDecision{By: gateway.DecidedByAgent, At: at}
+			rec.decision = &gateway.PermissionDecision{By: gateway.DecidedByAgent, At: at}
 		}
-		decision.Status, decision.Reason = ev.Status, ev.Reason
-		data.Decision = decision
+		rec.decision.Status, rec.decision.Reason = ev.Status, ev.Reason
+		rec.data.Decision = rec.decision
 	}
-	raw, err := json.Marshal(data)
+	return rec
+}
+
+// record stores one durable event with its side effects, then publishes it.
+// It reports whether the event was stored.
+func (r *recorder) record(ev agentos.SessionEvent) bool {
+	now := r.s.cfg.Now().UTC()
+	rec := r.describe(ev, now)
+	raw, err := json.Marshal(rec.data)
 	if err != nil {
 		r.s.log.Error().Err(err).Msg("encode session event")
 		return false
 	}
 	if err := r.store(func(ctx context.Context) error {
 		return r.s.store.AppendSessionEvents(ctx, gateway.SessionEvent{
-			VMID: r.vmID, SessionID: ev.SessionID, Sequence: ev.Sequence, Time: at, Type: data.Type, Data: raw,
+			VMID: r.vmID, SessionID: ev.SessionID, Sequence: ev.Sequence, Time: rec.at, Type: rec.data.Type, Data: raw,
 		})
 	}); err != nil {
 		r.s.recordFailures.Add(1)
@@ -339,27 +360,10 @@ func (r *recorder) record(ev agentos.SessionEvent) bool {
 		return false
 	}
 	r.s.eventsRecorded.Add(1)
-	// The permission's resource is written before anyone sees the event,
-	// so that a client reacting to it finds the request listed.
-	switch {
-	case perm != nil:
-		if err := r.store(func(ctx context.Context) error { return r.s.store.AddPermission(ctx, r.vmID, ev.SessionID, *perm) }); err != nil {
-			r.s.log.Error().Err(err).Str("vm", r.vmID).Msg("store permission request")
-		}
-	case decision != nil:
-		status := gateway.PermissionDropped
-		if ev.Status == "accepted" {
-			status = gateway.PermissionAnswered
-		}
-		if err := r.store(func(ctx context.Context) error {
-			return r.s.store.ResolvePermission(ctx, r.vmID, ev.SessionID, ev.RequestID, status, *decision)
-		}); err != nil {
-			r.s.log.Error().Err(err).Str("vm", r.vmID).Msg("store permission decision")
-		}
-	}
+	r.storePermission(ev, rec)
 
 	var def gateway.PermissionDefault
-	if perm != nil {
+	if rec.perm != nil {
 		def = r.permissionDefault(ev.SessionID)
 	}
 	r.mu.Lock()
@@ -370,16 +374,38 @@ func (r *recorder) record(ev agentos.SessionEvent) bool {
 	}
 	st.lastSeq = ev.Sequence
 	switch {
-	case perm != nil:
+	case rec.perm != nil:
 		st.pending[ev.RequestID] = &pendingPermission{
-			options: options, decision: def.Decision,
+			options: rec.options, decision: def.Decision,
 			deadline: now.Add(time.Duration(def.TimeoutSeconds) * time.Second),
 		}
-	case decision != nil:
+	case rec.decision != nil:
 		delete(st.pending, ev.RequestID)
 	}
 	st.publishLocked(Event{Kind: KindDurable, Sequence: ev.Sequence, Data: raw})
 	return true
+}
+
+// storePermission writes a permission event's resource before anyone sees
+// the event, so that a client reacting to it finds the request listed (or
+// settled).
+func (r *recorder) storePermission(ev agentos.SessionEvent, rec recorded) {
+	var err error
+	switch {
+	case rec.perm != nil:
+		err = r.store(func(ctx context.Context) error { return r.s.store.AddPermission(ctx, r.vmID, ev.SessionID, *rec.perm) })
+	case rec.decision != nil:
+		status := gateway.PermissionDropped
+		if ev.Status == "accepted" {
+			status = gateway.PermissionAnswered
+		}
+		err = r.store(func(ctx context.Context) error {
+			return r.s.store.ResolvePermission(ctx, r.vmID, ev.SessionID, ev.RequestID, status, *rec.decision)
+		})
+	}
+	if err != nil {
+		r.s.log.Error().Err(err).Str("vm", r.vmID).Str("session", ev.SessionID).Str("request", ev.RequestID).Msg("store permission")
+	}
 }
 
 // store runs a write with a few retries: a durable event must not be lost

@@ -49,9 +49,11 @@ type Store interface {
 }
 
 // VMs gives the engine's handle of a tenant's live VM, held busy until
-// release is called; *vms.Service implements it.
+// release is called, and tells when a VM's end is recorded; *vms.Service
+// implements it.
 type VMs interface {
 	Agent(ctx context.Context, tenantID, vmID string) (vm *agentos.VM, release func(), err error)
+	Ended(vmID string) <-chan struct{}
 }
 
 // Config tunes the service.

@@ -135,6 +135,8 @@ type liveVM struct {
 	busy        int // calls and open streams in progress
 	ended       bool
 	releaseOnce sync.Once
+	// done is closed once the VM's final state is in the store.
+	done chan struct{}
 }
 
 func newID(prefix string) string {
@@ -217,6 +219,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		events: NewLog[VMEvent](s.cfg.EventBufferBytes),
 		idle:   time.Duration(spec.IdleTimeoutSeconds) * time.Second,
 		procs:  map[uint32]*Process{}, shells: map[string]*Shell{}, lastActive: s.cfg.Now(),
+		done: make(chan struct{}),
 	}
 	rec, err = s.store.SetVMState(context.WithoutCancel(ctx), rec.ID, gateway.VMReady, "", lease.SidecarID())
 	if err != nil {
@@ -367,6 +370,7 @@ func (s *Service) endVM(lv *liveVM, state gateway.VMState, reason string, dispos
 	s.mu.Lock()
 	delete(s.live, lv.id)
 	s.mu.Unlock()
+	close(lv.done)
 	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: state, Reason: reason})
 	final := gateway.Errorf(gateway.CodeConflict, "the VM is %s", state).WithDetail("state", state)
 	if reason != "" {
@@ -555,6 +559,22 @@ func (s *Service) StateCounts() map[gateway.VMState]int {
 		lv.mu.Unlock()
 	}
 	return out
+}
+
+// Ended returns a channel closed once a VM's final state (disposed or lost)
+// is in the store, so that whoever learnt of its end from the engine can
+// report it consistently with the record; it is closed already for a VM
+// this service does not run.
+func (s *Service) Ended(id string) <-chan struct{} {
+	s.mu.Lock()
+	lv := s.live[id]
+	s.mu.Unlock()
+	if lv == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return lv.done
 }
 
 // Agent returns the engine's handle of a tenant's live VM, for the agent
