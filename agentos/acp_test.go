@@ -663,13 +663,19 @@ func TestACPSessionErrors(t *testing.T) {
 
 // TestACPSessionClaudePermissions answers claude-code's permission requests:
 // allow, reject, and a cancel while one is pending.
+// claudeTurnTimeout bounds a claude-code turn that runs a Bash command.
+// Its first one sometimes ends tens of seconds after its last event (up to
+// 75 s seen on two loaded cores), with no request to the model meanwhile:
+// time claude-code spends inside the VM, not the gateway's.
+const claudeTurnTimeout = 150 * time.Second
+
 func TestACPSessionClaudePermissions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("claude-code turns take seconds")
 	}
 	mock := mockanthropic.Start(t)
 	vm := newAgentVM(t, mock, "claude")
-	ctx := testContext(t, 3*time.Minute)
+	ctx := testContext(t, 6*time.Minute)
 	s, err := vm.OpenSession(ctx, OpenSessionOptions{SessionID: "claude-perm", Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask", Env: mock.Env()})
 	if err != nil {
 		t.Fatal(err)
@@ -766,7 +772,7 @@ func TestACPSessionClaudePermissions(t *testing.T) {
 		if st, reason, err := s.RespondPermission(ctx, p.event.RequestID, allow); err != nil || st != "not_pending" || reason != "already_resolved" {
 			t.Fatalf("second respond = %q %q %v", st, reason, err)
 		}
-		o := waitPrompt(t, p.done, 60*time.Second)
+		o := waitPrompt(t, p.done, claudeTurnTimeout)
 		if o.res.StopReason != "end_turn" || messageText(t, o.res.Message) != mockanthropic.DoneText {
 			t.Fatalf("result = %s %s", o.res.StopReason, o.res.Message)
 		}
@@ -792,7 +798,7 @@ func TestACPSessionClaudePermissions(t *testing.T) {
 		if st, _, err := s.RespondPermission(ctx, p.event.RequestID, reject); err != nil || st != "accepted" {
 			t.Fatalf("respond = %q %v", st, err)
 		}
-		o := waitPrompt(t, p.done, 60*time.Second)
+		o := waitPrompt(t, p.done, claudeTurnTimeout)
 		if o.res.StopReason != "end_turn" || messageText(t, o.res.Message) != mockanthropic.DoneText {
 			t.Fatalf("result = %s %s", o.res.StopReason, o.res.Message)
 		}
@@ -812,7 +818,7 @@ func TestACPSessionClaudePermissions(t *testing.T) {
 		if st, err := s.Cancel(ctx); err != nil || st != "cancelled" {
 			t.Fatalf("Cancel = %q, %v", st, err)
 		}
-		o := waitPrompt(t, p.done, 60*time.Second)
+		o := waitPrompt(t, p.done, claudeTurnTimeout)
 		if o.res.StopReason != "cancelled" || messageText(t, o.res.Message) != "" {
 			t.Fatalf("result = %s %s, want cancelled without text", o.res.StopReason, o.res.Message)
 		}

@@ -20,9 +20,11 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
 )
 
-// turnTimeout bounds one agent turn, opening included (claude's first turn
-// takes ~4 s on two shared cores, pi's open ~3 s).
-const turnTimeout = 120 * time.Second
+// turnTimeout bounds one agent turn, opening included (pi's open takes ~3 s
+// on two shared cores). claude-code's first turn that runs a Bash command
+// sometimes ends tens of seconds after its last event (up to 75 s seen),
+// with no request to the model meanwhile: time spent inside the VM.
+const turnTimeout = 150 * time.Second
 
 // agentVM creates a VM that can run agent and reach mock, through c.
 func (e *e2e) agentVM(c *client.Client, mock *mockanthropic.Server, agents ...string) *client.VM {
