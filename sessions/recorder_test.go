@@ -89,6 +89,23 @@ func realService(t *testing.T, cfg Config) (*Service, *vms.Service, *flakyStore)
 	return s, v, fs
 }
 
+// piSession creates a VM of tenant t1 that runs pi against a fresh mock
+// model, and opens a session with it.
+func piSession(ctx context.Context, t *testing.T, s *Service, v *vms.Service, id string) (gateway.VM, gateway.Session) {
+	t.Helper()
+	mock := mockanthropic.Start(t)
+	tenant := gateway.Tenant{ID: "t1"}
+	vm, err := v.Create(ctx, tenant, gateway.VMSpec{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.Open(ctx, tenant, vm.ID, OpenRequest{SessionID: id, Agent: "pi", Env: mock.Env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm, sess
+}
+
 // collector follows a session and keeps its durable sequences.
 type collector struct {
 	mu   sync.Mutex
@@ -121,18 +138,9 @@ func (c *collector) sequences() []uint64 {
 
 func TestRecorderHealsStoreFailures(t *testing.T) {
 	s, v, fs := realService(t, Config{})
-	mock := mockanthropic.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tenant := gateway.Tenant{ID: "t1"}
-	vm, err := v.Create(ctx, tenant, gateway.VMSpec{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, err := s.Open(ctx, tenant, vm.ID, OpenRequest{SessionID: "heal", Agent: "pi", Env: mock.Env()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	vm, sess := piSession(ctx, t, s, v, "heal")
 	c := followDurable(t, s, vm.ID, sess.ID)
 	text, _ := json.Marshal([]map[string]string{{"type": "text", "text": "hello"}})
 
@@ -206,18 +214,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // event, and then gets every durable event once, in order, from the store.
 func TestSlowFollowerOverflowsAndCatchesUp(t *testing.T) {
 	s, v, _ := realService(t, Config{WatchBuffer: 2})
-	mock := mockanthropic.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tenant := gateway.Tenant{ID: "t1"}
-	vm, err := v.Create(ctx, tenant, gateway.VMSpec{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, err := s.Open(ctx, tenant, vm.ID, OpenRequest{SessionID: "slow-reader", Agent: "pi", Env: mock.Env()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	vm, sess := piSession(ctx, t, s, v, "slow-reader")
 	var (
 		mu    sync.Mutex
 		kinds []string

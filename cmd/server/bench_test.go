@@ -56,10 +56,7 @@ func BenchmarkExecEchoHiHTTP(b *testing.B) {
 		exec()
 		durs = append(durs, time.Since(start))
 	}
-	slices.Sort(durs)
-	ms := func(q float64) float64 { return float64(durs[int(q*float64(len(durs)-1))]) / 1e6 }
-	b.ReportMetric(ms(0.5), "p50-ms")
-	b.ReportMetric(ms(0.95), "p95-ms")
+	reportLatency(b, durs)
 }
 
 // BenchmarkPromptHelloHTTP is one pi turn through the whole gateway: HTTP,
@@ -94,6 +91,12 @@ func BenchmarkPromptHelloHTTP(b *testing.B) {
 		turn()
 		durs = append(durs, time.Since(start))
 	}
+	reportLatency(b, durs)
+}
+
+// reportLatency reports the median and 95th percentile of the iterations'
+// durations, the metrics bench/run.sh reads.
+func reportLatency(b *testing.B, durs []time.Duration) {
 	slices.Sort(durs)
 	ms := func(q float64) float64 { return float64(durs[int(q*float64(len(durs)-1))]) / 1e6 }
 	b.ReportMetric(ms(0.5), "p50-ms")
