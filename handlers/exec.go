@@ -21,14 +21,11 @@ import (
 
 // execRequest is the body of POST /v1/vms/{vm}/exec.
 type execRequest struct {
-	Command        string            `json:"command" validate:"required_without=Argv,excluded_with=Argv,max=131072"`
-	Argv           []string          `json:"argv" validate:"required_without=Command,omitempty,min=1,max=4096,dive,max=131072"`
-	Cwd            string            `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
-	Env            map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
-	Stdin          *string           `json:"stdin"`
-	StdinEncoding  string            `json:"stdinEncoding" validate:"omitempty,oneof=utf8 base64"`
-	TimeoutMs      int64             `json:"timeoutMs" validate:"gte=0,lte=86400000"`
-	MaxOutputBytes int               `json:"maxOutputBytes" validate:"gte=0,lte=67108864"`
+	commandJSON
+	Stdin          *string `json:"stdin"`
+	StdinEncoding  string  `json:"stdinEncoding" validate:"omitempty,oneof=utf8 base64"`
+	TimeoutMs      int64   `json:"timeoutMs" validate:"gte=0,lte=86400000"`
+	MaxOutputBytes int     `json:"maxOutputBytes" validate:"gte=0,lte=67108864"`
 }
 
 // execResultJSON is the answer of a buffered exec.
@@ -64,6 +61,27 @@ func wantsEventStream(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
+// commandJSON is what to run, in exec and spawn bodies: a command line, or
+// an argv run without a shell.
+type commandJSON struct {
+	Command string            `json:"command" validate:"required_without=Argv,excluded_with=Argv,max=131072"`
+	Argv    []string          `json:"argv" validate:"required_without=Command,omitempty,min=1,max=4096,dive,max=131072"`
+	Cwd     string            `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
+	Env     map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
+}
+
+// check refuses what the tags cannot: a blank command line, or an argv
+// whose first word names no program.
+func (c commandJSON) check() error {
+	if strings.TrimSpace(c.Command) == "" && len(c.Argv) == 0 {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "command or argv is required").WithDetail("field", "command")
+	}
+	if len(c.Argv) > 0 && c.Argv[0] == "" {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "argv[0] must name a program").WithDetail("field", "argv")
+	}
+	return nil
+}
+
 func (req *execRequest) toService() (vms.ExecRequest, error) {
 	out := vms.ExecRequest{Command: req.Command, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env,
 		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, MaxOutputBytes: req.MaxOutputBytes}
@@ -77,13 +95,7 @@ func (req *execRequest) toService() (vms.ExecRequest, error) {
 			out.Stdin = b
 		}
 	}
-	if strings.TrimSpace(req.Command) == "" && len(req.Argv) == 0 {
-		return out, gateway.Errorf(gateway.CodeInvalidArgument, "command or argv is required").WithDetail("field", "command")
-	}
-	if len(req.Argv) > 0 && req.Argv[0] == "" {
-		return out, gateway.Errorf(gateway.CodeInvalidArgument, "argv[0] must name a program").WithDetail("field", "argv")
-	}
-	return out, nil
+	return out, req.check()
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {

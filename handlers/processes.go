@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
@@ -16,10 +15,7 @@ import (
 
 // spawnRequest is the body of POST /v1/vms/{vm}/processes.
 type spawnRequest struct {
-	Command string            `json:"command" validate:"required_without=Argv,excluded_with=Argv,max=131072"`
-	Argv    []string          `json:"argv" validate:"required_without=Command,omitempty,min=1,max=4096,dive,max=131072"`
-	Cwd     string            `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
-	Env     map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
+	commandJSON
 }
 
 func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
@@ -33,8 +29,8 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if strings.TrimSpace(req.Command) == "" && (len(req.Argv) == 0 || req.Argv[0] == "") {
-		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "command or argv is required").WithDetail("field", "command"))
+	if err := req.check(); err != nil {
+		writeError(w, r, err)
 		return
 	}
 	p := principalFrom(r.Context())

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -553,6 +554,11 @@ func specJSONFields(t reflect.Type) map[string]bool {
 	out := map[string]bool{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			// encoding/json flattens an untagged embedded struct.
+			maps.Copy(out, specJSONFields(f.Type))
+			continue
+		}
 		if !f.IsExported() {
 			continue
 		}
