@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/go-playground/validator/v10"
@@ -81,13 +83,42 @@ func validateStruct(v any) error {
 		return gateway.Wrap(gateway.CodeInvalidArgument, err, "invalid request")
 	}
 	fe := verrs[0]
-	field := fe.Namespace()
-	if i := strings.IndexByte(field, '.'); i >= 0 {
-		field = field[i+1:] // drop the request type's own name
-	}
+	// The namespace starts with the request type's own name and holds the
+	// Go names of embedded structs, which JSON flattens: the field is what
+	// is left.
+	segments := strings.Split(fe.Namespace(), ".")[1:]
+	embedded := embeddedNames(reflect.TypeOf(v))
+	segments = slices.DeleteFunc(segments, func(s string) bool { return embedded[s] })
+	field := strings.Join(segments, ".")
 	msg := fmt.Sprintf("field %q fails %q", field, fe.Tag())
 	if fe.Param() != "" {
 		msg = fmt.Sprintf("field %q fails %s=%s", field, fe.Tag(), fe.Param())
 	}
 	return gateway.Errorf(gateway.CodeInvalidArgument, "%s", msg).WithDetail("field", field)
+}
+
+// embeddedNames returns the Go names of the untagged embedded structs of a
+// struct type, at any depth.
+func embeddedNames(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	out := map[string]bool{}
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && f.Tag.Get("json") == "" {
+			out[f.Name] = true
+		}
+		if ft.Kind() == reflect.Struct {
+			maps.Copy(out, embeddedNames(ft))
+		}
+	}
+	return out
 }
