@@ -232,7 +232,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		s.endVM(lv, gateway.VMDisposed, "the gateway is shutting down", true)
+		s.endVM(context.WithoutCancel(ctx), lv, gateway.VMDisposed, "the gateway is shutting down", true)
 		return gateway.VM{}, gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
 	}
 	s.live[rec.ID] = lv
@@ -324,10 +324,22 @@ func (s *Service) watch(lv *liveVM) {
 	defer s.wg.Done()
 	for {
 		sub := lv.vm.Subscribe(1024)
-		for ev := range sub.C() {
-			switch ev.Kind {
-			case "limit_warning", "structured":
-				lv.events.Append(0, 128, VMEvent{Type: ev.Kind, Time: ev.Time.UTC(), Name: ev.Name, Detail: ev.Detail})
+	events:
+		for {
+			select {
+			case ev, ok := <-sub.C():
+				if !ok {
+					break events
+				}
+				switch ev.Kind {
+				case "limit_warning", "structured":
+					lv.events.Append(0, 128, VMEvent{Type: ev.Kind, Time: ev.Time.UTC(), Name: ev.Name, Detail: ev.Detail})
+				}
+			case <-s.stop:
+				// Shutdown ends the VM itself; a VM whose disposal failed
+				// must not keep this goroutine (and Shutdown) waiting.
+				sub.Close()
+				return
 			}
 		}
 		if errors.Is(sub.Err(), agentos.ErrOutputOverflow) {
@@ -342,12 +354,13 @@ func (s *Service) watch(lv *liveVM) {
 		// stderr, which a shared sidecar fills with every tenant's VMs) is
 		// for the logs; tenants see a reason of their own.
 		s.log.Warn().Err(err).Str("vm", lv.id).Msg("vm lost with its sidecar")
-		s.endVM(lv, gateway.VMLost, "the sidecar hosting this VM died", false)
+		s.endVM(context.Background(), lv, gateway.VMLost, "the sidecar hosting this VM died", false)
 	}
 }
 
 // endVM moves a live VM to a final state: the record, its streams, its lease.
-func (s *Service) endVM(lv *liveVM, state gateway.VMState, reason string, dispose bool) {
+// With dispose, the VM is disposed first, bounded by ctx and 30 s.
+func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, reason string, dispose bool) {
 	lv.mu.Lock()
 	if lv.ended {
 		lv.mu.Unlock()
@@ -356,7 +369,7 @@ func (s *Service) endVM(lv *liveVM, state gateway.VMState, reason string, dispos
 	lv.ended = true
 	lv.mu.Unlock()
 	if dispose {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		if err := lv.vm.Dispose(ctx); err != nil {
 			s.log.Warn().Err(err).Str("vm", lv.id).Msg("dispose")
 		}
@@ -456,7 +469,7 @@ func (s *Service) Delete(ctx context.Context, tenantID, id string) (gateway.VM, 
 		return gateway.VM{}, err
 	}
 	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: gateway.VMDisposing})
-	s.endVM(lv, gateway.VMDisposed, "", true)
+	s.endVM(context.WithoutCancel(ctx), lv, gateway.VMDisposed, "", true)
 	return s.store.GetVM(ctx, tenantID, id)
 }
 
@@ -491,7 +504,7 @@ func (s *Service) reapIdle() {
 		s.mu.Unlock()
 		for _, lv := range idle {
 			s.log.Info().Str("vm", lv.id).Dur("idleTimeout", lv.idle).Msg("disposing idle vm")
-			s.endVM(lv, gateway.VMDisposed, "idle timeout", true)
+			s.endVM(context.Background(), lv, gateway.VMDisposed, "idle timeout", true)
 		}
 	}
 }
@@ -514,7 +527,8 @@ func (lv *liveVM) idleSince(now time.Time) bool {
 }
 
 // Shutdown disposes every live VM (bounded by ctx), ends their streams with
-// a final event, and stops the service's goroutines.
+// a final event, and stops the service's goroutines, waiting for all of
+// them.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closing {
@@ -528,22 +542,19 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	close(s.stop)
+	// Every disposal is bounded by ctx (and every store write by its own
+	// timeout), so Shutdown waits for all of them: nothing it started
+	// outlives it, even when ctx expires.
 	var wg sync.WaitGroup
 	for _, lv := range lvs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.endVM(lv, gateway.VMDisposed, "the gateway shut down", ctx.Err() == nil)
-		}()
+		wg.Go(func() { s.endVM(ctx, lv, gateway.VMDisposed, "the gateway shut down", true) })
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("vms: shutdown: %w", ctx.Err())
+	wg.Wait()
+	s.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("vms: shutdown: %w", err)
 	}
+	return nil
 }
 
 // StateCounts returns how many VMs this gateway runs, by state, for metrics.
