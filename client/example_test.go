@@ -106,3 +106,60 @@ func ExampleClient_WriteFile() {
 	defer rc.Close()
 	_, _ = io.Copy(os.Stdout, rc)
 }
+
+// Run an agent turn that asks before it runs tools: follow the session's
+// events (resuming after dropped connections) and answer each permission
+// request as it comes while the prompt waits for the end of the turn.
+// (Compiled, not run: it needs a gateway and a model.)
+func ExampleClient_FollowSessionEvents() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := client.New("http://127.0.0.1:8080", os.Getenv("AGENTOS_GATEWAY_KEY"))
+	vm, err := c.CreateVM(ctx, client.CreateVMRequest{Agents: []string{"claude"}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.DeleteVM(context.Background(), vm.ID)
+	s, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{
+		Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask",
+		PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 300},
+		Env:               map[string]string{"ANTHROPIC_API_KEY": os.Getenv("ANTHROPIC_API_KEY")},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	followed := make(chan error, 1)
+	go func() {
+		followed <- c.FollowSessionEvents(ctx, vm.ID, s.ID, func(ev client.Event) error {
+			switch ev.Type {
+			case client.EventEphemeral:
+				d, _ := ev.EphemeralEvent()
+				fmt.Printf("%s", d.Update) // streamed text, as it comes
+			case client.EventDurable:
+				e, err := ev.SessionEvent()
+				if err != nil || e.Type != "permission_request" {
+					return err
+				}
+				for _, o := range e.Options {
+					if o.Kind == "allow_once" {
+						_, err := c.AnswerPermission(ctx, vm.ID, s.ID, e.RequestID, o.OptionID)
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	}()
+	res, err := c.Prompt(ctx, vm.ID, s.ID, client.PromptRequest{
+		Content: client.TextPrompt("Create hello.txt saying hi"), IdempotencyKey: "hello-1",
+	})
+	if err != nil {
+		fmt.Println(err)
+	} else {
+		fmt.Println("\nturn ended:", res.StopReason)
+	}
+	cancel()
+	<-followed
+}
