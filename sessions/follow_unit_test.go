@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -142,125 +141,61 @@ func TestPumpContextCancelled(t *testing.T) {
 	}
 }
 
-// fakeStore keeps one tenant's sessions and their events in memory; what
-// Follow does not use fails.
-type fakeStore struct {
-	mu       sync.Mutex
-	vms      map[string]gateway.VM             // by VM id
-	sessions map[string]gateway.Session        // by vm/session
-	events   map[string][]gateway.SessionEvent // by vm/session, in order
-	queries  []gateway.HistoryQuery
+// recordingStore is the real store (SQLite in memory) noting the history
+// queries made of it, so that tests see how Follow pages.
+type recordingStore struct {
+	*store.DB
+	mu      sync.Mutex
+	queries []gateway.HistoryQuery
 }
 
-var errNotImplemented = errors.New("fake store: not implemented")
+func newRecordingStore(t *testing.T) *recordingStore {
+	t.Helper()
+	db, err := store.Open(context.Background(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return &recordingStore{DB: db}
+}
 
-func newFakeStore() *fakeStore {
-	return &fakeStore{vms: map[string]gateway.VM{}, sessions: map[string]gateway.Session{}, events: map[string][]gateway.SessionEvent{}}
+func (r *recordingStore) SessionHistory(ctx context.Context, vmID, sessionID string, q gateway.HistoryQuery) (gateway.HistoryPage, error) {
+	r.mu.Lock()
+	r.queries = append(r.queries, q)
+	r.mu.Unlock()
+	return r.DB.SessionHistory(ctx, vmID, sessionID, q)
 }
 
 // addSession stores a session of a VM in state with n events.
-func (f *fakeStore) addSession(tenantID, vmID string, state gateway.VMState, id string, n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.vms[vmID] = gateway.VM{ID: vmID, TenantID: tenantID, State: state}
-	f.sessions[vmID+"/"+id] = gateway.Session{ID: id, TenantID: tenantID, VMID: vmID, LatestSequence: uint64(n)}
+func (r *recordingStore) addSession(t *testing.T, tenantID, vmID string, state gateway.VMState, id string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := r.EnsureTenant(ctx, gateway.Tenant{ID: tenantID, Name: tenantID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateVM(ctx, gateway.VM{ID: vmID, TenantID: tenantID, State: gateway.VMReady}); err != nil {
+		t.Fatal(err)
+	}
+	if state != gateway.VMReady {
+		if _, err := r.SetVMState(ctx, vmID, state, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.CreateSession(ctx, gateway.Session{ID: id, TenantID: tenantID, VMID: vmID, Agent: "pi", Cwd: "/"}); err != nil {
+		t.Fatal(err)
+	}
 	evs := make([]gateway.SessionEvent, n)
 	for i := range evs {
 		seq := uint64(i + 1)
 		evs[i] = gateway.SessionEvent{VMID: vmID, SessionID: id, Sequence: seq, Type: "agent_message_chunk",
 			Data: json.RawMessage(fmt.Sprintf(`{"sequence":%d,"type":"agent_message_chunk"}`, seq))}
 	}
-	f.events[vmID+"/"+id] = evs
-}
-
-func (f *fakeStore) GetVM(ctx context.Context, tenantID, id string) (gateway.VM, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	vm, ok := f.vms[id]
-	if !ok || vm.TenantID != tenantID {
-		return gateway.VM{}, gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
+	if n > 0 {
+		if err := r.AppendSessionEvents(ctx, evs...); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return vm, nil
 }
-
-func (f *fakeStore) GetSession(ctx context.Context, tenantID, vmID, id string) (gateway.Session, error) {
-	if err := ctx.Err(); err != nil {
-		return gateway.Session{}, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, ok := f.sessions[vmID+"/"+id]
-	if !ok || s.TenantID != tenantID {
-		return gateway.Session{}, gateway.Errorf(gateway.CodeNotFound, "session %s not found", id)
-	}
-	return s, nil
-}
-
-func (f *fakeStore) SessionHistory(ctx context.Context, vmID, sessionID string, q gateway.HistoryQuery) (gateway.HistoryPage, error) {
-	if err := ctx.Err(); err != nil {
-		return gateway.HistoryPage{}, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.queries = append(f.queries, q)
-	if q.Before != 0 {
-		return gateway.HistoryPage{}, errNotImplemented
-	}
-	all := f.events[vmID+"/"+sessionID]
-	i := sort.Search(len(all), func(i int) bool { return all[i].Sequence > q.After })
-	rest := all[i:]
-	page := gateway.HistoryPage{HasMoreBefore: i > 0}
-	if q.Limit > 0 && len(rest) > q.Limit {
-		rest, page.HasMoreAfter = rest[:q.Limit], true
-	}
-	page.Events = append([]gateway.SessionEvent(nil), rest...)
-	return page, nil
-}
-
-func (f *fakeStore) GetTenant(context.Context, string) (gateway.Tenant, error) {
-	return gateway.Tenant{}, errNotImplemented
-}
-func (f *fakeStore) CreateSession(context.Context, gateway.Session) (gateway.Session, error) {
-	return gateway.Session{}, errNotImplemented
-}
-func (f *fakeStore) ListSessions(context.Context, string, string, string, int) (gateway.Page[gateway.Session], error) {
-	return gateway.Page[gateway.Session]{}, errNotImplemented
-}
-func (f *fakeStore) SetSessionState(context.Context, string, string, gateway.SessionState) error {
-	return errNotImplemented
-}
-func (f *fakeStore) DeleteSession(context.Context, string, string, string) error {
-	return errNotImplemented
-}
-func (f *fakeStore) AppendSessionEvents(context.Context, ...gateway.SessionEvent) error {
-	return errNotImplemented
-}
-func (f *fakeStore) AddPermission(context.Context, string, string, gateway.Permission) error {
-	return errNotImplemented
-}
-func (f *fakeStore) ResolvePermission(context.Context, string, string, string, string, gateway.PermissionDecision) error {
-	return errNotImplemented
-}
-func (f *fakeStore) Permissions(context.Context, string, string, bool) ([]gateway.Permission, error) {
-	return nil, errNotImplemented
-}
-func (f *fakeStore) DropPendingPermissions(context.Context, string, gateway.PermissionDecision) (int, error) {
-	return 0, errNotImplemented
-}
-func (f *fakeStore) PurgeExpiredSessions(context.Context, time.Time) (int, error) {
-	return 0, errNotImplemented
-}
-func (f *fakeStore) BeginIdempotent(context.Context, string, string, string, time.Duration) (store.IdempotencyRecord, bool, error) {
-	return store.IdempotencyRecord{}, false, errNotImplemented
-}
-func (f *fakeStore) CompleteIdempotent(context.Context, string, string, int, []byte) error {
-	return errNotImplemented
-}
-func (f *fakeStore) AbandonIdempotent(context.Context, string, string) error {
-	return errNotImplemented
-}
-
-var _ Store = (*fakeStore)(nil)
 
 // endedVMs answers every request for a live VM with err: the VMs have
 // ended (a conflict) unless a test says otherwise.
@@ -358,8 +293,8 @@ func TestFollowEndedVM(t *testing.T) {
 		{"no events", gateway.VMDisposed, 0, 0, gateway.SessionClosed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := newFakeStore()
-			st.addSession("t1", "vm1", tc.vmState, "ses1", tc.n)
+			st := newRecordingStore(t)
+			st.addSession(t, "t1", "vm1", tc.vmState, "ses1", tc.n)
 			vms := &endedVMs{}
 			s := newTestService(t, st, vms)
 			got, err := follow(t, s, "t1", "vm1", "ses1", tc.after)
@@ -386,8 +321,8 @@ func TestFollowPagesThroughLongHistory(t *testing.T) {
 		{n: 1234, after: 700, wantQueries: 2},
 	} {
 		t.Run(fmt.Sprintf("%d after %d", tc.n, tc.after), func(t *testing.T) {
-			st := newFakeStore()
-			st.addSession("t1", "vm1", gateway.VMDisposed, "ses1", tc.n)
+			st := newRecordingStore(t)
+			st.addSession(t, "t1", "vm1", gateway.VMDisposed, "ses1", tc.n)
 			s := newTestService(t, st, &endedVMs{})
 			got, err := follow(t, s, "t1", "vm1", "ses1", uint64(tc.after))
 			if err != nil {
@@ -409,8 +344,8 @@ func TestFollowPagesThroughLongHistory(t *testing.T) {
 }
 
 func TestFollowUnknownSession(t *testing.T) {
-	st := newFakeStore()
-	st.addSession("t1", "vm1", gateway.VMDisposed, "ses1", 3)
+	st := newRecordingStore(t)
+	st.addSession(t, "t1", "vm1", gateway.VMDisposed, "ses1", 3)
 	vms := &endedVMs{}
 	s := newTestService(t, st, vms)
 	for _, tc := range []struct{ tenant, vm, id string }{
@@ -433,8 +368,8 @@ func TestFollowUnknownSession(t *testing.T) {
 
 func TestFollowVMError(t *testing.T) {
 	// Anything but a conflict from the VMs is the caller's answer.
-	st := newFakeStore()
-	st.addSession("t1", "vm1", gateway.VMReady, "ses1", 3)
+	st := newRecordingStore(t)
+	st.addSession(t, "t1", "vm1", gateway.VMReady, "ses1", 3)
 	s := newTestService(t, st, &endedVMs{err: gateway.Errorf(gateway.CodeUnavailable, "sidecar starting")})
 	got, err := follow(t, s, "t1", "vm1", "ses1", 0)
 	if gateway.ErrorCode(err) != gateway.CodeUnavailable {
@@ -446,8 +381,8 @@ func TestFollowVMError(t *testing.T) {
 }
 
 func TestFollowEmitError(t *testing.T) {
-	st := newFakeStore()
-	st.addSession("t1", "vm1", gateway.VMLost, "ses1", 800)
+	st := newRecordingStore(t)
+	st.addSession(t, "t1", "vm1", gateway.VMLost, "ses1", 800)
 	s := newTestService(t, st, &endedVMs{})
 	for _, failAt := range []int{1, 2, 500, 501, 801} {
 		errGone := errors.New("client gone")
@@ -469,8 +404,8 @@ func TestFollowEmitError(t *testing.T) {
 }
 
 func TestFollowContextCancelled(t *testing.T) {
-	st := newFakeStore()
-	st.addSession("t1", "vm1", gateway.VMLost, "ses1", 3)
+	st := newRecordingStore(t)
+	st.addSession(t, "t1", "vm1", gateway.VMLost, "ses1", 3)
 	s := newTestService(t, st, &endedVMs{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -481,8 +416,8 @@ func TestFollowContextCancelled(t *testing.T) {
 }
 
 func TestServiceShutdownIdempotentAndRefuses(t *testing.T) {
-	s := New(Config{PurgeInterval: time.Millisecond}, newFakeStore(), &endedVMs{})
-	time.Sleep(5 * time.Millisecond) // let the purger run against a failing store
+	s := New(Config{PurgeInterval: time.Millisecond}, newRecordingStore(t), &endedVMs{})
+	time.Sleep(5 * time.Millisecond) // let the purger run
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
