@@ -217,14 +217,19 @@ func TestE2ESSEGap(t *testing.T) {
 }
 
 // TestE2EStreamsFreeGoroutines: clients that go away free everything their
-// streams held: goroutines return to the baseline and the subscriber gauge
-// to 0.
+// streams held (process output, VM events, agent session events):
+// goroutines return to the baseline and the subscriber gauge to 0.
 func TestE2EStreamsFreeGoroutines(t *testing.T) {
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
-	vm := e.vm(c, client.CreateVMRequest{})
+	vm := e.vm(c, client.CreateVMRequest{Agents: []string{"pi"}})
 	e.exec(c, vm.ID, "true")
+	// An agent session's streams too (opening one needs no model).
+	const sid = "leak-check"
+	if _, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{SessionID: sid, Agent: "pi"}); err != nil {
+		t.Fatal(err)
+	}
 	quiet, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
 	if err != nil {
 		t.Fatal(err)
@@ -268,6 +273,13 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 		streams = append(streams, s)
+		if i%2 == 0 {
+			s, err = c.SessionEvents(ctx, vm.ID, sid, client.StreamOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams = append(streams, s)
+		}
 	}
 	// Every stream is live: it delivers an event.
 	for _, s := range streams[:2] {
@@ -275,7 +287,8 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "40 subscribers", func() bool { return e.metric("agentos_gateway_sse_subscribers") == 2*n })
+	total := len(streams)
+	eventually(t, 10*time.Second, "every subscriber", func() bool { return e.metric("agentos_gateway_sse_subscribers") == float64(total) })
 	open := runtime.NumGoroutine()
 	for _, s := range streams {
 		s.Close()
@@ -291,13 +304,13 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
 			t.Fatalf("goroutines: %d before, %d with %d streams open, still %d after they closed\n%s",
-				baseline, open, 2*n, now, buf[:runtime.Stack(buf, true)])
+				baseline, open, total, now, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("goroutines: %d before, %d with %d streams open, %d after they closed", baseline, open, 2*n, now)
-	if open < baseline+2*n {
-		t.Errorf("only %d more goroutines with %d streams open: were they open?", open-baseline, 2*n)
+	t.Logf("goroutines: %d before, %d with %d streams open, %d after they closed", baseline, open, total, now)
+	if open < baseline+total {
+		t.Errorf("only %d more goroutines with %d streams open: were they open?", open-baseline, total)
 	}
 	// The processes and the VM still serve new streams.
 	s, err = c.ProcessOutput(ctx, vm.ID, busy.Pid, client.StreamOptions{})
