@@ -103,9 +103,9 @@ func (r *recorder) unwatch(sid string, w *watcher) {
 // subscribed to before the store is read, and whatever a slow follower
 // missed is read from the store again.
 func (s *Service) Follow(ctx context.Context, tenantID, vmID, id string, after uint64, emit func(Event) error) error {
-	if _, err := s.store.GetSession(ctx, tenantID, vmID, id); err != nil {
-		return err
-	}
+	// Each round's live() reads the session's record first: an unknown
+	// session is not_found, and a conflict means it exists but its VM has
+	// ended.
 	cursor := after
 	for {
 		var (

@@ -13,6 +13,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -50,9 +51,6 @@ type turn struct {
 	err    error
 }
 
-// IdempotencyTTL is how long a prompt's idempotency key is remembered.
-const IdempotencyTTL = 24 * time.Hour
-
 // Prompt runs a turn of a session. The turn belongs to the service, not to
 // the request: it runs to its end and its outcome is recorded even when the
 // caller goes away, so that a retry with the same key gets it.
@@ -77,7 +75,7 @@ func (s *Service) Prompt(ctx context.Context, tenantID, vmID, id string, req Pro
 			}
 			return s.await(ctx, t, req.Async)
 		}
-		rec, fresh, err := s.store.BeginIdempotent(ctx, tenantID, key, hash, IdempotencyTTL)
+		rec, fresh, err := s.store.BeginIdempotent(ctx, tenantID, key, hash, store.DefaultIdempotencyTTL)
 		if err != nil {
 			release()
 			return PromptOutcome{}, err

@@ -70,8 +70,9 @@ type Config struct {
 	Now         func() time.Time
 }
 
-// DefaultPermissionDefault is the gateway's default decision.
-var DefaultPermissionDefault = gateway.PermissionDefault{Decision: gateway.DecisionReject, TimeoutSeconds: 600}
+// defaultPermissionDefault is the decision taken when neither the
+// configuration, the tenant nor the session sets one.
+var defaultPermissionDefault = gateway.PermissionDefault{Decision: gateway.DecisionReject, TimeoutSeconds: 600}
 
 // Service runs agent sessions.
 type Service struct {
@@ -98,7 +99,7 @@ type Service struct {
 // New returns a service and starts its purger; Shutdown stops it.
 func New(cfg Config, st Store, v VMs) *Service {
 	if cfg.PermissionDefault.Decision == "" {
-		cfg.PermissionDefault = DefaultPermissionDefault
+		cfg.PermissionDefault = defaultPermissionDefault
 	}
 	if cfg.PurgeInterval <= 0 {
 		cfg.PurgeInterval = time.Hour
@@ -379,9 +380,8 @@ func (s *Service) describe(ctx context.Context, vm gateway.VM, rec *gateway.Sess
 // Delete deletes a session and its history, from the VM's engine when the VM
 // is live and from the store in any case.
 func (s *Service) Delete(ctx context.Context, tenantID, vmID, id string) error {
-	if _, err := s.store.GetSession(ctx, tenantID, vmID, id); err != nil {
-		return err
-	}
+	// live reads the record first: an unknown session is not_found, and a
+	// conflict means the session exists but its VM has ended.
 	ls, release, err := s.live(ctx, tenantID, vmID, id)
 	if err == nil {
 		defer release()
@@ -397,21 +397,18 @@ func (s *Service) Delete(ctx context.Context, tenantID, vmID, id string) error {
 
 // Unload stops a session's agent; a later prompt starts it again.
 func (s *Service) Unload(ctx context.Context, tenantID, vmID, id string) (gateway.Session, error) {
-	_, err := onLive(ctx, s, tenantID, vmID, id, "unload session", func(sess *agentos.Session) (struct{}, error) {
-		return struct{}{}, sess.Unload(ctx)
-	})
+	ls, release, err := s.live(ctx, tenantID, vmID, id)
 	if err != nil {
 		return gateway.Session{}, err
+	}
+	defer release()
+	if err := ls.handle().Unload(ctx); err != nil {
+		return gateway.Session{}, vms.EngineError(err, "unload session")
 	}
 	if err := s.store.SetSessionState(ctx, vmID, id, gateway.SessionUnloaded); err != nil {
 		return gateway.Session{}, err
 	}
-	s.mu.Lock()
-	r := s.recorders[vmID]
-	s.mu.Unlock()
-	if r != nil {
-		r.setStoredState(id, gateway.SessionUnloaded)
-	}
+	ls.r.setStoredState(id, gateway.SessionUnloaded)
 	return s.Get(ctx, tenantID, vmID, id)
 }
 
@@ -425,11 +422,15 @@ func (s *Service) History(ctx context.Context, tenantID, vmID, id string, q gate
 
 // Permissions lists a session's pending permission requests.
 func (s *Service) Permissions(ctx context.Context, tenantID, vmID, id string) ([]gateway.Permission, error) {
-	rec, err := s.Get(ctx, tenantID, vmID, id)
+	if _, err := s.store.GetSession(ctx, tenantID, vmID, id); err != nil {
+		return nil, err
+	}
+	vm, err := s.store.GetVM(ctx, tenantID, vmID)
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == gateway.SessionClosed || rec.State == gateway.SessionLost {
+	if vm.State.Final() || vm.State == gateway.VMDisposing {
+		// Nobody can answer them any more.
 		return []gateway.Permission{}, nil
 	}
 	return s.store.Permissions(ctx, vmID, id, true)
