@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -416,8 +417,9 @@ func TestFollowContextCancelled(t *testing.T) {
 }
 
 func TestServiceShutdownIdempotentAndRefuses(t *testing.T) {
-	s := New(Config{PurgeInterval: time.Millisecond}, newRecordingStore(t), &endedVMs{})
-	time.Sleep(5 * time.Millisecond) // let the purger run
+	st := &purgeCounter{recordingStore: newRecordingStore(t)}
+	s := New(Config{PurgeInterval: time.Millisecond}, st, &endedVMs{})
+	waitFor(t, "the purger to run", func() bool { return st.runs.Load() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
@@ -429,4 +431,15 @@ func TestServiceShutdownIdempotentAndRefuses(t *testing.T) {
 	if _, err := s.recorderFor(nil, "t1", "vm1"); gateway.ErrorCode(err) != gateway.CodeUnavailable {
 		t.Errorf("recorderFor after shutdown = %v, want unavailable", err)
 	}
+}
+
+// purgeCounter counts the purger's runs.
+type purgeCounter struct {
+	*recordingStore
+	runs atomic.Int64
+}
+
+func (p *purgeCounter) PurgeExpiredSessions(ctx context.Context, now time.Time) (int, error) {
+	p.runs.Add(1)
+	return p.recordingStore.PurgeExpiredSessions(ctx, now)
 }
