@@ -12,7 +12,7 @@ GO           ?= go
 GOTESTFLAGS  ?=
 TEST_TIMEOUT ?= 40m
 
-.PHONY: help setup run test test-short bench fuzz vet fmt generate
+.PHONY: help setup run test test-short bench fuzz vet fmt generate tidy-check
 
 help:
 	@echo "make run    start the gateway (installs everything through make setup)"
@@ -34,7 +34,7 @@ run: setup
 
 # The store's tests run against SQLite and a throwaway PostgreSQL server that
 # this target installs (apt) and starts, and always stops, even on failure.
-test: setup
+test: setup tidy-check
 	$(GO) vet ./...
 	@if [[ -z "$${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then \
 		pgdir="$$(mktemp -d -t agentos-gateway-pg.XXXXXX)"; \
@@ -60,6 +60,13 @@ generate:
 
 vet:
 	$(GO) vet ./...
+
+# The suite fails when go.mod or go.sum is not what `go mod tidy` makes of
+# them, or when a file is not gofmt-formatted.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './deps/*'))"; \
+		if [[ -n "$$unformatted" ]]; then echo "not gofmt-formatted: $$unformatted"; exit 1; fi
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -22,6 +22,10 @@ const (
 	CodeUnavailable       Code = "unavailable"
 	CodeDeadlineExceeded  Code = "deadline_exceeded"
 	CodeUnprocessable     Code = "unprocessable"
+	CodeMethodNotAllowed  Code = "method_not_allowed"
+	CodeRequestTimeout    Code = "request_timeout"
+	CodeHeadersTooLarge   Code = "headers_too_large"
+	CodeNotImplemented    Code = "not_implemented"
 )
 
 // Error is the one error type that crosses layers: a code, a message safe to

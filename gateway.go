@@ -93,11 +93,28 @@ type VM struct {
 // VMFilter selects VMs of a tenant.
 type VMFilter struct {
 	TenantID string
-	State    VMState           // empty: any
-	Labels   map[string]string // every pair must match
-	Cursor   string
-	Limit    int
+	// States are the states asked for; none means every state that is not
+	// final (ended VMs are listed only when asked for).
+	States []VMState
+	// Labels must all be carried with these values (key=value).
+	Labels map[string]string
+	// NotLabels must not be carried with these values (key!=value): a VM
+	// without the label matches, as in Kubernetes selectors.
+	NotLabels map[string]string
+	Cursor    string
+	Limit     int
 }
+
+// MaxLabelSelectors bounds the label selectors of one list: a VM carries at
+// most 64 labels, so a longer selector can only be a mistake or an attack on
+// the database.
+const MaxLabelSelectors = 64
+
+// LiveStates are the states that are not final.
+var LiveStates = []VMState{VMCreating, VMReady, VMDisposing}
+
+// AllStates are every state a VM can be in.
+var AllStates = []VMState{VMCreating, VMReady, VMDisposing, VMDisposed, VMLost}
 
 // Page is one page of a list; NextCursor is empty on the last page.
 type Page[T any] struct {

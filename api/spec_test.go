@@ -125,8 +125,9 @@ func TestErrorResponsesAreProblems(t *testing.T) {
 // The problem codes are exactly the gateway's.
 func TestErrorCodeEnum(t *testing.T) {
 	doc := load(t)
-	want := []string{"conflict", "deadline_exceeded", "internal", "invalid_argument", "not_found", "payload_too_large",
-		"permission_denied", "resource_exhausted", "unauthenticated", "unavailable", "unprocessable"}
+	want := []string{"conflict", "deadline_exceeded", "headers_too_large", "internal", "invalid_argument", "method_not_allowed",
+		"not_found", "not_implemented", "payload_too_large", "permission_denied", "request_timeout", "resource_exhausted",
+		"unauthenticated", "unavailable", "unprocessable"}
 	var got []string
 	for _, v := range doc.Components.Schemas["ErrorCode"].Value.Enum {
 		got = append(got, v.(string))

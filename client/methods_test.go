@@ -207,10 +207,11 @@ func methodCases() []methodCase {
 				return expect(vm.SidecarID == "sc_1" && vm.IdleTimeoutSeconds == 30, "vm", vm)
 			}},
 		{name: "ListVMs", method: "GET", path: "/v1/vms", accept: jsonCT,
-			query: url.Values{"state": {"ready"}, "label": {"a:1", "b:x:y"}, "cursor": {"c/1"}, "limit": {"10"}},
+			query: url.Values{"state": {"ready", "lost"}, "label": {"a=1", "b=x:y", "c!=z"}, "cursor": {"c/1"}, "limit": {"10"}},
 			resp:  canned{ctype: jsonCT, body: `{"items":[` + vmJSON + `],"nextCursor":"c2"}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.ListVMs(ctx, client.ListVMsOptions{State: client.VMReady, Labels: map[string]string{"b": "x:y", "a": "1"}, Cursor: "c/1", Limit: 10})
+				l, err := c.ListVMs(ctx, client.ListVMsOptions{State: client.VMReady, States: []client.VMState{client.VMLost},
+					Labels: map[string]string{"b": "x:y", "a": "1"}, NotLabels: map[string]string{"c": "z"}, Cursor: "c/1", Limit: 10})
 				if err != nil {
 					return err
 				}
@@ -229,6 +230,14 @@ func methodCases() []methodCase {
 					return err
 				}
 				return expect(vm.State == client.VMDisposed && vm.State.Final(), "vm", vm)
+			}},
+		{name: "DeleteVMRecord", method: "DELETE", path: vmBase, accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error {
+				vm, err := c.DeleteVM(ctx, weirdVM)
+				if err != nil {
+					return err
+				}
+				return expect(vm == nil, "vm", vm)
 			}},
 		{name: "VMEvents", method: "GET", path: vmBase + "/events", accept: sseCT, headers: map[string]string{"Last-Event-ID": "5"},
 			resp: canned{ctype: sseCT, body: "id: 6\nevent: state\ndata: {\"type\":\"state\",\"time\":\"2025-01-02T03:04:05Z\",\"state\":\"lost\",\"reason\":\"sidecar died\"}\n\n"},

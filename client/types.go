@@ -66,11 +66,17 @@ type CreateVMRequest struct {
 
 // ListVMsOptions filters GET /v1/vms.
 type ListVMsOptions struct {
-	State VMState
-	// Labels must all match; each pair is sent as label=key:value.
-	Labels map[string]string
-	Cursor string
-	Limit  int // 0: the gateway's default (50)
+	// State and States are the states asked for (both may be set); none
+	// lists the VMs that have not ended. AllStates lists every VM.
+	State     VMState
+	States    []VMState
+	AllStates bool
+	// Labels must all match (label=key=value); NotLabels must not
+	// (label=key!=value), and a VM without the label matches.
+	Labels    map[string]string
+	NotLabels map[string]string
+	Cursor    string
+	Limit     int // 0: the gateway's default (50)
 }
 
 // ExecRequest is the body of POST /v1/vms/{vm}/exec. Exactly one of Command

@@ -5,9 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -33,16 +34,22 @@ func (c *Client) GetVM(ctx context.Context, vm string) (*VM, error) {
 // ListVMs lists the caller's VMs, one page at a time.
 func (c *Client) ListVMs(ctx context.Context, opts ListVMsOptions) (*List[VM], error) {
 	q := url.Values{}
-	if opts.State != "" {
-		q.Set("state", string(opts.State))
+	switch {
+	case opts.AllStates:
+		q.Set("state", "all")
+	default:
+		if opts.State != "" {
+			q.Add("state", string(opts.State))
+		}
+		for _, st := range opts.States {
+			q.Add("state", string(st))
+		}
 	}
-	keys := make([]string, 0, len(opts.Labels))
-	for k := range opts.Labels {
-		keys = append(keys, k)
+	for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
+		q.Add("label", k+"="+opts.Labels[k])
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		q.Add("label", k+":"+opts.Labels[k])
+	for _, k := range slices.Sorted(maps.Keys(opts.NotLabels)) {
+		q.Add("label", k+"!="+opts.NotLabels[k])
 	}
 	setPage(q, opts.Cursor, opts.Limit)
 	var out List[VM]
@@ -61,10 +68,20 @@ func setPage(q url.Values, cursor string, limit int) {
 	}
 }
 
-// DeleteVM disposes a VM and returns its final record.
+// DeleteVM ends a VM, and is idempotent: a live VM is disposed and its final
+// record returned; the record of a VM that already ended (disposed or lost)
+// is removed, and DeleteVM returns nil, nil; after that the VM is not found.
 func (c *Client) DeleteVM(ctx context.Context, vm string) (*VM, error) {
+	resp, err := c.send(ctx, request{method: http.MethodDelete, path: vmPath(vm), accept: "application/json"})
+	if err != nil {
+		return nil, err
+	}
+	defer drainClose(resp.Body)
+	if resp.StatusCode == http.StatusNoContent {
+		return nil, nil
+	}
 	var out VM
-	if _, err := c.do(ctx, http.MethodDelete, vmPath(vm), nil, nil, &out, nil); err != nil {
+	if err := decodeJSONBody(resp, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

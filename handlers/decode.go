@@ -56,8 +56,12 @@ func jsonError(err error, limit int64) error {
 		tooLarge *http.MaxBytesError
 		syntax   *json.SyntaxError
 		typ      *json.UnmarshalTypeError
+		ge       *gateway.Error
 	)
 	switch {
+	case errors.As(err, &ge):
+		// The body reader's own refusal (a read timeout) stands as it is.
+		return ge
 	case errors.As(err, &tooLarge):
 		return gateway.Errorf(gateway.CodePayloadTooLarge, "the body exceeds %d bytes", limit).WithDetail("limit", limit)
 	case errors.Is(err, io.EOF):

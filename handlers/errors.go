@@ -23,6 +23,10 @@ var statusOf = map[gateway.Code]int{
 	gateway.CodeInternal:          http.StatusInternalServerError,
 	gateway.CodeUnavailable:       http.StatusServiceUnavailable,
 	gateway.CodeDeadlineExceeded:  http.StatusGatewayTimeout,
+	gateway.CodeMethodNotAllowed:  http.StatusMethodNotAllowed,
+	gateway.CodeRequestTimeout:    http.StatusRequestTimeout,
+	gateway.CodeHeadersTooLarge:   http.StatusRequestHeaderFieldsTooLarge,
+	gateway.CodeNotImplemented:    http.StatusNotImplemented,
 }
 
 // Problem is an RFC 9457 problem document with the gateway's stable code.

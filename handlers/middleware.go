@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"math"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -53,11 +54,17 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 // Flusher the SSE handlers need.
 type statusWriter struct {
 	http.ResponseWriter
+	r      *http.Request
 	status int
 	bytes  int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
+	if code == http.StatusMethodNotAllowed && w.status == 0 && w.Header().Get("Content-Type") == "" {
+		// chi's bare 405; see methodNotAllowed.
+		methodNotAllowed(w, w.r)
+		return
+	}
 	if w.status == 0 {
 		w.status = code
 	}
@@ -85,7 +92,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, r: r}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -148,8 +155,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		if !s.limiter.allow(tenant) {
-			w.Header().Set("Retry-After", "1")
+		rl, ok := s.limiter.allow(tenant, time.Now())
+		if rl.limited {
+			// The IETF RateLimit header fields, so that clients can pace
+			// themselves before they are refused.
+			w.Header().Set("RateLimit-Limit", strconv.Itoa(rl.limit))
+			w.Header().Set("RateLimit-Remaining", strconv.Itoa(rl.remaining))
+			w.Header().Set("RateLimit-Reset", strconv.Itoa(rl.resetSeconds))
+		}
+		if !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, rl.retrySeconds)))
 			writeError(w, r, gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s exceeds %g requests per second", tenant.ID, tenant.Quotas.RequestsPerSecond).WithDetail("quota", "requestsPerSecond"))
 			return
 		}
@@ -181,10 +196,21 @@ type bucket struct {
 	l   *rate.Limiter
 }
 
-func (l *limiter) allow(t gateway.Tenant) bool {
+// rateState is what a tenant's bucket says of a request.
+type rateState struct {
+	limited      bool // the tenant has a rate limit at all
+	limit        int  // requests per window of one second (the burst)
+	remaining    int  // requests left now
+	resetSeconds int  // until the bucket is full again
+	retrySeconds int  // until the next request would be allowed
+}
+
+// allow takes a token from the tenant's bucket and reports whether the
+// request may go on, and the bucket's state for the RateLimit headers.
+func (l *limiter) allow(t gateway.Tenant, now time.Time) (rateState, bool) {
 	rps := t.Quotas.RequestsPerSecond
 	if rps <= 0 {
-		return true
+		return rateState{}, true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -197,7 +223,15 @@ func (l *limiter) allow(t gateway.Tenant) bool {
 		b = &bucket{rps: rps, l: rate.NewLimiter(rate.Limit(rps), burst)}
 		l.buckets[t.ID] = b
 	}
-	return b.l.Allow()
+	ok := b.l.AllowN(now, 1)
+	tokens := b.l.TokensAt(now)
+	burst := b.l.Burst()
+	st := rateState{limited: true, limit: burst, remaining: max(0, int(tokens))}
+	st.resetSeconds = int(math.Ceil((float64(burst) - tokens) / rps))
+	if tokens < 1 {
+		st.retrySeconds = int(math.Ceil((1 - tokens) / rps))
+	}
+	return st, ok
 }
 
 // pathParam returns a path parameter unescaped: chi matches on the raw path

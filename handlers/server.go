@@ -5,6 +5,8 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -52,6 +54,12 @@ type Config struct {
 	MaxPromptBytes int64
 	// Heartbeat is the SSE heartbeat period (default 15 s).
 	Heartbeat time.Duration
+	// AllowedOrigins are the origins allowed to call the API from a browser,
+	// from --cors-origins ("*" for any); nil allows same-origin only.
+	AllowedOrigins []string
+	// BodyReadTimeout bounds how long a request body may go without
+	// delivering a byte (default 30 s); past it the request is 408.
+	BodyReadTimeout time.Duration
 	// OpenAPI is the spec served at /v1/openapi.yaml.
 	OpenAPI []byte
 	Log     zerolog.Logger
@@ -85,6 +93,9 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, pool Po
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 30 * time.Second
+	}
 	s := &Server{cfg: cfg, vms: svc, sessions: sess, store: st, pool: pool, log: cfg.Log}
 	s.metrics = newMetrics(svc, sess, pool)
 	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) })
@@ -108,12 +119,9 @@ func (s *Server) Router() chi.Router { return s.router }
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.withRequestID, s.observe)
+	r.Use(s.withRequestID, s.observe, s.cors(), s.bodyReadTimeout)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "method %s not allowed on %s", r.Method, r.URL.Path).WithDetail("reason", "method_not_allowed"))
 	})
 
 	r.Get("/healthz", s.healthz)
@@ -183,6 +191,25 @@ func (s *Server) routes() chi.Router {
 		})
 	})
 	return r
+}
+
+// routeMethods are the methods a route may have, in the order Allow lists
+// them.
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// methodNotAllowed turns chi's own 405, which carries the Allow header chi
+// computed while routing (a custom chi handler is not given the methods),
+// into a problem document.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range routeMethods {
+		if slices.Contains(w.Header().Values("Allow"), m) {
+			allowed = append(allowed, m)
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeError(w, r, gateway.Errorf(gateway.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")).
+		WithDetail("allow", allowed))
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,22 +101,14 @@ func (s *Server) listVMs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	f := gateway.VMFilter{TenantID: principalFrom(r.Context()).tenant.ID, State: gateway.VMState(q.Get("state")), Cursor: q.Get("cursor"), Limit: limit}
-	if f.State != "" && !f.State.Valid() {
-		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "unknown state %q", f.State).WithDetail("field", "state"))
+	f := gateway.VMFilter{TenantID: principalFrom(r.Context()).tenant.ID, Cursor: q.Get("cursor"), Limit: limit}
+	if f.States, err = parseStates(q["state"]); err != nil {
+		writeError(w, r, err)
 		return
 	}
-	// label=key:value, repeatable; every pair must match.
-	for _, l := range q["label"] {
-		k, v, ok := strings.Cut(l, ":")
-		if !ok || k == "" {
-			writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "label filter %q must be key:value", l).WithDetail("field", "label"))
-			return
-		}
-		if f.Labels == nil {
-			f.Labels = map[string]string{}
-		}
-		f.Labels[k] = v
+	if f.Labels, f.NotLabels, err = parseLabelSelectors(q["label"]); err != nil {
+		writeError(w, r, err)
+		return
 	}
 	page, err := s.vms.List(r.Context(), f)
 	if err != nil {
@@ -127,6 +120,60 @@ func (s *Server) listVMs(w http.ResponseWriter, r *http.Request) {
 		items[i] = vmResource(vm)
 	}
 	writeJSON(w, http.StatusOK, listJSON[vmJSON]{Items: items, NextCursor: page.NextCursor})
+}
+
+// parseStates reads the state filter: states, repeated or comma-separated,
+// or "all". None means the states that are not final.
+func parseStates(values []string) ([]gateway.VMState, error) {
+	var out []gateway.VMState
+	for _, v := range values {
+		for name := range strings.SplitSeq(v, ",") {
+			st := gateway.VMState(strings.TrimSpace(name))
+			switch {
+			case st == "all":
+				return gateway.AllStates, nil
+			case !st.Valid():
+				return nil, gateway.Errorf(gateway.CodeInvalidArgument, "unknown state %q: use creating, ready, disposing, disposed, lost or all", st).WithDetail("field", "state")
+			case !slices.Contains(out, st):
+				out = append(out, st)
+			}
+		}
+	}
+	return out, nil
+}
+
+// parseLabelSelectors reads label selectors: key=value and key!=value, as
+// Kubernetes and Docker spell them, and key:value, the gateway's first
+// spelling. Each key may be named once per operator.
+func parseLabelSelectors(values []string) (eq, ne map[string]string, err error) {
+	if len(values) > gateway.MaxLabelSelectors {
+		return nil, nil, gateway.Errorf(gateway.CodeInvalidArgument, "%d label selectors; at most %d are allowed", len(values), gateway.MaxLabelSelectors).WithDetail("field", "label")
+	}
+	for _, sel := range values {
+		var k, v string
+		var neg, ok bool
+		if i := strings.IndexAny(sel, "=:"); i > 0 {
+			k, v, ok = sel[:i], sel[i+1:], true
+			if sel[i] == '=' && strings.HasSuffix(k, "!") {
+				k, neg = strings.TrimSuffix(k, "!"), true
+			}
+		}
+		if !ok || k == "" {
+			return nil, nil, gateway.Errorf(gateway.CodeInvalidArgument, "label selector %q must be key=value, key!=value or key:value", sel).WithDetail("field", "label")
+		}
+		dst := &eq
+		if neg {
+			dst = &ne
+		}
+		if *dst == nil {
+			*dst = map[string]string{}
+		}
+		if prev, dup := (*dst)[k]; dup && prev != v {
+			return nil, nil, gateway.Errorf(gateway.CodeInvalidArgument, "label selector names %q twice with different values", k).WithDetail("field", "label")
+		}
+		(*dst)[k] = v
+	}
+	return eq, ne, nil
 }
 
 // listJSON is the shape of every list: {items, nextCursor}.
@@ -144,10 +191,16 @@ func (s *Server) getVM(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, vmResource(vm))
 }
 
+// deleteVM is idempotent: a live VM is disposed (200 with its record), an
+// ended one's record is removed (204), and then the VM is not found.
 func (s *Server) deleteVM(w http.ResponseWriter, r *http.Request) {
-	vm, err := s.vms.Delete(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"))
+	vm, removed, err := s.vms.Delete(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"))
 	if err != nil {
 		writeError(w, r, err)
+		return
+	}
+	if removed {
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	writeJSON(w, http.StatusOK, vmResource(vm))

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
@@ -112,16 +114,26 @@ func (db *DB) GetVM(ctx context.Context, tenantID, id string) (gateway.VM, error
 	return vm, nil
 }
 
-// ListVMs returns a page of a tenant's VMs, newest first, that are in
-// f.State (if set) and carry every label of f.Labels. f.Cursor is the
+// ListVMs returns a page of a tenant's VMs, newest first, that are in one of
+// f.States (by default the states that are not final), carry every label of
+// f.Labels and none of the label values of f.NotLabels. f.Cursor is the
 // NextCursor of the previous page; f.Limit defaults to 50 and is at most 500.
 // The filters run in SQL, so every page is full but the last.
 func (db *DB) ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gateway.VM], error) {
 	if f.TenantID == "" {
 		return gateway.Page[gateway.VM]{}, gateway.Errorf(gateway.CodeInvalidArgument, "tenant id is required")
 	}
-	if f.State != "" && !f.State.Valid() {
-		return gateway.Page[gateway.VM]{}, gateway.Errorf(gateway.CodeInvalidArgument, "unknown vm state %q", f.State)
+	states := f.States
+	if len(states) == 0 {
+		states = gateway.LiveStates
+	}
+	for _, st := range states {
+		if !st.Valid() {
+			return gateway.Page[gateway.VM]{}, gateway.Errorf(gateway.CodeInvalidArgument, "unknown vm state %q", st)
+		}
+	}
+	if n := len(f.Labels) + len(f.NotLabels); n > gateway.MaxLabelSelectors {
+		return gateway.Page[gateway.VM]{}, gateway.Errorf(gateway.CodeInvalidArgument, "%d label selectors; at most %d are allowed", n, gateway.MaxLabelSelectors)
 	}
 	limit := listLimit(f.Limit)
 	after, ok, err := decodeCursor(f.Cursor)
@@ -129,20 +141,19 @@ func (db *DB) ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gat
 		return gateway.Page[gateway.VM]{}, err
 	}
 
-	query := `SELECT ` + vmColumns + ` FROM vms v WHERE tenant_id = ?`
+	query := `SELECT ` + vmColumns + ` FROM vms v WHERE tenant_id = ? AND state IN (?` + strings.Repeat(", ?", len(states)-1) + `)`
 	args := []any{f.TenantID}
-	if f.State != "" {
-		query += ` AND state = ?`
-		args = append(args, string(f.State))
+	for _, st := range states {
+		args = append(args, string(st))
 	}
-	names := make([]string, 0, len(f.Labels))
-	for name := range f.Labels {
-		names = append(names, name)
-	}
-	sort.Strings(names) // the same filter gives the same SQL
-	for _, name := range names {
+	// Sorted names give the same filter the same SQL.
+	for _, name := range slices.Sorted(maps.Keys(f.Labels)) {
 		query += ` AND EXISTS (SELECT 1 FROM vm_labels l WHERE l.vm_id = v.id AND l.name = ? AND l.value = ?)`
 		args = append(args, name, f.Labels[name])
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.NotLabels)) {
+		query += ` AND NOT EXISTS (SELECT 1 FROM vm_labels l WHERE l.vm_id = v.id AND l.name = ? AND l.value = ?)`
+		args = append(args, name, f.NotLabels[name])
 	}
 	if ok {
 		query += ` AND (created_at, id) < (?, ?)`
@@ -301,4 +312,41 @@ func (db *DB) CountLiveVMs(ctx context.Context, tenantID string) (int, error) {
 		return 0, dbError(err, "store: count vms")
 	}
 	return n, nil
+}
+
+// DeleteVM removes a tenant's VM record that reached a final state, with its
+// labels, history and agent sessions. A VM that is not final is
+// CodeConflict with its state in Details["state"]; a missing one (or another
+// tenant's) is CodeNotFound.
+func (db *DB) DeleteVM(ctx context.Context, tenantID, id string) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		var state gateway.VMState
+		err := db.queryRow(ctx, tx, `SELECT state FROM vms WHERE id = ? AND tenant_id = ?`+db.d.forUpdate, id, tenantID).Scan(&state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
+		}
+		if err != nil {
+			return dbError(err, "store: delete vm")
+		}
+		if !state.Final() {
+			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s", id, state).WithDetail("state", string(state))
+		}
+		if _, err := db.exec(ctx, tx, `DELETE FROM vms WHERE id = ?`, id); err != nil {
+			return dbError(err, "store: delete vm")
+		}
+		return nil
+	})
+}
+
+// PurgeEndedVMs removes the records of VMs, of every tenant, that reached a
+// final state before the given time, and returns how many it removed. A VM
+// that still has agent session records is kept: those follow their tenant's
+// session retention, and the VM goes on a later purge, once they are gone.
+func (db *DB) PurgeEndedVMs(ctx context.Context, before time.Time) (int, error) {
+	res, err := db.exec(ctx, db.w, `DELETE FROM vms WHERE state IN `+finalStatesSQL+` AND updated_at < ?
+		AND NOT EXISTS (SELECT 1 FROM agent_sessions s WHERE s.vm_id = vms.id)`, db.d.ts(before))
+	if err != nil {
+		return 0, dbError(err, "store: purge vms")
+	}
+	return int(rowsAffected(res)), nil
 }

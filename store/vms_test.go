@@ -170,13 +170,18 @@ func TestListVMsFiltersAndPagination(t *testing.T) {
 			want   []string
 		}{
 			{"all", gateway.VMFilter{}, expect(func(vmInfo) bool { return true })},
-			{"ready", gateway.VMFilter{State: gateway.VMReady}, expect(func(v vmInfo) bool { return v.state == gateway.VMReady })},
-			{"disposed", gateway.VMFilter{State: gateway.VMDisposed}, []string{}},
+			{"every state", gateway.VMFilter{States: gateway.AllStates}, expect(func(vmInfo) bool { return true })},
+			{"ready", gateway.VMFilter{States: []gateway.VMState{gateway.VMReady}}, expect(func(v vmInfo) bool { return v.state == gateway.VMReady })},
+			{"disposed", gateway.VMFilter{States: []gateway.VMState{gateway.VMDisposed}}, []string{}},
+			{"team!=ml", gateway.VMFilter{NotLabels: map[string]string{"team": "ml"}},
+				expect(func(v vmInfo) bool { return v.labels["team"] != "ml" })},
+			{"team=ml,env!=prod", gateway.VMFilter{Labels: map[string]string{"team": "ml"}, NotLabels: map[string]string{"env": "prod"}},
+				expect(func(v vmInfo) bool { return v.labels["team"] == "ml" && v.labels["env"] != "prod" })},
 			{"team=ml", gateway.VMFilter{Labels: map[string]string{"team": "ml"}},
 				expect(func(v vmInfo) bool { return v.labels["team"] == "ml" })},
 			{"team=ml,env=prod", gateway.VMFilter{Labels: map[string]string{"team": "ml", "env": "prod"}},
 				expect(func(v vmInfo) bool { return v.labels["team"] == "ml" && v.labels["env"] == "prod" })},
-			{"ready,team=ml", gateway.VMFilter{State: gateway.VMReady, Labels: map[string]string{"team": "ml"}},
+			{"ready,team=ml", gateway.VMFilter{States: []gateway.VMState{gateway.VMReady}, Labels: map[string]string{"team": "ml"}},
 				expect(func(v vmInfo) bool { return v.state == gateway.VMReady && v.labels["team"] == "ml" })},
 			{"team=other", gateway.VMFilter{Labels: map[string]string{"team": "other"}}, []string{}},
 			{"n=7", gateway.VMFilter{Labels: map[string]string{"n": "7"}}, []string{"vm_07"}},
@@ -224,11 +229,119 @@ func TestListVMsFiltersAndPagination(t *testing.T) {
 		}
 		for _, f := range []gateway.VMFilter{
 			{TenantID: "acme", Cursor: "garbage"},
-			{TenantID: "acme", State: "bogus"},
+			{TenantID: "acme", States: []gateway.VMState{"bogus"}},
+			{TenantID: "acme", Labels: manyLabels(gateway.MaxLabelSelectors + 1)},
 			{},
 		} {
 			_, err := db.ListVMs(ctx, f)
 			wantCode(t, err, gateway.CodeInvalidArgument)
+		}
+	})
+}
+
+func manyLabels(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("k%d", i)] = "v"
+	}
+	return m
+}
+
+func TestListVMsHidesEndedByDefault(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *DB) {
+		ctx := testContext(t)
+		mustTenant(t, db, "acme")
+		for _, vm := range []gateway.VM{
+			{ID: "vm_live", TenantID: "acme", State: gateway.VMReady},
+			{ID: "vm_gone", TenantID: "acme", State: gateway.VMDisposed},
+			{ID: "vm_lost", TenantID: "acme", State: gateway.VMLost},
+		} {
+			if err := db.CreateVM(ctx, vm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids := func(f gateway.VMFilter) []string {
+			t.Helper()
+			f.TenantID = "acme"
+			page, err := db.ListVMs(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := []string{}
+			for _, vm := range page.Items {
+				out = append(out, vm.ID)
+			}
+			sort.Strings(out)
+			return out
+		}
+		if got := ids(gateway.VMFilter{}); !reflect.DeepEqual(got, []string{"vm_live"}) {
+			t.Errorf("default list = %v, want only the live VM", got)
+		}
+		if got := ids(gateway.VMFilter{States: []gateway.VMState{gateway.VMDisposed, gateway.VMLost}}); !reflect.DeepEqual(got, []string{"vm_gone", "vm_lost"}) {
+			t.Errorf("ended list = %v", got)
+		}
+		if got := ids(gateway.VMFilter{States: gateway.AllStates}); len(got) != 3 {
+			t.Errorf("all states = %v", got)
+		}
+	})
+}
+
+func TestDeleteVM(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *DB) {
+		ctx := testContext(t)
+		mustTenant(t, db, "acme")
+		mustTenant(t, db, "globex")
+		for _, vm := range []gateway.VM{
+			{ID: "vm_live", TenantID: "acme", State: gateway.VMReady, Spec: gateway.VMSpec{Labels: map[string]string{"a": "b"}}},
+			{ID: "vm_gone", TenantID: "acme", State: gateway.VMDisposed, Spec: gateway.VMSpec{Labels: map[string]string{"a": "b"}}},
+		} {
+			if err := db.CreateVM(ctx, vm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantCode(t, db.DeleteVM(ctx, "acme", "vm_live"), gateway.CodeConflict)
+		wantCode(t, db.DeleteVM(ctx, "globex", "vm_gone"), gateway.CodeNotFound)
+		if err := db.DeleteVM(ctx, "acme", "vm_gone"); err != nil {
+			t.Fatalf("delete an ended record: %v", err)
+		}
+		wantCode(t, db.DeleteVM(ctx, "acme", "vm_gone"), gateway.CodeNotFound)
+		_, err := db.GetVM(ctx, "acme", "vm_gone")
+		wantCode(t, err, gateway.CodeNotFound)
+		if _, err := db.GetVM(ctx, "acme", "vm_live"); err != nil {
+			t.Fatalf("the live VM went too: %v", err)
+		}
+	})
+}
+
+func TestPurgeEndedVMs(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *DB) {
+		ctx := testContext(t)
+		mustTenant(t, db, "acme")
+		old := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		recent := old.Add(48 * time.Hour)
+		for _, vm := range []gateway.VM{
+			{ID: "vm_old_gone", TenantID: "acme", State: gateway.VMDisposed, CreatedAt: old},
+			{ID: "vm_old_lost", TenantID: "acme", State: gateway.VMLost, CreatedAt: old},
+			{ID: "vm_old_live", TenantID: "acme", State: gateway.VMReady, CreatedAt: old},
+			{ID: "vm_recent", TenantID: "acme", State: gateway.VMDisposed, CreatedAt: recent},
+			{ID: "vm_old_session", TenantID: "acme", State: gateway.VMDisposed, CreatedAt: old},
+		} {
+			if err := db.CreateVM(ctx, vm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.CreateSession(ctx, gateway.Session{ID: "s1", VMID: "vm_old_session", TenantID: "acme", Agent: "pi"}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := db.PurgeEndedVMs(ctx, old.Add(24*time.Hour))
+		if err != nil || n != 2 {
+			t.Fatalf("PurgeEndedVMs = %d, %v; want the two old ended VMs without sessions", n, err)
+		}
+		for id, want := range map[string]bool{"vm_old_gone": false, "vm_old_lost": false, "vm_old_live": true, "vm_recent": true, "vm_old_session": true} {
+			_, err := db.GetVM(ctx, "acme", id)
+			if got := err == nil; got != want {
+				t.Errorf("%s kept = %v, want %v (%v)", id, got, want, err)
+			}
 		}
 	})
 }

@@ -28,6 +28,8 @@ type Store interface {
 	ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gateway.VM], error)
 	SetVMState(ctx context.Context, id string, to gateway.VMState, reason, sidecarID string) (gateway.VM, error)
 	CountLiveVMs(ctx context.Context, tenantID string) (int, error)
+	DeleteVM(ctx context.Context, tenantID, id string) error
+	PurgeEndedVMs(ctx context.Context, before time.Time) (int, error)
 }
 
 // Lease is a counted hold on a pooled sidecar.
@@ -53,8 +55,14 @@ type Config struct {
 	EventBufferBytes int
 	// IdleCheck is how often idle VMs are looked for (default 1 s).
 	IdleCheck time.Duration
-	Log       zerolog.Logger
-	Now       func() time.Time
+	// Retention is how long the records of ended (disposed or lost) VMs
+	// are kept before they are purged (default 7 days).
+	Retention time.Duration
+	// PurgeInterval is how often ended records past Retention are purged
+	// (default: a tenth of Retention, at least 1 s and at most 1 h).
+	PurgeInterval time.Duration
+	Log           zerolog.Logger
+	Now           func() time.Time
 }
 
 // Service runs VMs for tenants.
@@ -90,15 +98,25 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.PurgeInterval <= 0 {
+		cfg.PurgeInterval = min(max(cfg.Retention/10, time.Second), time.Hour)
+	}
 	s := &Service{
 		cfg: cfg, store: store, pool: pool, log: cfg.Log,
 		live: map[string]*liveVM{}, procCount: map[string]int{},
 		stop: make(chan struct{}),
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.reapIdle()
+	go s.purgeEnded()
 	return s
 }
+
+// DefaultRetention is how long ended VM records are kept by default.
+const DefaultRetention = 7 * 24 * time.Hour
 
 // VMEvent is an entry of a VM's event stream.
 type VMEvent struct {
@@ -459,18 +477,53 @@ func (s *Service) List(ctx context.Context, f gateway.VMFilter) (gateway.Page[ga
 	return s.store.ListVMs(ctx, f)
 }
 
-// Delete disposes a VM.
-func (s *Service) Delete(ctx context.Context, tenantID, id string) (gateway.VM, error) {
-	lv, err := s.lookup(ctx, tenantID, id)
-	if err != nil {
-		return gateway.VM{}, err
+// Delete ends a tenant's VM, and is idempotent: a live VM is disposed and
+// its record, now disposed, is returned with removed false; the record of a
+// VM that already ended (disposed or lost) is removed, with removed true. A
+// VM that is neither live here nor ended (it is still being created) is
+// CodeConflict; a missing one CodeNotFound.
+func (s *Service) Delete(ctx context.Context, tenantID, id string) (vm gateway.VM, removed bool, err error) {
+	s.mu.Lock()
+	lv := s.live[id]
+	s.mu.Unlock()
+	if lv == nil || lv.tenantID != tenantID {
+		if err := s.store.DeleteVM(ctx, tenantID, id); err != nil {
+			return gateway.VM{}, false, err
+		}
+		return gateway.VM{}, true, nil
 	}
+	lv.touch(s.cfg.Now())
 	if _, err := s.store.SetVMState(ctx, id, gateway.VMDisposing, "", ""); err != nil {
-		return gateway.VM{}, err
+		return gateway.VM{}, false, err
 	}
 	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: gateway.VMDisposing})
 	s.endVM(context.WithoutCancel(ctx), lv, gateway.VMDisposed, "", true)
-	return s.store.GetVM(ctx, tenantID, id)
+	vm, err = s.store.GetVM(ctx, tenantID, id)
+	return vm, false, err
+}
+
+// purgeEnded removes the records of VMs that ended more than the retention
+// ago, on every tick until Shutdown.
+func (s *Service) purgeEnded() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.PurgeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := s.store.PurgeEndedVMs(ctx, s.cfg.Now().Add(-s.cfg.Retention))
+		cancel()
+		switch {
+		case err != nil:
+			s.log.Error().Err(err).Msg("purge ended vms")
+		case n > 0:
+			s.log.Info().Int("vms", n).Dur("retention", s.cfg.Retention).Msg("purged ended vm records")
+		}
+	}
 }
 
 // Events follows a VM's event log after the given sequence.

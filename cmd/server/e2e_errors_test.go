@@ -188,10 +188,6 @@ func TestE2EErrorCodes(t *testing.T) {
 		{client.CodeConflict, 409, "events of a disposed VM", func() error {
 			return stream(a.VMEvents(ctx, gone.ID, client.StreamOptions{}))
 		}, stateIs("disposed")},
-		{client.CodeConflict, 409, "delete a disposed VM", func() error {
-			_, err := a.DeleteVM(ctx, gone.ID)
-			return err
-		}, stateIs("disposed")},
 		{client.CodeConflict, 409, "write a file of a disposed VM", func() error {
 			_, err := a.WriteFile(ctx, gone.ID, "/workspace/x", strings.NewReader("x"), client.WriteFileOptions{})
 			return err

@@ -31,10 +31,48 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stderr, nil); err != nil {
+	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stderr, nil)
+	var help *helpRequested
+	switch {
+	case errors.As(err, &help):
+		fmt.Fprint(os.Stdout, help.usage)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "agentos-gateway:", err)
 		os.Exit(1)
 	}
+}
+
+// helpRequested is parseConfig's answer to -h, -help or --help: the usage
+// text to print before exiting with status 0.
+type helpRequested struct{ usage string }
+
+func (h *helpRequested) Error() string { return "help requested" }
+func (h *helpRequested) Unwrap() error { return flag.ErrHelp }
+
+// envName is the environment variable of a flag.
+func envName(flagName string) string {
+	return "AGENTOS_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// usage lists every flag with its meaning, built-in default and environment
+// variable.
+func usage(fs *flag.FlagSet, defaults map[string]string) string {
+	var b strings.Builder
+	b.WriteString("Usage: agentos-gateway [flags]\n\n")
+	b.WriteString("agentos-gateway serves agentOS VMs over HTTP: REST, Server-Sent Events and WebSockets.\n")
+	b.WriteString("Every flag can be set by its environment variable; a flag given on the command line wins.\n\nFlags:\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		def := defaults[f.Name]
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(&b, "  --%s\n        %s\n        default %s; env %s\n", f.Name, f.Usage, def, envName(f.Name))
+	})
+	b.WriteString("\nOther environment variables:\n")
+	b.WriteString("  AGENTOS_GATEWAY_ADMIN_KEY   the admin API key (at least 24 characters); printed once on first start when unset\n")
+	b.WriteString("  AGENTOS_SIDECAR_BIN         the agentos-sidecar binary (default: found under deps/agentos/node_modules)\n")
+	b.WriteString("  AGENTOS_PACKAGES_DIR        the agentOS software packages (default: found under deps/agentos/node_modules)\n")
+	return b.String()
 }
 
 // config is every setting, each a flag with a matching environment variable.
@@ -55,6 +93,9 @@ type config struct {
 	heartbeat          time.Duration
 	permissionDefault  gateway.PermissionDefault
 	sessionPurge       time.Duration
+	corsOrigins        []string
+	vmRetention        time.Duration
+	bodyReadTimeout    time.Duration
 	logFormat          string
 	logLevel           string
 }
@@ -64,8 +105,10 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("agentos-gateway", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	defaults := map[string]string{}
 	env := func(name, def string) string {
-		if v := getenv("AGENTOS_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
+		defaults[name] = def
+		if v := getenv(envName(name)); v != "" {
 			return v
 		}
 		return def
@@ -95,10 +138,25 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&decision, "permission-decision", "reject", "decision taken for permission requests nobody answers in time (reject or allow), unless the tenant or session sets one")
 	num("permission-timeout", "10m", "how long a permission request waits for an answer before the default decision")
 	num("session-purge-interval", "1h", "how often sessions past their tenant's retention are deleted")
+	var corsOrigins string
+	str(&corsOrigins, "cors-origins", "", "comma-separated origins allowed to call the API from a browser, such as https://app.example.com (* for any; empty: same origin only)")
+	num("vm-retention", "168h", "how long the records of ended (disposed or lost) VMs are kept before they are purged")
+	num("body-read-timeout", "30s", "how long a request body may go without delivering a byte before the request is refused with 408")
 	str(&c.logFormat, "log-format", "json", "json or console")
 	str(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, &helpRequested{usage: usage(fs, defaults)}
+		}
 		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	for o := range strings.SplitSeq(corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.corsOrigins = append(c.corsOrigins, o)
+		}
 	}
 	var err error
 	atoi := func(name string) int {
@@ -127,6 +185,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.shutdownGrace = dur("shutdown-grace")
 	c.heartbeat = dur("heartbeat")
 	c.sessionPurge = dur("session-purge-interval")
+	c.vmRetention = dur("vm-retention")
+	c.bodyReadTimeout = dur("body-read-timeout")
 	c.permissionDefault = gateway.PermissionDefault{Decision: decision, TimeoutSeconds: int(dur("permission-timeout").Seconds())}
 	if decision != gateway.DecisionReject && decision != gateway.DecisionAllow {
 		err = errors.Join(err, fmt.Errorf("--permission-decision: %q is neither reject nor allow", decision))
@@ -200,12 +260,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			log.Error().Err(err).Str("sidecar", info.ID).Int("pid", info.Pid).Msg("sidecar died; its VMs are lost")
 		},
 	})
-	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Log: log}, db, poolAdapter{pool})
+	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention, Log: log}, db, poolAdapter{pool})
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Log: log}, db, svc)
-	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxPromptBytes: c.maxPromptBytes, Heartbeat: c.heartbeat, OpenAPI: api.Spec, Log: log}, svc, sess, db, pool)
+	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxPromptBytes: c.maxPromptBytes,
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Log: log}, svc, sess, db, pool)
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -214,7 +275,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(handlers.ProblemListener(ln)) }()
 	log.Info().Str("addr", ln.Addr().String()).Str("store", db.Dialect()).Str("sidecar", engine.SidecarBin).Msg("agentos-gateway listening")
 
 	// Warm the pool in the background: /readyz turns ready once it answered.
