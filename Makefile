@@ -35,6 +35,7 @@ run: setup
 # The store's tests run against SQLite and a throwaway PostgreSQL server that
 # this target installs (apt) and starts, and always stops, even on failure.
 test: setup tidy-check
+	@scripts/ensure-tools.sh
 	$(GO) vet ./...
 	@if [[ -z "$${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then \
 		pgdir="$$(mktemp -d -t agentos-gateway-pg.XXXXXX)"; \
