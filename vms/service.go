@@ -118,6 +118,13 @@ func New(cfg Config, store Store, pool Pool) *Service {
 // DefaultRetention is how long ended VM records are kept by default.
 const DefaultRetention = 7 * 24 * time.Hour
 
+// Bounds of the work the service does on its own behalf, outside any
+// request's deadline.
+const (
+	storeWriteTimeout = 10 * time.Second
+	disposeTimeout    = 30 * time.Second
+)
+
 // VMEvent is an entry of a VM's event stream.
 type VMEvent struct {
 	Type   string            `json:"type"` // "state", "limit_warning", "process_exit", "structured"
@@ -216,7 +223,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		// The record stays, disposed, with why: a client polling the id
 		// learns what happened. The store needs a context that outlives a
 		// cancelled request.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
 		defer cancel()
 		if _, serr := s.store.SetVMState(sctx, rec.ID, gateway.VMDisposed, "create failed: "+gateway.ErrorMessage(err), ""); serr != nil {
 			s.log.Error().Err(serr).Str("vm", rec.ID).Msg("record failed create")
@@ -239,14 +246,22 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		procs:  map[uint32]*Process{}, shells: map[string]*Shell{}, lastActive: s.cfg.Now(),
 		done: make(chan struct{}),
 	}
-	rec, err = s.store.SetVMState(context.WithoutCancel(ctx), rec.ID, gateway.VMReady, "", lease.SidecarID())
+	// The VM runs now, whatever the caller does: its record must say so, or
+	// say that it failed, within a bounded time. A record left creating
+	// would count against the tenant's quota until the gateway restarts.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	ready, err := s.store.SetVMState(wctx, rec.ID, gateway.VMReady, "", lease.SidecarID())
+	cancel()
 	if err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = vm.Dispose(dctx)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
+		if derr := vm.Dispose(dctx); derr != nil {
+			s.log.Warn().Err(derr).Str("vm", rec.ID).Msg("dispose a VM whose ready state could not be recorded")
+		}
+		cancel()
 		lease.Release()
-		return gateway.VM{}, err
+		return fail(gateway.Wrap(gateway.CodeUnavailable, err, "the VM could not be recorded as ready; it was disposed"))
 	}
+	rec = ready
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -387,13 +402,13 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 	lv.ended = true
 	lv.mu.Unlock()
 	if dispose {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, disposeTimeout)
 		if err := lv.vm.Dispose(ctx); err != nil {
 			s.log.Warn().Err(err).Str("vm", lv.id).Msg("dispose")
 		}
 		cancel()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	if _, err := s.store.SetVMState(ctx, lv.id, state, reason, ""); err != nil {
 		s.log.Error().Err(err).Str("vm", lv.id).Str("state", string(state)).Msg("record vm state")

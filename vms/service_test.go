@@ -3,6 +3,7 @@ package vms_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,72 @@ func TestShutdownWithExpiredContext(t *testing.T) {
 		vm, err := db.GetVM(ctx, "t1", id)
 		if err != nil || vm.State != gateway.VMDisposed {
 			t.Errorf("vm %s after shutdown: %+v %v", id, vm, err)
+		}
+	}
+}
+
+// refusingStore is the real store, except that it refuses to record a VM
+// as ready: a database that fails at the worst moment, which a real one
+// cannot be made to do on cue.
+type refusingStore struct {
+	*store.DB
+}
+
+func (s refusingStore) SetVMState(ctx context.Context, id string, to gateway.VMState, reason, sidecarID string) (gateway.VM, error) {
+	if to == gateway.VMReady {
+		return gateway.VM{}, gateway.Errorf(gateway.CodeInternal, "the disk is full")
+	}
+	return s.DB.SetVMState(ctx, id, to, reason, sidecarID)
+}
+
+// TestCreateFailsWhenReadyCannotBeRecorded: a VM whose ready state the store
+// refuses is disposed, its record says why, and it no longer counts against
+// the tenant's quota.
+func TestCreateFailsWhenReadyCannotBeRecorded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sidecar")
+	}
+	if _, err := agentos.LocateEngine(); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gateway.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tenant := gateway.Tenant{ID: "t1", Name: "t1", Quotas: gateway.Quotas{MaxVMs: 1}}
+	if _, err := db.EnsureTenant(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 4})
+	defer func() {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := pool.Close(cctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	svc := vms.New(vms.Config{DataDir: t.TempDir()}, refusingStore{db}, poolAdapter{pool})
+	defer func() { _ = svc.Shutdown(ctx) }()
+
+	_, err = svc.Create(ctx, tenant, gateway.VMSpec{})
+	if gateway.ErrorCode(err) != gateway.CodeUnavailable {
+		t.Fatalf("Create = %v, want unavailable", err)
+	}
+	page, err := db.ListVMs(ctx, gateway.VMFilter{TenantID: "t1", States: gateway.AllStates})
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("records: %+v %v", page, err)
+	}
+	if vm := page.Items[0]; vm.State != gateway.VMDisposed || !strings.Contains(vm.Reason, "could not be recorded as ready") {
+		t.Fatalf("record %+v, want disposed with the reason", vm)
+	}
+	if n, err := db.CountLiveVMs(ctx, "t1"); err != nil || n != 0 {
+		t.Fatalf("live VMs counted against the quota: %d %v", n, err)
+	}
+	for _, sc := range pool.Sidecars() {
+		if sc.Holds != 0 {
+			t.Fatalf("sidecar %s still holds %d leases", sc.ID, sc.Holds)
 		}
 	}
 }
