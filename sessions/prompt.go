@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
@@ -89,7 +88,9 @@ func (s *Service) Prompt(ctx context.Context, tenantID, vmID, id string, req Pro
 	if err := s.startTurn(ls, id, t); err != nil {
 		release()
 		if key != "" {
-			_ = s.store.AbandonIdempotent(context.WithoutCancel(ctx), tenantID, key)
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+			_ = s.store.AbandonIdempotent(actx, tenantID, key)
+			cancel()
 		}
 		return PromptOutcome{}, err
 	}
@@ -148,7 +149,7 @@ func (s *Service) runTurn(ls liveSession, tenantID, vmID, id string, t *turn, re
 // cannot have finished, and the VM it ran in can run nothing more, so the
 // key is released as exec releases keys of requests that did not run.
 func (s *Service) recordTurn(tenantID, id string, t *turn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), storeWriteTimeout)
 	defer cancel()
 	var err error
 	switch gateway.ErrorCode(t.err) {

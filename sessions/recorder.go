@@ -213,7 +213,7 @@ func (r *recorder) finish() {
 	}
 	r.mu.Unlock()
 	r.defaultDecisions.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	d := gateway.PermissionDecision{By: gateway.DecidedByAgent, Status: "not_pending", Reason: "vm_ended", At: r.s.cfg.Now().UTC()}
 	if _, err := r.s.store.DropPendingPermissions(ctx, r.vmID, d); err != nil {
@@ -414,7 +414,7 @@ func (r *recorder) store(write func(ctx context.Context) error) error {
 	const attempts = 4
 	var err error
 	for attempt, wait := 1, 100*time.Millisecond; ; attempt, wait = attempt+1, wait*3 {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.s.ctx), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.s.ctx), storeWriteTimeout)
 		err = write(ctx)
 		cancel()
 		if err == nil || gateway.ErrorCode(err) == gateway.CodeNotFound || attempt == attempts {

@@ -119,7 +119,10 @@ func New(cfg Config, st Store, v VMs) *Service {
 
 // Shutdown stops recording (the VMs' events end with them; call it after
 // the VMs were disposed), cancels running turns and waits for every
-// goroutine of the service, bounded by ctx.
+// goroutine of the service. It waits even when ctx expires first, and then
+// returns ctx's error: nothing it started outlives it, and every one of
+// those goroutines is bounded (engine calls by the service's context, which
+// Shutdown cancels, store writes by storeWriteTimeout).
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
@@ -129,15 +132,16 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	for _, r := range recs {
 		r.close()
 	}
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("sessions: shutdown: %w", ctx.Err())
+	s.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sessions: shutdown: %w", err)
 	}
+	return nil
 }
+
+// storeWriteTimeout bounds every store write the service makes on its own
+// behalf, outside any request's deadline.
+const storeWriteTimeout = 10 * time.Second
 
 // Stats are the service's counters and gauges, for metrics.
 type Stats struct {
@@ -279,7 +283,7 @@ func (s *Service) Open(ctx context.Context, tenant gateway.Tenant, vmID string, 
 	})
 	if err != nil {
 		r.unregister(req.SessionID, "")
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
 		defer cancel()
 		if derr := s.store.DeleteSession(dctx, tenant.ID, vmID, req.SessionID); derr != nil {
 			s.log.Error().Err(derr).Str("vm", vmID).Str("session", req.SessionID).Msg("delete record of failed open")

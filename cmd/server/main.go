@@ -318,18 +318,19 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *hand
 		_ = srv.Close()
 	}
 	h.Close()
-	vctx, vcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer vcancel()
-	if err := svc.Shutdown(vctx); err != nil {
-		log.Warn().Err(err).Msg("disposing VMs")
+	// Each stage has a budget of its own, so that a slow one does not leave
+	// the next without time.
+	stage := func(name string, budget time.Duration, stop func(context.Context) error) {
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		if err := stop(ctx); err != nil {
+			log.Warn().Err(err).Msg(name)
+		}
 	}
+	stage("disposing VMs", 30*time.Second, svc.Shutdown)
 	// After the VMs: their sessions' last events are recorded as they end.
-	if err := sess.Shutdown(vctx); err != nil {
-		log.Warn().Err(err).Msg("stopping agent sessions")
-	}
-	if err := pool.Close(vctx); err != nil {
-		log.Warn().Err(err).Msg("stopping sidecars")
-	}
+	stage("stopping agent sessions", 15*time.Second, sess.Shutdown)
+	stage("stopping sidecars", 30*time.Second, pool.Close)
 	log.Info().Msg("stopped")
 	return nil
 }
