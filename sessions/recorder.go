@@ -257,7 +257,8 @@ func (r *recorder) durable(ev agentos.SessionEvent) {
 }
 
 // backfill records a session's durable events after the last one stored,
-// read from the engine's history, up to at least upTo.
+// read from the engine's history a page at a time until it has no more, up
+// to at least upTo.
 func (r *recorder) backfill(id string, upTo uint64) {
 	r.mu.Lock()
 	st := r.sessions[id]
@@ -269,21 +270,27 @@ func (r *recorder) backfill(id string, upTo uint64) {
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
 	defer cancel()
-	page, err := r.vm.Session(id).History(ctx, agentos.HistoryQuery{After: &last})
-	if err != nil {
-		// The event stays unrecorded; the next one tries again, and
-		// watchers that saw the jump catch up from the store.
-		r.s.log.Error().Err(err).Str("vm", r.vmID).Str("session", id).Uint64("after", last).Msg("read missed session events")
-		return
-	}
-	for _, e := range page.Events {
-		if e.Sequence <= last {
-			continue
-		}
-		if e.Sequence != last+1 || !r.record(e) {
+	for {
+		after := last
+		page, err := r.vm.Session(id).History(ctx, agentos.HistoryQuery{After: &after, Limit: r.s.cfg.HistoryPage})
+		if err != nil {
+			// The events stay unrecorded; the next one tries again, and
+			// watchers that saw the jump catch up from the store.
+			r.s.log.Error().Err(err).Str("vm", r.vmID).Str("session", id).Uint64("after", last).Msg("read missed session events")
 			return
 		}
-		last = e.Sequence
+		for _, e := range page.Events {
+			if e.Sequence <= last {
+				continue
+			}
+			if e.Sequence != last+1 || !r.record(e) {
+				return
+			}
+			last = e.Sequence
+		}
+		if !page.HasMoreAfter || last == after {
+			break
+		}
 	}
 	if last < upTo {
 		r.s.log.Error().Str("vm", r.vmID).Str("session", id).Uint64("have", last).Uint64("want", upTo).Msg("session history is missing events")

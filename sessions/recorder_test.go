@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -136,8 +137,16 @@ func (c *collector) sequences() []uint64 {
 	return append([]uint64(nil), c.seqs...)
 }
 
+// TestRecorderHealsStoreFailures runs with the engine's history pages and
+// with pages of one event, so that what was missed spans several pages.
 func TestRecorderHealsStoreFailures(t *testing.T) {
-	s, v, fs := realService(t, Config{})
+	for _, page := range []uint32{0, 1} {
+		t.Run(fmt.Sprintf("history page %d", page), func(t *testing.T) { testRecorderHeals(t, page) })
+	}
+}
+
+func testRecorderHeals(t *testing.T, historyPage uint32) {
+	s, v, fs := realService(t, Config{HistoryPage: historyPage})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	vm, sess := piSession(ctx, t, s, v, "heal")

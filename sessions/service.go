@@ -66,6 +66,10 @@ type Config struct {
 	// WatchBuffer bounds the events queued for one event stream before it
 	// is cut off and has to catch up from the store (default 1024).
 	WatchBuffer int
+	// HistoryPage is how many events one read of the engine's history asks
+	// for when the recorder reads back what it missed (default: the
+	// engine's own page size).
+	HistoryPage uint32
 	Log         zerolog.Logger
 	Now         func() time.Time
 }
