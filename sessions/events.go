@@ -1,0 +1,115 @@
+package sessions
+
+// What the recorder makes of the engine's session events: their records
+// and API documents.
+
+import (
+	"encoding/json"
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+)
+
+// recorded is a durable event as the recorder keeps it: its API document
+// and, for permission events, the request to list or the decision taken.
+type recorded struct {
+	at       time.Time
+	data     EventData
+	perm     *gateway.Permission         // a permission_request
+	options  []permissionOption          // its options
+	decision *gateway.PermissionDecision // a permission_response
+}
+
+// describe turns an engine event into its record. A response carries the
+// answer given through the API or by the default decision, if the engine
+// took it.
+func (r *recorder) describe(ev agentos.SessionEvent, now time.Time) recorded {
+	at := parseTimestamp(ev.Timestamp, now)
+	rec := recorded{at: at, data: EventData{Sequence: ev.Sequence, Timestamp: at.Format(time.RFC3339Nano), Type: ev.Type}}
+	switch ev.Type {
+	case "session_update":
+		rec.data.Type = updateKind(ev.Update)
+		rec.data.Update = ev.Update
+	case "permission_request":
+		var req struct {
+			Options  json.RawMessage `json:"options"`
+			ToolCall json.RawMessage `json:"toolCall"`
+		}
+		_ = json.Unmarshal(ev.Request, &req)
+		_ = json.Unmarshal(req.Options, &rec.options)
+		rec.data.RequestID, rec.data.Options, rec.data.ToolCall = ev.RequestID, orNull(req.Options), orNull(req.ToolCall)
+		rec.perm = &gateway.Permission{RequestID: ev.RequestID, Options: rec.data.Options, ToolCall: rec.data.ToolCall, AskedAt: at, Status: gateway.PermissionPending}
+	case "permission_response":
+		rec.data.RequestID, rec.data.Status, rec.data.Reason, rec.data.Response = ev.RequestID, ev.Status, ev.Reason, ev.Response
+		r.mu.Lock()
+		if st := r.sessions[ev.SessionID]; st != nil {
+			if p := st.pending[ev.RequestID]; p != nil && p.answer != nil {
+				d := *p.answer
+				rec.decision = &d
+			}
+		}
+		r.mu.Unlock()
+		if rec.decision == nil || ev.Status != "accepted" {
+			// Nobody's answer was taken: the engine settled the request
+			// itself, e.g. because the turn was cancelled.
+			rec.decision = &gateway.PermissionDecision{By: gateway.DecidedByAgent, At: at}
+		}
+		rec.decision.Status, rec.decision.Reason = ev.Status, ev.Reason
+		rec.data.Decision = rec.decision
+	}
+	return rec
+}
+
+// EventData is a durable session event as the store keeps it and the API
+// serves it (the SessionEvent schema of api/openapi.yaml).
+type EventData struct {
+	Sequence  uint64          `json:"sequence"`
+	Timestamp string          `json:"timestamp"`
+	Type      string          `json:"type"`
+	Update    json.RawMessage `json:"update,omitempty"`
+	RequestID string          `json:"requestId,omitempty"`
+	Options   json.RawMessage `json:"options,omitempty"`
+	ToolCall  json.RawMessage `json:"toolCall,omitempty"`
+	Status    string          `json:"status,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Response  json.RawMessage `json:"response,omitempty"`
+	// Decision says who settled a permission request, how and when.
+	Decision *gateway.PermissionDecision `json:"decision,omitempty"`
+}
+
+func ephemeralData(ev agentos.SessionEvent) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		AfterSequence uint64          `json:"afterSequence"`
+		Type          string          `json:"type"`
+		Update        json.RawMessage `json:"update"`
+	}{ev.AfterSequence, updateKind(ev.Update), orNull(ev.Update)})
+	return b
+}
+
+// updateKind is the sessionUpdate field of an ACP session/update, the
+// event's type.
+func updateKind(update json.RawMessage) string {
+	var u struct {
+		SessionUpdate string `json:"sessionUpdate"`
+	}
+	if json.Unmarshal(update, &u) != nil || u.SessionUpdate == "" {
+		return "session_update"
+	}
+	return u.SessionUpdate
+}
+
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+func parseTimestamp(s string, fallback time.Time) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fallback
+	}
+	return t.UTC()
+}
