@@ -53,6 +53,9 @@ type Config struct {
 	EventBufferBytes int
 	// IdleCheck is how often idle VMs are looked for (default 1 s).
 	IdleCheck time.Duration
+	// ExecTimeoutDefault is the deadline of an exec that sets none (default
+	// 10 min); ExecTimeoutMax is the longest one may ask for (default 1 h).
+	ExecTimeoutDefault, ExecTimeoutMax time.Duration
 	Log       zerolog.Logger
 	Now       func() time.Time
 }
@@ -84,6 +87,13 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	if cfg.EventBufferBytes <= 0 {
 		cfg.EventBufferBytes = 256 << 10
 	}
+	if cfg.ExecTimeoutDefault <= 0 {
+		cfg.ExecTimeoutDefault = 10 * time.Minute
+	}
+	if cfg.ExecTimeoutMax <= 0 {
+		cfg.ExecTimeoutMax = time.Hour
+	}
+	cfg.ExecTimeoutDefault = min(cfg.ExecTimeoutDefault, cfg.ExecTimeoutMax)
 	if cfg.IdleCheck <= 0 {
 		cfg.IdleCheck = time.Second
 	}
