@@ -56,8 +56,8 @@ type Config struct {
 	// ExecTimeoutDefault is the deadline of an exec that sets none (default
 	// 10 min); ExecTimeoutMax is the longest one may ask for (default 1 h).
 	ExecTimeoutDefault, ExecTimeoutMax time.Duration
-	Log       zerolog.Logger
-	Now       func() time.Time
+	Log                                zerolog.Logger
+	Now                                func() time.Time
 }
 
 // Service runs VMs for tenants.
