@@ -53,11 +53,12 @@ type Config struct {
 	EventBufferBytes int
 	// IdleCheck is how often idle VMs are looked for (default 1 s).
 	IdleCheck time.Duration
+	Log       zerolog.Logger
+	Now       func() time.Time
+
 	// ExecTimeoutDefault is the deadline of an exec that sets none (default
 	// 10 min); ExecTimeoutMax is the longest one may ask for (default 1 h).
 	ExecTimeoutDefault, ExecTimeoutMax time.Duration
-	Log                                zerolog.Logger
-	Now                                func() time.Time
 }
 
 // Service runs VMs for tenants.
