@@ -56,8 +56,8 @@ func TestExecLaunchRejected(t *testing.T) {
 	vm := newVM(t, VMOptions{})
 	_, err := vm.Exec(testContext(t, 30*time.Second), "no-such-command-xyz", ExecOptions{})
 	var launch *LaunchError
-	if !errors.As(err, &launch) {
-		t.Fatalf("err = %v, want *LaunchError", err)
+	if !errors.As(err, &launch) || !errors.Is(err, ErrCommandNotFound) {
+		t.Fatalf("err = %v, want *LaunchError for a command not found", err)
 	}
 	if len(vm.Processes()) != 0 {
 		t.Fatalf("rejected launch left a process table entry: %+v", vm.Processes())
