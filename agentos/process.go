@@ -175,7 +175,7 @@ func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Proces
 		var rej *RejectedError
 		if errors.As(err, &rej) {
 			if isCommandNotFound(rej) {
-				err = fmt.Errorf("%w: %s: %w", ErrCommandNotFound, argv[0], err)
+				err = &CommandNotFoundError{Name: argv[0], Err: err}
 			}
 			return nil, &LaunchError{Command: strings.Join(argv, " "), Err: err}
 		}
@@ -216,6 +216,22 @@ const launchRetryWindow = 10 * time.Second
 // ErrCommandNotFound reports a launch refused because the program named by
 // argv[0] does not exist in the guest; errors.Is finds it in a LaunchError.
 var ErrCommandNotFound = errors.New("agentos: command not found")
+
+// CommandNotFoundError is the cause of a LaunchError whose program does not
+// exist in the guest. It matches ErrCommandNotFound.
+type CommandNotFoundError struct {
+	Name string // argv[0]
+	Err  error  // the engine's rejection
+}
+
+func (e *CommandNotFoundError) Error() string {
+	return fmt.Sprintf("agentos: command not found: %s", e.Name)
+}
+
+func (e *CommandNotFoundError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCommandNotFound) hold.
+func (e *CommandNotFoundError) Is(target error) bool { return target == ErrCommandNotFound }
 
 // isCommandNotFound reports the engine's refusal of a launch whose program
 // does not exist. The rejection carries no errno for it, only this wording

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -84,23 +83,12 @@ func checkCwd(ctx context.Context, vm *agentos.VM, cwd string) error {
 
 // launchError maps the failure of a launch: a program that does not exist
 // is the caller's mistake, said in the gateway's words.
-func launchError(err error, argv0, what string) error {
-	if errors.Is(err, agentos.ErrCommandNotFound) {
-		return gateway.Wrap(gateway.CodeInvalidArgument, err, "command not found: %s", argv0).WithDetail("field", "command")
+func launchError(err error, what string) error {
+	var nf *agentos.CommandNotFoundError
+	if errors.As(err, &nf) {
+		return gateway.Wrap(gateway.CodeInvalidArgument, err, "command not found: %s", nf.Name).WithDetail("field", "command")
 	}
 	return EngineError(err, what)
-}
-
-// argv0 is the program a request names: its argv's first word, or the
-// first word of its command line.
-func argv0(command string, argv []string) string {
-	if len(argv) > 0 {
-		return argv[0]
-	}
-	if f := strings.Fields(command); len(f) > 0 {
-		return f[0]
-	}
-	return command
 }
 
 // ExecResult is a finished one-shot command.
@@ -168,7 +156,7 @@ func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, 
 		res, err = lv.vm.Exec(ctx, req.Command, opts)
 	}
 	if err != nil {
-		return nil, launchError(err, argv0(req.Command, req.Argv), "exec")
+		return nil, launchError(err, "exec")
 	}
 	return &ExecResult{
 		ExitCode: res.ExitCode, Signal: res.Signal, Stdout: res.Stdout, Stderr: res.Stderr,
@@ -286,7 +274,7 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 	}
 	if err != nil {
 		release()
-		return ProcessInfo{}, launchError(err, argv0(req.Command, req.Argv), "spawn")
+		return ProcessInfo{}, launchError(err, "spawn")
 	}
 	p := &Process{pid: ap.Pid(), ap: ap, out: out, done: make(chan struct{})}
 	lv.mu.Lock()

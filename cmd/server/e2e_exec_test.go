@@ -185,7 +185,8 @@ func TestE2EExecBadRequests(t *testing.T) {
 						t.Fatalf("detail %q is not in the gateway's words", ce.Detail)
 					}
 				}
-				if tc.field == "command" && strings.Contains(tc.body, "nonexistent") && !strings.Contains(ce.Detail, "command not found: ") {
+				if strings.Contains(tc.body, "nonexistent-xyz") && (!strings.Contains(ce.Detail, "command not found: ") ||
+					!strings.HasSuffix(ce.Detail, "nonexistent-xyz") || strings.Contains(ce.Detail, "--flag")) {
 					t.Fatalf("detail %q", ce.Detail)
 				}
 			})
