@@ -81,9 +81,9 @@ func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
 // processOutput streams a process's output. Event ids are output sequence
 // numbers; Last-Event-ID resumes from the process's bounded buffer, with a
 // gap event when the point asked for was already dropped, and is refused
-// past the last sequence produced. The stream ends
-// with an exit event {exitCode, signal}, or error when the process's end is
-// unknowable (VM disposed, sidecar died).
+// past the last sequence produced. The stream ends with an exit event
+// {exitCode, signal}, or error when the process's end is unknowable (VM
+// disposed, sidecar died).
 func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	after, _, err := lastEventID(r)
 	if err != nil {
