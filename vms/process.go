@@ -57,11 +57,21 @@ func (s *Service) ExecTimeout(requested time.Duration) (time.Duration, error) {
 // not a directory, so that nothing runs in a place the caller did not mean.
 // An empty cwd (the default, /workspace) is accepted.
 func (s *Service) CheckCwd(ctx context.Context, tenantID, vmID, cwd string) error {
+	_, err := s.lookupAt(ctx, tenantID, vmID, cwd)
+	return err
+}
+
+// lookupAt is lookup for a call that runs something in cwd: it also checks
+// that cwd is a directory of the VM (see CheckCwd).
+func (s *Service) lookupAt(ctx context.Context, tenantID, vmID, cwd string) (*liveVM, error) {
 	lv, err := s.lookup(ctx, tenantID, vmID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return checkCwd(ctx, lv.vm, cwd)
+	if err := checkCwd(ctx, lv.vm, cwd); err != nil {
+		return nil, err
+	}
+	return lv, nil
 }
 
 func checkCwd(ctx context.Context, vm *agentos.VM, cwd string) error {
@@ -124,7 +134,11 @@ func (s *Service) countProcess(tenant gateway.Tenant) (func(), error) {
 // Exec runs a command to completion. onOutput, when set, receives the output
 // as it arrives (for streamed exec) and must not block.
 func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, req ExecRequest, onOutput func(Chunk)) (*ExecResult, error) {
-	lv, err := s.lookup(ctx, tenant.ID, vmID)
+	timeout, err := s.ExecTimeout(req.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	lv, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -134,13 +148,6 @@ func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, 
 	}
 	defer release()
 	defer lv.hold(s.cfg.Now())()
-	timeout, err := s.ExecTimeout(req.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkCwd(ctx, lv.vm, req.Cwd); err != nil {
-		return nil, err
-	}
 	maxOut := req.MaxOutputBytes
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutputBytes
@@ -251,11 +258,8 @@ func (p *Process) Info() ProcessInfo {
 // Spawn starts a process whose output is kept in a bounded log for
 // streaming and resuming.
 func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string, req SpawnRequest) (ProcessInfo, error) {
-	lv, err := s.lookup(ctx, tenant.ID, vmID)
+	lv, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
-		return ProcessInfo{}, err
-	}
-	if err := checkCwd(ctx, lv.vm, req.Cwd); err != nil {
 		return ProcessInfo{}, err
 	}
 	release, err := s.countProcess(tenant)

@@ -198,6 +198,14 @@ func TestE2EExecBadRequests(t *testing.T) {
 			t.Fatalf("details %v", ce.Details)
 		}
 	})
+	t.Run("shells check cwd too", func(t *testing.T) {
+		for _, cwd := range []string{"/nonexistent", "/etc/hostname"} {
+			_, err := c.OpenShell(ctxT(t), vm.ID, client.ShellRequest{Cwd: cwd})
+			if ce := wantCode(t, err, "invalid_argument", http.StatusBadRequest); ce.Details["field"] != "cwd" {
+				t.Fatalf("details %v", ce.Details)
+			}
+		}
+	})
 	if res, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Argv: []string{"test", "-e", "/tmp/ran"}}); err != nil || res.ExitCode != 1 {
 		t.Fatalf("a refused command ran: %+v %v", res, err)
 	}
