@@ -250,8 +250,8 @@ func isLaunchConflict(err error) bool {
 // because other processes of the VM were starting at the same moment.
 func IsLaunchConflict(err error) bool { return isLaunchConflict(err) }
 
-// SpawnCommand starts a command line: directly when it is a simple command,
-// through `sh -c` otherwise.
+// SpawnCommand starts a command line: directly when it is a simple command
+// or a shell's `-c` invocation, through `sh -c` otherwise (see commandArgv).
 func (vm *VM) SpawnCommand(ctx context.Context, command string, o SpawnOptions) (*Process, error) {
 	argv := commandArgv(command)
 	if argv == nil {
