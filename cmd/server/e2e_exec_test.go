@@ -342,14 +342,17 @@ func TestParseConfigExecTimeouts(t *testing.T) {
 
 // heapSampler records the largest HeapInuse seen while it runs.
 type heapSampler struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	peak uint64
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	peak     uint64
 }
 
-func sampleHeap() *heapSampler {
+// sampleHeap starts sampling until done, or the test's end.
+func sampleHeap(t *testing.T) *heapSampler {
 	h := &heapSampler{stop: make(chan struct{})}
+	t.Cleanup(func() { h.done() })
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -371,9 +374,12 @@ func sampleHeap() *heapSampler {
 	return h
 }
 
+// done stops sampling and returns the peak.
 func (h *heapSampler) done() uint64 {
-	close(h.stop)
+	h.stopOnce.Do(func() { close(h.stop) })
 	h.wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return h.peak
 }
 
@@ -424,7 +430,7 @@ func TestE2EExecBinaryOutput(t *testing.T) {
 	t.Run("20 MB of NUL bytes", func(t *testing.T) {
 		const n = 20_000_000
 		before := heapAfterGC()
-		h := sampleHeap()
+		h := sampleHeap(t)
 		req, _ := http.NewRequestWithContext(ctxT(t), "POST", e.gw.URL+"/v1/vms/"+vm.ID+"/exec",
 			strings.NewReader(fmt.Sprintf(`{"command":"head -c %d /dev/zero","timeoutMs":120000}`, n)))
 		req.Header.Set("Authorization", "Bearer "+testAdminKey)
