@@ -117,79 +117,6 @@ type SpawnOptions struct {
 	TTY bool
 }
 
-// commandArgv turns a command line into argv. A simple command, words with
-// optional quoting and nothing a shell would interpret, is spawned directly,
-// as the official client does: going through the guest shell costs several
-// times more, and on 0.2.21 a grandchild of a guest shell (`sh -c "sh -c
-// 'cat f'"`) never gets to run, so `sh -c '...'` typed by a user must not be
-// wrapped in a second shell. Anything else runs as `sh -c <line>`.
-func commandArgv(command string) []string {
-	if strings.TrimSpace(command) == "" {
-		return nil
-	}
-	if argv, ok := splitSimple(command); ok {
-		return argv
-	}
-	return []string{"sh", "-c", command}
-}
-
-// splitSimple splits a command line into words following the shell's quoting
-// rules, and reports false when the line needs a shell: operators,
-// redirections, expansions, globbing, comments, assignments, or escapes.
-func splitSimple(line string) ([]string, bool) {
-	var (
-		words  []string
-		cur    strings.Builder
-		inWord bool
-	)
-	flush := func() {
-		if inWord {
-			words = append(words, cur.String())
-			cur.Reset()
-			inWord = false
-		}
-	}
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case c == ' ' || c == '\t':
-			flush()
-		case c == '\'':
-			end := strings.IndexByte(line[i+1:], '\'')
-			if end < 0 {
-				return nil, false
-			}
-			cur.WriteString(line[i+1 : i+1+end])
-			inWord = true
-			i += end + 1
-		case c == '"':
-			end := strings.IndexByte(line[i+1:], '"')
-			if end < 0 {
-				return nil, false
-			}
-			quoted := line[i+1 : i+1+end]
-			if strings.ContainsAny(quoted, "$`\\") {
-				return nil, false
-			}
-			cur.WriteString(quoted)
-			inWord = true
-			i += end + 1
-		case strings.IndexByte("|&;<>()$`\\*?[]{}\n\r", c) >= 0:
-			return nil, false
-		case (c == '#' || c == '~' || c == '!') && !inWord:
-			return nil, false
-		case c == '=' && len(words) == 0:
-			// FOO=bar cmd is an assignment for cmd.
-			return nil, false
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	flush()
-	return words, len(words) > 0
-}
-
 // Spawn starts argv[0] with arguments argv[1:].
 func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Process, error) {
 	if len(argv) == 0 || argv[0] == "" {
@@ -247,6 +174,9 @@ func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Proces
 		vm.removeProcess(p.id)
 		var rej *RejectedError
 		if errors.As(err, &rej) {
+			if isCommandNotFound(rej) {
+				err = &CommandNotFoundError{Name: argv[0], Err: err}
+			}
 			return nil, &LaunchError{Command: strings.Join(argv, " "), Err: err}
 		}
 		return nil, err
@@ -283,6 +213,33 @@ func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Proces
 // retried.
 const launchRetryWindow = 10 * time.Second
 
+// ErrCommandNotFound reports a launch refused because the program named by
+// argv[0] does not exist in the guest; errors.Is finds it in a LaunchError.
+var ErrCommandNotFound = errors.New("agentos: command not found")
+
+// CommandNotFoundError is the cause of a LaunchError whose program does not
+// exist in the guest. It matches ErrCommandNotFound.
+type CommandNotFoundError struct {
+	Name string // argv[0]
+	Err  error  // the engine's rejection
+}
+
+func (e *CommandNotFoundError) Error() string {
+	return fmt.Sprintf("agentos: command not found: %s", e.Name)
+}
+
+func (e *CommandNotFoundError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCommandNotFound) hold.
+func (e *CommandNotFoundError) Is(target error) bool { return target == ErrCommandNotFound }
+
+// isCommandNotFound reports the engine's refusal of a launch whose program
+// does not exist. The rejection carries no errno for it, only this wording
+// (measured on 0.2.21: "command not found on native sidecar path: foo").
+func isCommandNotFound(rej *RejectedError) bool {
+	return strings.HasPrefix(rej.Message, "command not found")
+}
+
 // isLaunchConflict reports the engine's refusal of a launch that met another.
 func isLaunchConflict(err error) bool {
 	var rej *RejectedError
@@ -293,8 +250,8 @@ func isLaunchConflict(err error) bool {
 // because other processes of the VM were starting at the same moment.
 func IsLaunchConflict(err error) bool { return isLaunchConflict(err) }
 
-// SpawnCommand starts a command line: directly when it is a simple command,
-// through `sh -c` otherwise.
+// SpawnCommand starts a command line: directly when it is a simple command
+// or a shell's `-c` invocation, through `sh -c` otherwise (see commandArgv).
 func (vm *VM) SpawnCommand(ctx context.Context, command string, o SpawnOptions) (*Process, error) {
 	argv := commandArgv(command)
 	if argv == nil {

@@ -79,10 +79,14 @@ type ListVMsOptions struct {
 	Limit     int // 0: the gateway's default (50)
 }
 
-// ExecRequest is the body of POST /v1/vms/{vm}/exec. Exactly one of Command
-// (run by a shell) and Argv is set.
+// ExecRequest is the body of POST /v1/vms/{vm}/exec: Command alone (a
+// command line, run directly when it is a simple command or a `sh -c`
+// invocation, through `sh -c` otherwise), Command with Args (the program
+// and its arguments, no shell), or Argv (no shell). An empty Args is not
+// sent; use Argv to run a program without arguments and without a shell.
 type ExecRequest struct {
 	Command string
+	Args    []string
 	Argv    []string
 	Cwd     string
 	Env     map[string]string
@@ -95,6 +99,7 @@ type ExecRequest struct {
 
 type execRequestJSON struct {
 	Command        string            `json:"command,omitempty"`
+	Args           []string          `json:"args,omitempty"`
 	Argv           []string          `json:"argv,omitempty"`
 	Cwd            string            `json:"cwd,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
@@ -106,7 +111,7 @@ type execRequestJSON struct {
 
 // MarshalJSON encodes the request as the gateway expects it.
 func (r ExecRequest) MarshalJSON() ([]byte, error) {
-	w := execRequestJSON{Command: r.Command, Argv: r.Argv, Cwd: r.Cwd, Env: r.Env, TimeoutMs: r.TimeoutMs, MaxOutputBytes: r.MaxOutputBytes}
+	w := execRequestJSON{Command: r.Command, Args: r.Args, Argv: r.Argv, Cwd: r.Cwd, Env: r.Env, TimeoutMs: r.TimeoutMs, MaxOutputBytes: r.MaxOutputBytes}
 	if r.Stdin != nil {
 		var s string
 		if utf8.Valid(r.Stdin) {
@@ -156,10 +161,12 @@ func decodeData(s, encoding string) ([]byte, error) {
 	return nil, fmt.Errorf("client: unknown data encoding %q", encoding)
 }
 
-// SpawnRequest is the body of POST /v1/vms/{vm}/processes: Command (run by
-// a shell) or Argv.
+// SpawnRequest is the body of POST /v1/vms/{vm}/processes, with the fields
+// of ExecRequest: Command alone (a command line), Command with Args (no
+// shell), or Argv (no shell).
 type SpawnRequest struct {
 	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
 	Argv    []string          `json:"argv,omitempty"`
 	Cwd     string            `json:"cwd,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`

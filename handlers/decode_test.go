@@ -16,7 +16,7 @@ func TestValidateStructNamesJSONFields(t *testing.T) {
 		field string
 	}{
 		{"embedded", &execRequest{commandJSON: commandJSON{Command: "true", Cwd: "relative"}}, "cwd"},
-		{"embedded in spawn", &spawnRequest{commandJSON{Argv: []string{"a"}, Command: "b"}}, "command"},
+		{"embedded in spawn", &spawnRequest{commandJSON{Command: "b", Cwd: "relative"}}, "cwd"},
 		{"nested", &createTenantRequest{Name: "t", Quotas: quotasJSON{MaxVMs: ptr(-1)}}, "quotas.maxVms"},
 		{"top level", &openSessionRequest{Agent: "pi", PermissionPolicy: "sometimes"}, "permissionPolicy"},
 		{"pointer to struct", &openSessionRequest{Agent: "pi", PermissionDefault: &gateway.PermissionDefault{Decision: "maybe", TimeoutSeconds: 1}}, "permissionDefault.decision"},

@@ -25,7 +25,7 @@ type execRequest struct {
 	Stdin          *string `json:"stdin"`
 	StdinEncoding  string  `json:"stdinEncoding" validate:"omitempty,oneof=utf8 base64"`
 	TimeoutMs      int64   `json:"timeoutMs" validate:"gte=0,lte=86400000"`
-	MaxOutputBytes int     `json:"maxOutputBytes" validate:"gte=0,lte=67108864"`
+	MaxOutputBytes int     `json:"maxOutputBytes" validate:"gte=0,lte=16777216"`
 }
 
 // execResultJSON is the answer of a buffered exec.
@@ -48,11 +48,41 @@ type outputJSON struct {
 	TS       string `json:"ts"`
 }
 
+// encodeBytes returns output as JSON text: as is when it is text, base64
+// when it is not valid UTF-8 or is binary (see isBinary).
 func encodeBytes(b []byte) (string, string) {
-	if utf8.Valid(b) {
+	if utf8.Valid(b) && !isBinary(b) {
 		return string(b), "utf8"
 	}
 	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+// isBinary reports whether b is better sent as base64: it holds a NUL byte,
+// more than one control byte (other than tab, newline and carriage return)
+// in ten, or would more than double in size as a JSON string. Control bytes
+// and <, >, & take six bytes each there (\u0000), so such output sent as
+// text would make the answer several times the output; base64 is 4/3.
+func isBinary(b []byte) bool {
+	control, escaped := 0, 0
+	for _, c := range b {
+		switch {
+		case c == 0:
+			return true
+		case c == '\t', c == '\n', c == '\r', c == '"', c == '\\':
+			escaped += 2
+		case c < 0x20:
+			control++
+			escaped += 6
+		case c == 0x7f:
+			control++
+			escaped++
+		case c == '<', c == '>', c == '&':
+			escaped += 6
+		default:
+			escaped++
+		}
+	}
+	return control*10 > len(b) || escaped > 2*len(b)
 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -61,29 +91,46 @@ func wantsEventStream(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// commandJSON is what to run, in exec and spawn bodies: a command line, or
-// an argv run without a shell.
+// commandJSON is what to run, in exec and spawn bodies: a command line
+// (command alone), a program and its arguments run without a shell (command
+// with args), or an argv run without a shell.
 type commandJSON struct {
-	Command string            `json:"command" validate:"required_without=Argv,excluded_with=Argv,max=131072"`
-	Argv    []string          `json:"argv" validate:"required_without=Command,omitempty,min=1,max=4096,dive,max=131072"`
+	Command string            `json:"command" validate:"max=131072"`
+	Args    []string          `json:"args" validate:"omitempty,max=4096,dive,max=131072"`
+	Argv    []string          `json:"argv" validate:"omitempty,max=4096,dive,max=131072"`
 	Cwd     string            `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
 	Env     map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
 }
 
-// check refuses what the tags cannot: a blank command line, or an argv
-// whose first word names no program.
-func (c commandJSON) check() error {
-	if strings.TrimSpace(c.Command) == "" && len(c.Argv) == 0 {
-		return gateway.Errorf(gateway.CodeInvalidArgument, "command or argv is required").WithDetail("field", "command")
+// resolve checks the combination of command, args and argv and returns the
+// command line or the argv to run (exactly one of them is set). An empty
+// args list still means "no shell": `{"command":"ls","args":[]}` runs ls.
+func (c commandJSON) resolve() (string, []string, error) {
+	switch {
+	case c.Argv != nil && (c.Command != "" || c.Args != nil):
+		return "", nil, gateway.Errorf(gateway.CodeInvalidArgument,
+			"argv cannot be combined with command or args: send argv alone, command alone (a command line), or command with args").WithDetail("field", "argv")
+	case c.Argv != nil:
+		if len(c.Argv) == 0 || c.Argv[0] == "" {
+			return "", nil, gateway.Errorf(gateway.CodeInvalidArgument, "argv[0] must name a program").WithDetail("field", "argv")
+		}
+		return "", c.Argv, nil
+	case c.Args != nil && c.Command == "":
+		return "", nil, gateway.Errorf(gateway.CodeInvalidArgument, "args needs command: the program the arguments are given to").WithDetail("field", "args")
+	case c.Args != nil:
+		return "", append([]string{c.Command}, c.Args...), nil
+	case strings.TrimSpace(c.Command) == "":
+		return "", nil, gateway.Errorf(gateway.CodeInvalidArgument, "command or argv is required").WithDetail("field", "command")
 	}
-	if len(c.Argv) > 0 && c.Argv[0] == "" {
-		return gateway.Errorf(gateway.CodeInvalidArgument, "argv[0] must name a program").WithDetail("field", "argv")
-	}
-	return nil
+	return c.Command, nil, nil
 }
 
 func (req *execRequest) toService() (vms.ExecRequest, error) {
-	out := vms.ExecRequest{Command: req.Command, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env,
+	command, argv, err := req.resolve()
+	if err != nil {
+		return vms.ExecRequest{}, err
+	}
+	out := vms.ExecRequest{Command: command, Argv: argv, Cwd: req.Cwd, Env: req.Env,
 		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, MaxOutputBytes: req.MaxOutputBytes}
 	if req.Stdin != nil {
 		out.Stdin = []byte(*req.Stdin)
@@ -95,7 +142,7 @@ func (req *execRequest) toService() (vms.ExecRequest, error) {
 			out.Stdin = b
 		}
 	}
-	return out, req.check()
+	return out, nil
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -114,11 +161,20 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	if _, err := s.vms.ExecTimeout(sreq.Timeout); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	p := principalFrom(r.Context())
 	vmID := pathParam(r, "vm")
 	if wantsEventStream(r) {
-		// Refuse an unusable VM with a status, before the stream starts.
+		// Refuse an unusable VM or a missing cwd with a status, before the
+		// stream starts.
 		if err := s.vms.Usable(r.Context(), p.tenant.ID, vmID); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if err := s.vms.CheckCwd(r.Context(), p.tenant.ID, vmID, sreq.Cwd); err != nil {
 			writeError(w, r, err)
 			return
 		}

@@ -29,14 +29,15 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if err := req.check(); err != nil {
+	command, argv, err := req.resolve()
+	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	p := principalFrom(r.Context())
 	vmID := pathParam(r, "vm")
 	s.idempotent(w, r, body, func(ctx context.Context) (int, any, error) {
-		info, err := s.vms.Spawn(ctx, p.tenant, vmID, vms.SpawnRequest{Command: req.Command, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env})
+		info, err := s.vms.Spawn(ctx, p.tenant, vmID, vms.SpawnRequest{Command: command, Argv: argv, Cwd: req.Cwd, Env: req.Env})
 		if err != nil {
 			return 0, nil, err
 		}
@@ -79,9 +80,10 @@ func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
 
 // processOutput streams a process's output. Event ids are output sequence
 // numbers; Last-Event-ID resumes from the process's bounded buffer, with a
-// gap event when the point asked for was already dropped. The stream ends
-// with an exit event {exitCode, signal}, or error when the process's end is
-// unknowable (VM disposed, sidecar died).
+// gap event when the point asked for was already dropped, and is refused
+// past the last sequence produced. The stream ends with an exit event
+// {exitCode, signal}, or error when the process's end is unknowable (VM
+// disposed, sidecar died).
 func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	after, _, err := lastEventID(r)
 	if err != nil {
@@ -93,6 +95,10 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if err := checkResume(after, p.Output().LastSeq()); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
 		return followLog(ctx, p.Output(), after, emit, outputEvent, func(last uint64, endErr error) []sseEvent {
 			exit, err := p.Exit()

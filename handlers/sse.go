@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/r3labs/sse/v2"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 // sseEvent is one event to send. An empty ID sends no id line; the events
@@ -191,4 +193,16 @@ func lastEventID(r *http.Request) (uint64, bool, error) {
 		return 0, false, err
 	}
 	return n, true, nil
+}
+
+// checkResume refuses a resume position past the last sequence a stream
+// has produced: no event ever had that id, so resuming there would silently
+// skip output (a running stream) or invent an id (an ended one). The wording
+// matches the session streams' refusal.
+func checkResume(after, last uint64) error {
+	if after <= last {
+		return nil
+	}
+	return gateway.Errorf(gateway.CodeInvalidArgument, "Last-Event-ID %d is beyond the stream's latest sequence %d", after, last).
+		WithDetail("field", "Last-Event-ID").WithDetail("latestSequence", last)
 }

@@ -2,6 +2,7 @@ package vms
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -17,15 +18,87 @@ type Chunk struct {
 	Time   time.Time `json:"ts"`
 }
 
-// ExecRequest is a one-shot command.
+// ExecRequest is a one-shot command: a command line (Command), or an argv
+// run without a shell.
 type ExecRequest struct {
-	Command        string
-	Argv           []string
-	Cwd            string
-	Env            map[string]string
-	Stdin          []byte
-	Timeout        time.Duration
+	Command string
+	Argv    []string
+	Cwd     string
+	Env     map[string]string
+	Stdin   []byte
+	// Timeout is the deadline; 0 means Config.ExecTimeoutDefault, and more
+	// than Config.ExecTimeoutMax is refused.
+	Timeout time.Duration
+	// MaxOutputBytes caps what is kept of each of stdout and stderr
+	// (0: DefaultMaxOutputBytes).
 	MaxOutputBytes int
+}
+
+// DefaultMaxOutputBytes is what a buffered exec keeps of each of its output
+// streams when the request does not say: an answer carries both streams in
+// one JSON document, so their size must stay reasonable by default.
+const DefaultMaxOutputBytes = 1 << 20
+
+// ExecTimeout resolves the deadline of an exec: the default when requested
+// is 0, or an invalid_argument error when it is above the maximum.
+func (s *Service) ExecTimeout(requested time.Duration) (time.Duration, error) {
+	switch {
+	case requested <= 0:
+		return s.cfg.ExecTimeoutDefault, nil
+	case requested > s.cfg.ExecTimeoutMax:
+		return 0, gateway.Errorf(gateway.CodeInvalidArgument, "timeoutMs %d is above the gateway's maximum exec deadline of %d ms",
+			requested.Milliseconds(), s.cfg.ExecTimeoutMax.Milliseconds()).
+			WithDetail("field", "timeoutMs").WithDetail("maximum", s.cfg.ExecTimeoutMax.Milliseconds())
+	}
+	return requested, nil
+}
+
+// CheckCwd refuses a working directory that does not exist in the VM or is
+// not a directory, so that nothing runs in a place the caller did not mean.
+// An empty cwd (the default, /workspace) is accepted.
+func (s *Service) CheckCwd(ctx context.Context, tenantID, vmID, cwd string) error {
+	_, err := s.lookupAt(ctx, tenantID, vmID, cwd)
+	return err
+}
+
+// lookupAt is lookup for a call that runs something in cwd: it also checks
+// that cwd is a directory of the VM (see CheckCwd).
+func (s *Service) lookupAt(ctx context.Context, tenantID, vmID, cwd string) (*liveVM, error) {
+	lv, err := s.lookup(ctx, tenantID, vmID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCwd(ctx, lv.vm, cwd); err != nil {
+		return nil, err
+	}
+	return lv, nil
+}
+
+func checkCwd(ctx context.Context, vm *agentos.VM, cwd string) error {
+	if cwd == "" {
+		return nil
+	}
+	info, err := vm.Stat(ctx, cwd)
+	var rej *agentos.RejectedError
+	switch {
+	case errors.Is(err, agentos.ErrNotFound):
+		return gateway.Errorf(gateway.CodeInvalidArgument, "cwd %s does not exist in the VM", cwd).WithDetail("field", "cwd")
+	case errors.As(err, &rej) && rej.Errno == "ENOTDIR", err == nil && !info.IsDir:
+		return gateway.Errorf(gateway.CodeInvalidArgument, "cwd %s is not a directory", cwd).WithDetail("field", "cwd")
+	case err != nil:
+		return EngineError(err, "check cwd")
+	}
+	return nil
+}
+
+// launchError maps the failure of a launch: a program that does not exist
+// is the caller's mistake, said in the gateway's words.
+func launchError(err error, what string) error {
+	var nf *agentos.CommandNotFoundError
+	if errors.As(err, &nf) {
+		return gateway.Wrap(gateway.CodeInvalidArgument, err, "command not found: %s", nf.Name).WithDetail("field", "command")
+	}
+	return EngineError(err, what)
 }
 
 // ExecResult is a finished one-shot command.
@@ -61,7 +134,11 @@ func (s *Service) countProcess(tenant gateway.Tenant) (func(), error) {
 // Exec runs a command to completion. onOutput, when set, receives the output
 // as it arrives (for streamed exec) and must not block.
 func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, req ExecRequest, onOutput func(Chunk)) (*ExecResult, error) {
-	lv, err := s.lookup(ctx, tenant.ID, vmID)
+	timeout, err := s.ExecTimeout(req.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	lv, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +148,11 @@ func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, 
 	}
 	defer release()
 	defer lv.hold(s.cfg.Now())()
-	opts := agentos.ExecOptions{Cwd: req.Cwd, Env: req.Env, Stdin: req.Stdin, Timeout: req.Timeout, MaxOutputBytes: req.MaxOutputBytes}
+	maxOut := req.MaxOutputBytes
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutputBytes
+	}
+	opts := agentos.ExecOptions{Cwd: req.Cwd, Env: req.Env, Stdin: req.Stdin, Timeout: timeout, MaxOutputBytes: maxOut}
 	if onOutput != nil {
 		opts.OnOutput = func(o agentos.Output) { onOutput(Chunk{Stream: o.Stream.String(), Data: o.Data, Time: o.Time}) }
 	}
@@ -82,7 +163,7 @@ func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, 
 		res, err = lv.vm.Exec(ctx, req.Command, opts)
 	}
 	if err != nil {
-		return nil, EngineError(err, "exec")
+		return nil, launchError(err, "exec")
 	}
 	return &ExecResult{
 		ExitCode: res.ExitCode, Signal: res.Signal, Stdout: res.Stdout, Stderr: res.Stderr,
@@ -177,7 +258,7 @@ func (p *Process) Info() ProcessInfo {
 // Spawn starts a process whose output is kept in a bounded log for
 // streaming and resuming.
 func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string, req SpawnRequest) (ProcessInfo, error) {
-	lv, err := s.lookup(ctx, tenant.ID, vmID)
+	lv, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
 		return ProcessInfo{}, err
 	}
@@ -197,7 +278,7 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 	}
 	if err != nil {
 		release()
-		return ProcessInfo{}, EngineError(err, "spawn")
+		return ProcessInfo{}, launchError(err, "spawn")
 	}
 	p := &Process{pid: ap.Pid(), ap: ap, out: out, done: make(chan struct{})}
 	lv.mu.Lock()

@@ -61,8 +61,11 @@ type Config struct {
 	// PurgeInterval is how often ended records past Retention are purged
 	// (default: a tenth of Retention, at least 1 s and at most 1 h).
 	PurgeInterval time.Duration
-	Log           zerolog.Logger
-	Now           func() time.Time
+	// ExecTimeoutDefault is the deadline of an exec that sets none (default
+	// 10 min); ExecTimeoutMax is the longest one may ask for (default 1 h).
+	ExecTimeoutDefault, ExecTimeoutMax time.Duration
+	Log                                zerolog.Logger
+	Now                                func() time.Time
 }
 
 // Service runs VMs for tenants.
@@ -92,6 +95,13 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	if cfg.EventBufferBytes <= 0 {
 		cfg.EventBufferBytes = 256 << 10
 	}
+	if cfg.ExecTimeoutDefault <= 0 {
+		cfg.ExecTimeoutDefault = 10 * time.Minute
+	}
+	if cfg.ExecTimeoutMax <= 0 {
+		cfg.ExecTimeoutMax = time.Hour
+	}
+	cfg.ExecTimeoutDefault = min(cfg.ExecTimeoutDefault, cfg.ExecTimeoutMax)
 	if cfg.IdleCheck <= 0 {
 		cfg.IdleCheck = time.Second
 	}

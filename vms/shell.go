@@ -30,7 +30,7 @@ func (sh *Shell) Output() *Log[Chunk] { return sh.out }
 
 // OpenShell starts a shell.
 func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID string, req ShellRequest) (*Shell, error) {
-	lv, err := s.lookup(ctx, tenant.ID, vmID)
+	lv, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
 		return nil, err
 	}

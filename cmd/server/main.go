@@ -89,6 +89,8 @@ type config struct {
 	maxFileBytes       int64
 	maxPromptBytes     int64
 	outputBufferBytes  int
+	execTimeoutDefault time.Duration
+	execTimeoutMax     time.Duration
 	shutdownGrace      time.Duration
 	heartbeat          time.Duration
 	permissionDefault  gateway.PermissionDefault
@@ -132,6 +134,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("max-file-bytes", "1073741824", "largest file upload")
 	num("max-prompt-bytes", "8388608", "largest prompt body (prompts may carry images; the engine takes frames up to 16 MiB)")
 	num("output-buffer-bytes", "1048576", "replay buffer per process and shell for Last-Event-ID")
+	num("exec-timeout-default", "10m", "deadline of an exec that sets no timeoutMs")
+	num("exec-timeout-max", "1h", "largest timeoutMs an exec may ask for")
 	num("shutdown-grace", "20s", "time in-flight requests get to finish on SIGTERM")
 	num("heartbeat", "15s", "SSE heartbeat period")
 	var decision string
@@ -182,6 +186,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.maxFileBytes = int64(atoi("max-file-bytes"))
 	c.maxPromptBytes = int64(atoi("max-prompt-bytes"))
 	c.outputBufferBytes = atoi("output-buffer-bytes")
+	c.execTimeoutDefault = dur("exec-timeout-default")
+	c.execTimeoutMax = dur("exec-timeout-max")
+	if c.execTimeoutDefault <= 0 || c.execTimeoutDefault > c.execTimeoutMax {
+		err = errors.Join(err, errors.New("--exec-timeout-default must be positive and at most --exec-timeout-max"))
+	}
 	c.shutdownGrace = dur("shutdown-grace")
 	c.heartbeat = dur("heartbeat")
 	c.sessionPurge = dur("session-purge-interval")
@@ -260,7 +269,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			log.Error().Err(err).Str("sidecar", info.ID).Int("pid", info.Pid).Msg("sidecar died; its VMs are lost")
 		},
 	})
-	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention, Log: log}, db, poolAdapter{pool})
+	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
+		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Log: log}, db, poolAdapter{pool})
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
