@@ -64,10 +64,10 @@ func wantsEventStream(r *http.Request) bool {
 // commandJSON is what to run, in exec and spawn bodies: a command line, or
 // an argv run without a shell.
 type commandJSON struct {
-	Command string            `json:"command" validate:"required_without=Argv,excluded_with=Argv,max=131072"`
-	Argv    []string          `json:"argv" validate:"required_without=Command,omitempty,min=1,max=4096,dive,max=131072"`
-	Cwd     string            `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
-	Env     map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
+	Command string            `json:"command" validate:"required_without=Argv,excluded_with=Argv,max=131072,nonul"`
+	Argv    []string          `json:"argv" validate:"required_without=Command,omitempty,min=1,max=4096,dive,max=131072,nonul"`
+	Cwd     string            `json:"cwd" validate:"omitempty,startswith=/,max=4096,nonul"`
+	Env     map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
 }
 
 // check refuses what the tags cannot: a blank command line, or an argv
