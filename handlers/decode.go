@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -71,11 +72,28 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 // requestTypes are the bodies the handlers decode. A JSON type error names
 // its innermost Go struct; the field's wants are read from that struct, found
 // here with every struct it holds.
-var requestTypes = structsByName(
+var requestTypes = structsByName(requestBodies...)
+
+// requestBodies are the request body types, one of each.
+var requestBodies = []any{
 	createVMRequest{}, execRequest{}, spawnRequest{}, signalRequest{}, openShellRequest{}, resizeRequest{},
 	mkdirRequest{}, moveRequest{}, createTenantRequest{}, updateTenantRequest{}, openSessionRequest{},
-	promptRequest{}, answerPermissionRequest{}, setConfigRequest{},
-)
+	promptRequest{}, answerPermissionRequest{}, setConfigRequest{}, gateway.PermissionDefault{},
+}
+
+// embeddedStructs are the Go names of the untagged embedded structs of the
+// request types.
+var embeddedStructs = func() map[string]bool {
+	out := map[string]bool{}
+	for _, t := range requestTypes {
+		for i := range t.NumField() {
+			if f := t.Field(i); f.Anonymous && f.Tag.Get("json") == "" {
+				out[f.Name] = true
+			}
+		}
+	}
+	return out
+}()
 
 func structsByName(vs ...any) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
@@ -137,17 +155,20 @@ func typeError(typ *json.UnmarshalTypeError) error {
 	if typ.Field == "" {
 		return gateway.Wrap(gateway.CodeInvalidArgument, typ, "the body must be a JSON object")
 	}
-	segs := strings.Split(typ.Field, ".")
+	// encoding/json names untagged embedded structs in the path; JSON
+	// flattens them.
+	segs := slices.DeleteFunc(strings.Split(typ.Field, "."), func(s string) bool { return embeddedStructs[s] })
+	field := strings.Join(segs, ".")
 	if st, ok := requestTypes[typ.Struct]; ok {
 		// The path starts at the body; the struct is the innermost one, so
 		// the path's tail is the struct's own field.
 		for i := range segs {
 			if t, sf, ok := walkJSONPath(st, segs[i:]); ok {
-				return typeMismatch(typ.Field, t, sf, typ.Value, typ)
+				return typeMismatch(field, t, sf, typ.Value, typ)
 			}
 		}
 	}
-	return typeMismatch(typ.Field, typ.Type, reflect.StructField{}, typ.Value, typ)
+	return typeMismatch(field, typ.Type, reflect.StructField{}, typ.Value, typ)
 }
 
 // walkJSONPath follows a JSON path from a struct type to the type it ends
@@ -435,6 +456,11 @@ func failureMessage(fe validator.FieldError, loc location) string {
 	param := fe.Param()
 	switch fe.Tag() {
 	case "required":
+		if isNumber(kind) {
+			// A number is required by being non-zero: 0 is as wrong as
+			// nothing.
+			return numberMessage(subject, kind, loc)
+		}
 		return subject + " is required"
 	case "required_without":
 		return fmt.Sprintf("either %q or %q is required", loc.name, jsonNameOf(loc.parent, param))
@@ -497,6 +523,24 @@ func sizeMessage(subject, tag, param string, kind reflect.Kind, loc location) st
 			return fmt.Sprintf("%s must be at least %s", subject, param)
 		}
 		return fmt.Sprintf("%s must be at most %s", subject, param)
+	}
+	return numberMessage(subject, kind, loc)
+}
+
+func isNumber(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
+}
+
+// numberMessage words the range of a number field from its validate tag.
+func numberMessage(subject string, kind reflect.Kind, loc location) string {
+	if loc.field.Type == nil {
+		return subject + " is out of range"
 	}
 	t := derefType(loc.field.Type)
 	tag2 := loc.field.Tag.Get("validate")
