@@ -100,7 +100,7 @@ func checkLimits(limits map[string]any) error {
 
 // limitName matches the limits an engine refusal names, in either of the
 // engine's spellings (camelCase or snake_case).
-var limitName = regexp.MustCompile(`limits\.[A-Za-z0-9]+\.[A-Za-z0-9_]+`)
+var limitName = regexp.MustCompile(`limits\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+`)
 
 // refusedLimits returns the documented names of the limits an engine
 // refusal names, so the caller learns which ones without the engine's words.
