@@ -76,9 +76,9 @@ func TestRefusedLimits(t *testing.T) {
 	for msg, want := range map[string][]string{
 		"limits.acp.maxCompletedMessageBytes (67108864) must be <= limits.acp.maxTurnOutputBytes (0)": {"limits.acp.maxCompletedMessageBytes", "limits.acp.maxTurnOutputBytes"},
 		"limits.js_runtime.v8_heap_limit_mb must be greater than zero":                                {"limits.jsRuntime.v8HeapLimitMb"},
-		"limits.plugins.max_persisted_manifest_bytes must be greater than zero":                        {"limits.plugins.maxPersistedManifestBytes"},
-		"build root filesystem: bundled base filesystem contains 15647 bytes, exceeding limit 0":       nil,
-		"limits.nothing.here and limits.reactor.maxTasks twice limits.reactor.maxTasks":                {"limits.reactor.maxTasks"},
+		"limits.plugins.max_persisted_manifest_bytes must be greater than zero":                       {"limits.plugins.maxPersistedManifestBytes"},
+		"build root filesystem: bundled base filesystem contains 15647 bytes, exceeding limit 0":      nil,
+		"limits.nothing.here and limits.reactor.maxTasks twice limits.reactor.maxTasks":               {"limits.reactor.maxTasks"},
 	} {
 		if got := refusedLimits(msg); !slices.Equal(got, want) {
 			t.Errorf("refusedLimits(%q) = %v, want %v", msg, got, want)
