@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,7 +53,12 @@ func validEnvKey(s string) bool { return s != "" && !strings.ContainsAny(s, "=\x
 // decodeJSON reads one JSON object into v, rejecting unknown fields, trailing
 // data and bodies over the limit, then validates it.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	body := http.MaxBytesReader(w, r.Body, limit)
+	body := bufio.NewReader(http.MaxBytesReader(w, r.Body, limit))
+	// encoding/json reads null into a struct as nothing at all; a body of
+	// null would then pass as {}.
+	if b, err := peekNonSpace(body); err == nil && b != '{' {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "the body must be a JSON object")
+	}
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -67,6 +73,23 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		return gateway.Errorf(gateway.CodeInvalidArgument, "the body must hold a single JSON object")
 	}
 	return validateStruct(v)
+}
+
+// peekNonSpace returns the first byte of r after JSON white space, without
+// consuming it.
+func peekNonSpace(r *bufio.Reader) (byte, error) {
+	for {
+		b, err := r.Peek(1)
+		if err != nil {
+			return 0, err
+		}
+		switch b[0] {
+		case ' ', '\t', '\n', '\r':
+			_, _ = r.ReadByte()
+		default:
+			return b[0], nil
+		}
+	}
 }
 
 // requestTypes are the bodies the handlers decode. A JSON type error names

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -27,6 +28,11 @@ func FuzzDecodeJSON(f *testing.F) {
 		for _, b := range requestBodies {
 			v := reflect.New(reflect.TypeOf(b)).Interface()
 			if err := decodeJSONBytes(body, 4096, v); err != nil {
+				checkClean(t, err)
+			}
+			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+			v = reflect.New(reflect.TypeOf(b)).Interface()
+			if err := decodeJSON(httptest.NewRecorder(), r, 4096, v); err != nil {
 				checkClean(t, err)
 			}
 		}

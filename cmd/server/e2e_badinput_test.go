@@ -57,6 +57,8 @@ func TestE2EBadInput(t *testing.T) {
 		{"empty body", "POST", "/v1/vms", "", nil, 400, "invalid_argument", ""},
 		{"array body", "POST", "/v1/vms", `[]`, nil, 400, "invalid_argument", ""},
 		{"string body", "POST", "/v1/vms", `"x"`, nil, 400, "invalid_argument", ""},
+		{"null body", "POST", "/v1/vms", `null`, nil, 400, "invalid_argument", ""},
+		{"null body to a shell", "POST", vmPath + "/shells", ` null`, nil, 400, "invalid_argument", ""},
 		{"array body to exec", "POST", vmPath + "/exec", `[{"command":"true"}]`, nil, 400, "invalid_argument", ""},
 		{"number body to a shell", "POST", vmPath + "/shells", `5`, nil, 400, "invalid_argument", ""},
 		{"truncated JSON", "POST", vmPath + "/processes", `{"argv":["a"`, nil, 400, "invalid_argument", ""},
