@@ -24,8 +24,8 @@ var validate = newValidator()
 // own tags:
 //   - nonul: a string without NUL bytes (the engine's strings end at the
 //     first one, so "x\x00y" would silently become "x");
-//   - envkey: an environment variable name: no "=" (the guest would read
-//     "A=B" = "x" as A with value "B=x") and no NUL.
+//   - envkey: an environment variable name: no "=" (the guest would read the
+//     entry "A=B=x" as the variable A with the value "B=x") and no NUL.
 func newValidator() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	// Report JSON field names, not Go ones.
@@ -500,7 +500,7 @@ func failureMessage(fe validator.FieldError, loc location) string {
 		return subject + " must not contain NUL bytes"
 	case "envkey":
 		return subject + ` is not a valid environment variable name: it must not be empty or contain "=" or NUL bytes`
-	case "min", "max", "gte", "lte", "len":
+	case "min", "max", "gte", "lte":
 		return sizeMessage(subject, fe.Tag(), param, kind, loc)
 	}
 	return subject + " is not valid"
@@ -511,9 +511,6 @@ func failureMessage(fe validator.FieldError, loc location) string {
 func sizeMessage(subject, tag, param string, kind reflect.Kind, loc location) string {
 	n, _ := strconv.Atoi(param)
 	atLeast := tag == "min" || tag == "gte"
-	if tag == "len" {
-		atLeast = false
-	}
 	unit := func(one, many string) string {
 		if n == 1 {
 			return one
