@@ -182,7 +182,7 @@ func (s *Server) unloadSession(w http.ResponseWriter, r *http.Request) {
 // promptRequest is the body of POST .../sessions/{session}/prompt.
 type promptRequest struct {
 	Content        json.RawMessage `json:"content"`
-	IdempotencyKey string          `json:"idempotencyKey" validate:"max=255"`
+	IdempotencyKey string          `json:"idempotencyKey" validate:"max=255,nonul"`
 }
 
 // promptAcceptedJSON answers an asynchronous prompt.
@@ -264,7 +264,7 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) {
 
 // answerPermissionRequest is the body of POST .../permissions/{request}.
 type answerPermissionRequest struct {
-	OptionID string `json:"optionId" validate:"required,max=256"`
+	OptionID string `json:"optionId" validate:"required,max=256,nonul"`
 }
 
 func (s *Server) answerPermission(w http.ResponseWriter, r *http.Request) {
