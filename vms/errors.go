@@ -63,24 +63,35 @@ func EngineError(err error, what string) error {
 	return gateway.Wrap(gateway.CodeInternal, err, "%s failed", what)
 }
 
-// createError maps a failed VM creation. With limits given, a refusal of
-// the engine is theirs: the gateway checks their shape, but some limits must
-// not exceed others, and some small values leave the VM no room to boot,
-// which only the engine knows. That is the caller's fault, not an internal
-// error; the limits the engine named are listed, in the documented spelling.
-func createError(err error, withLimits bool) error {
+// createError maps a failed VM creation. With limits given, the engine's
+// refusal of the create request is theirs: the gateway checks their shape,
+// but some limits must not exceed others, and some small values leave the VM
+// no room to boot, which only the engine knows. That is the caller's fault,
+// not an internal error; the limits the engine named are listed in the
+// documented spelling, and details.field names one the caller gave.
+func createError(err error, limits map[string]any) error {
 	var rej *agentos.RejectedError
-	if withLimits && errors.As(err, &rej) {
-		names := refusedLimits(rej.Message)
-		e := gateway.Wrap(gateway.CodeInvalidArgument, err, "create vm: the engine refused the limits given")
-		if len(names) > 0 {
-			e.Message += " (" + strings.Join(names, ", ") + "): some limits must not exceed others, see the documentation of limits"
-			return e.WithDetail("field", names[0])
-		}
+	if len(limits) == 0 || !errors.As(err, &rej) || rej.Op != "CreateVMRequest" {
+		return EngineError(err, "create vm")
+	}
+	e := gateway.Wrap(gateway.CodeInvalidArgument, err, "create vm: the engine refused the limits given")
+	names := refusedLimits(rej.Message)
+	if len(names) == 0 {
 		e.Message += ": values this small leave the VM no room to start"
 		return e.WithDetail("field", "limits")
 	}
-	return EngineError(err, "create vm")
+	e.Message += " (" + strings.Join(names, ", ") + "): some limits must not exceed others, see the documentation of limits"
+	field := names[0]
+	for _, n := range names {
+		parts := strings.SplitN(n, ".", 3)
+		if section, ok := limits[parts[1]].(map[string]any); ok {
+			if _, given := section[parts[2]]; given {
+				field = n
+				break
+			}
+		}
+	}
+	return e.WithDetail("field", field)
 }
 
 func errnoCode(errno string) gateway.Code {

@@ -50,17 +50,30 @@ func TestEngineErrorWording(t *testing.T) {
 // A refusal of a create with limits is the limits' fault, named in the
 // documented spelling; without limits it stays the engine's.
 func TestCreateErrorBlamesLimits(t *testing.T) {
-	rej := &agentos.RejectedError{Op: "CreateVMRequest", Code: "invalid_state", Message: "limits.acp.max_prompt_bytes must be greater than zero; /tmp/x"}
-	var ge *gateway.Error
-	if err := createError(rej, true); !errors.As(err, &ge) || ge.Code != gateway.CodeInvalidArgument || ge.Details["field"] != "limits.acp.maxPromptBytes" || strings.Contains(ge.Message, "/tmp") || strings.Contains(ge.Message, "max_prompt") {
-		t.Fatalf("with limits: %v", err)
-	}
-	boot := &agentos.RejectedError{Op: "CreateVMRequest", Message: "build root filesystem: bundled base filesystem contains 15647 bytes, exceeding limit 0"}
-	if err := createError(boot, true); !errors.As(err, &ge) || ge.Code != gateway.CodeInvalidArgument || ge.Details["field"] != "limits" || strings.Contains(ge.Message, "bundled") {
-		t.Fatalf("too small to boot: %v", err)
-	}
-	if err := createError(rej, false); gateway.ErrorCode(err) != gateway.CodeInternal {
-		t.Fatalf("without limits: %v", err)
+	given := map[string]any{"acp": map[string]any{"maxTurnOutputBytes": 1.0}}
+	for _, c := range []struct {
+		name   string
+		err    error
+		limits map[string]any
+		code   gateway.Code
+		field  string
+	}{
+		{"named, the given one", &agentos.RejectedError{Op: "CreateVMRequest", Message: "limits.acp.maxCompletedMessageBytes (67108864) must be <= limits.acp.maxTurnOutputBytes (1); /tmp/x"}, given, gateway.CodeInvalidArgument, "limits.acp.maxTurnOutputBytes"},
+		{"named in snake case", &agentos.RejectedError{Op: "CreateVMRequest", Message: "limits.acp.max_prompt_bytes must be greater than zero"}, given, gateway.CodeInvalidArgument, "limits.acp.maxPromptBytes"},
+		{"too small to boot", &agentos.RejectedError{Op: "CreateVMRequest", Message: "build root filesystem: bundled base filesystem contains 15647 bytes, exceeding limit 1"}, given, gateway.CodeInvalidArgument, "limits"},
+		{"without limits", &agentos.RejectedError{Op: "CreateVMRequest", Message: "limits.acp.max_prompt_bytes must be greater than zero"}, nil, gateway.CodeInternal, ""},
+		{"another request", &agentos.RejectedError{Op: "ConfigureVMRequest", Message: "mount failed"}, given, gateway.CodeInternal, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := createError(fmt.Errorf("agentos: create vm: %w", c.err), c.limits)
+			var ge *gateway.Error
+			if !errors.As(err, &ge) || ge.Code != c.code || (c.field != "" && ge.Details["field"] != c.field) {
+				t.Fatalf("createError = %v (%v), want %s on %q", err, ge.Details, c.code, c.field)
+			}
+			if strings.Contains(ge.Message, "/tmp") || strings.Contains(ge.Message, "_bytes") || strings.Contains(ge.Message, "bundled") {
+				t.Errorf("message %q shows the engine's words", ge.Message)
+			}
+		})
 	}
 }
 

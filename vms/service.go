@@ -222,7 +222,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	vm, err := lease.Sidecar().CreateVM(ctx, opts)
 	if err != nil {
 		lease.Release()
-		return fail(createError(err, len(spec.Limits) > 0))
+		return fail(createError(err, spec.Limits))
 	}
 	lv := &liveVM{
 		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,

@@ -89,7 +89,7 @@ func TestE2EBadInput(t *testing.T) {
 		{"negative limit", "POST", "/v1/vms", `{"limits":{"resources":{"maxProcesses":-1}}}`, nil, 400, "invalid_argument", "limits.resources.maxProcesses"},
 		{"zero limit the engine refuses", "POST", "/v1/vms", `{"limits":{"reactor":{"maxTasks":0}}}`, nil, 400, "invalid_argument", "limits.reactor.maxTasks"},
 		{"huge limit", "POST", "/v1/vms", `{"limits":{"acp":{"maxPromptBytes":1e300}}}`, nil, 400, "invalid_argument", "limits.acp.maxPromptBytes"},
-		{"limits the engine finds inconsistent", "POST", "/v1/vms", `{"limits":{"acp":{"maxTurnOutputBytes":1}}}`, nil, 400, "invalid_argument", "limits.acp.maxCompletedMessageBytes"},
+		{"limits the engine finds inconsistent", "POST", "/v1/vms", `{"limits":{"acp":{"maxTurnOutputBytes":1}}}`, nil, 400, "invalid_argument", "limits.acp.maxTurnOutputBytes"},
 		{"limits too small to boot", "POST", "/v1/vms", `{"limits":{"resources":{"maxFilesystemBytes":1}}}`, nil, 400, "invalid_argument", "limits"},
 		{"limits section not an object", "POST", "/v1/vms", `{"limits":{"reactor":[]}}`, nil, 400, "invalid_argument", "limits.reactor"},
 		{"unknown permission", "POST", "/v1/vms", `{"permissions":{"gpu":"allow"}}`, nil, 400, "invalid_argument", "permissions.gpu"},
