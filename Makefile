@@ -55,6 +55,9 @@ bench: setup
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzUnmarshalFrame -fuzztime 30s ./agentos/protocol/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime 30s ./handlers/
+	$(GO) test -run '^$$' -fuzz '^FuzzQueryParams$$' -fuzztime 30s ./handlers/
+	$(GO) test -run '^$$' -fuzz '^FuzzLastEventID$$' -fuzztime 30s ./handlers/
 
 generate:
 	$(GO) generate ./...

@@ -79,6 +79,13 @@ func (e Engine) PackagePath(npmName string) string {
 	return filepath.Join(e.PackagesDir, filepath.FromSlash(npmName), "dist", "package.aospkg")
 }
 
+// Installed reports whether the npm software package npmName (such as
+// "@agentos-software/pi") is installed: its .aospkg file is there.
+func (e Engine) Installed(npmName string) bool {
+	st, err := os.Stat(e.PackagePath(npmName))
+	return err == nil && st.Mode().IsRegular()
+}
+
 // DefaultSoftware is what @agentos-software/common expands to, in the order the
 // official SDK mounts it.
 var DefaultSoftware = []string{

@@ -99,6 +99,10 @@ func newRejectedError(op string, r protocol.RejectedResponse) *RejectedError {
 		e.Errno = *r.Errno
 	} else if i := strings.IndexByte(r.Message, ':'); i > 1 && isErrnoName(r.Message[:i]) {
 		e.Errno = r.Message[:i]
+	} else if strings.HasPrefix(r.Message, "command not found") {
+		// The engine says so of a program missing from the guest's PATH,
+		// without an errno: it is the ENOENT of execve.
+		e.Errno = "ENOENT"
 	}
 	return e
 }

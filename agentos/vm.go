@@ -346,7 +346,8 @@ func (s *Sidecar) resolvePackages(opts VMOptions) ([]protocol.PackageDescriptor,
 			p = s.opts.Engine.PackagePath(sw)
 		}
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("%w: software %q not installed (%s)", ErrInvalidArgument, sw, p)
+			// The host path stays out of the message: it reaches clients.
+			return nil, fmt.Errorf("%w: software %q not installed", ErrInvalidArgument, sw)
 		}
 		if !slices.Contains(paths, p) {
 			paths = append(paths, p)

@@ -95,11 +95,11 @@ func wantsEventStream(r *http.Request) bool {
 // (command alone), a program and its arguments run without a shell (command
 // with args), or an argv run without a shell.
 type commandJSON struct {
-	Command string            `json:"command" validate:"max=131072"`
-	Args    []string          `json:"args" validate:"omitempty,max=4096,dive,max=131072"`
-	Argv    []string          `json:"argv" validate:"omitempty,max=4096,dive,max=131072"`
-	Cwd     string            `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
-	Env     map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
+	Command string            `json:"command" validate:"max=131072,nonul"`
+	Args    []string          `json:"args" validate:"omitempty,max=4096,dive,max=131072,nonul"`
+	Argv    []string          `json:"argv" validate:"omitempty,max=4096,dive,max=131072,nonul"`
+	Cwd     string            `json:"cwd" validate:"omitempty,startswith=/,max=4096,nonul"`
+	Env     map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
 }
 
 // resolve checks the combination of command, args and argv and returns the

@@ -272,7 +272,7 @@ func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		return 0, gateway.Errorf(gateway.CodeInvalidArgument, "query parameter %s must be an integer in [%d, %d]", name, lo, hi).WithDetail("field", name)
+		return 0, gateway.Errorf(gateway.CodeInvalidArgument, "query parameter %s must be an integer from %d to %d", name, lo, hi).WithDetail("field", name)
 	}
 	return n, nil
 }

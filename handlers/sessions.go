@@ -16,13 +16,13 @@ import (
 type openSessionRequest struct {
 	SessionID              string                     `json:"sessionId" validate:"omitempty,max=128"`
 	Agent                  string                     `json:"agent" validate:"required,max=64"`
-	Cwd                    string                     `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
-	Env                    map[string]string          `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
-	AdditionalDirectories  []string                   `json:"additionalDirectories" validate:"omitempty,max=64,dive,startswith=/,max=4096"`
+	Cwd                    string                     `json:"cwd" validate:"omitempty,startswith=/,max=4096,nonul"`
+	Env                    map[string]string          `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
+	AdditionalDirectories  []string                   `json:"additionalDirectories" validate:"omitempty,max=64,dive,startswith=/,max=4096,nonul"`
 	MCPServers             json.RawMessage            `json:"mcpServers"`
 	PermissionPolicy       string                     `json:"permissionPolicy" validate:"omitempty,oneof=ask allow_all reject_all"`
 	PermissionDefault      *gateway.PermissionDefault `json:"permissionDefault"`
-	AdditionalInstructions string                     `json:"additionalInstructions" validate:"max=65536"`
+	AdditionalInstructions string                     `json:"additionalInstructions" validate:"max=65536,nonul"`
 }
 
 // sessionIDPattern keeps caller-chosen session ids safe in paths and logs.
@@ -182,7 +182,7 @@ func (s *Server) unloadSession(w http.ResponseWriter, r *http.Request) {
 // promptRequest is the body of POST .../sessions/{session}/prompt.
 type promptRequest struct {
 	Content        json.RawMessage `json:"content"`
-	IdempotencyKey string          `json:"idempotencyKey" validate:"max=255"`
+	IdempotencyKey string          `json:"idempotencyKey" validate:"max=255,nonul"`
 }
 
 // promptAcceptedJSON answers an asynchronous prompt.
@@ -264,7 +264,7 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) {
 
 // answerPermissionRequest is the body of POST .../permissions/{request}.
 type answerPermissionRequest struct {
-	OptionID string `json:"optionId" validate:"required,max=256"`
+	OptionID string `json:"optionId" validate:"required,max=256,nonul"`
 }
 
 func (s *Server) answerPermission(w http.ResponseWriter, r *http.Request) {

@@ -12,8 +12,8 @@ type openShellRequest struct {
 	Shell string            `json:"shell" validate:"omitempty,oneof=sh bash"`
 	Cols  uint16            `json:"cols" validate:"omitempty,min=1,max=1000"`
 	Rows  uint16            `json:"rows" validate:"omitempty,min=1,max=1000"`
-	Cwd   string            `json:"cwd" validate:"omitempty,startswith=/,max=4096"`
-	Env   map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,endkeys,max=65536"`
+	Cwd   string            `json:"cwd" validate:"omitempty,startswith=/,max=4096,nonul"`
+	Env   map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
 }
 
 func (s *Server) openShell(w http.ResponseWriter, r *http.Request) {

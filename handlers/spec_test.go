@@ -690,7 +690,7 @@ func TestGoValuesValidate(t *testing.T) {
 		{"VM", vmResource(gateway.VM{ID: "vm_1", State: gateway.VMReady, SidecarID: "sc_1", CreatedAt: now, UpdatedAt: now})},
 		{"VM", vmResource(gateway.VM{ID: "vm_1", State: gateway.VMLost, Reason: "sidecar died", CreatedAt: now, UpdatedAt: now,
 			Spec: gateway.VMSpec{Labels: map[string]string{"a": "b"}, Env: map[string]string{"A": "1"}, Permissions: map[string]any{"fs": "allow"},
-				Limits: map[string]any{"memoryMb": 512}, LoopbackExemptPorts: []uint16{3000}, Software: []string{"@agentos-software/pi"},
+				Limits: map[string]any{"resources": map[string]any{"maxProcesses": 64}}, LoopbackExemptPorts: []uint16{3000}, Software: []string{"@agentos-software/pi"},
 				Agents: []string{"pi"}, IdleTimeoutSeconds: 60}})},
 		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{"1"}, Cwd: "/", Running: true, StartedAt: now}},
 		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Exit: exit, StartedAt: now, ExitedAt: &now}},

@@ -190,7 +190,7 @@ func lastEventID(r *http.Request) (uint64, bool, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, false, err
+		return 0, false, gateway.Wrap(gateway.CodeInvalidArgument, err, "Last-Event-ID must be an event id: a non-negative integer").WithDetail("field", "Last-Event-ID")
 	}
 	return n, true, nil
 }

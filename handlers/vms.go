@@ -14,8 +14,8 @@ import (
 
 // createVMRequest is the body of POST /v1/vms.
 type createVMRequest struct {
-	Labels              map[string]string `json:"labels" validate:"omitempty,max=64,dive,keys,min=1,max=63,endkeys,max=256"`
-	Env                 map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,excludes=\u0000,endkeys,max=65536"`
+	Labels              map[string]string `json:"labels" validate:"omitempty,max=64,dive,keys,min=1,max=63,nonul,endkeys,max=256,nonul"`
+	Env                 map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
 	Permissions         map[string]any    `json:"permissions"`
 	Limits              map[string]any    `json:"limits"`
 	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts" validate:"omitempty,max=64,dive,min=1"`
@@ -29,14 +29,6 @@ func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
-	}
-	for _, sw := range req.Software {
-		// Software comes from the engine's install folder by package name;
-		// a host path would let a tenant mount any file of the host.
-		if strings.HasPrefix(sw, "/") || strings.Contains(sw, "..") {
-			writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "software %q must be a package name such as @agentos-software/pi", sw).WithDetail("field", "software"))
-			return
-		}
 	}
 	p := principalFrom(r.Context())
 	vm, err := s.vms.Create(r.Context(), p.tenant, gateway.VMSpec{

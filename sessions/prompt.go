@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
@@ -261,7 +262,7 @@ func (s *Service) RespondPermission(ctx context.Context, tenantID, keyID, vmID, 
 		found = found || o.OptionID == optionID
 	}
 	if !found {
-		return Answer{}, gateway.Errorf(gateway.CodeInvalidArgument, "optionId %q is not an option of request %s; its options are %v", optionID, requestID, ids).
+		return Answer{}, gateway.Errorf(gateway.CodeInvalidArgument, "optionId %q is not an option of request %s; its options are %s", optionID, requestID, strings.Join(ids, ", ")).
 			WithDetail("field", "optionId").WithDetail("options", ids)
 	}
 	clear := ls.r.answer(id, requestID, gateway.PermissionDecision{By: gateway.DecidedByAPI, KeyID: keyID, OptionID: optionID, At: s.cfg.Now().UTC()})

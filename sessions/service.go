@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -317,7 +318,17 @@ func (s *Service) checkAgent(ctx context.Context, vm *agentos.VM, agent string) 
 		}
 		known = append(known, a.ID)
 	}
-	return gateway.Errorf(gateway.CodeInvalidArgument, "unknown agent %q; this VM knows %v", agent, known).
+	// The engine lists only the agents the VM was created with; one the
+	// gateway can install is not unknown, just not installed here.
+	if _, ok := agentos.AgentPackages[agent]; ok {
+		return gateway.Errorf(gateway.CodeUnprocessable, "agent %q is not installed in this VM; create the VM with \"agents\": [%q]", agent, agent).
+			WithDetail("field", "agent").WithDetail("reason", "agent_not_installed")
+	}
+	msg := fmt.Sprintf("unknown agent %q; this VM has no agents", agent)
+	if len(known) > 0 {
+		msg = fmt.Sprintf("unknown agent %q; this VM has %s", agent, strings.Join(known, ", "))
+	}
+	return gateway.Errorf(gateway.CodeInvalidArgument, "%s", msg).
 		WithDetail("field", "agent").WithDetail("reason", "unknown_agent")
 }
 

@@ -10,7 +10,9 @@ import (
 )
 
 // EngineError turns an error of the agentos client into the gateway's error
-// type, so the HTTP layer maps one type to statuses in one place.
+// type, so the HTTP layer maps one type to statuses in one place. Messages
+// are the gateway's own: the engine's text (which may hold host paths and
+// its internal names) stays in the cause, for the logs.
 func EngineError(err error, what string) error {
 	if err == nil {
 		return nil
@@ -27,6 +29,7 @@ func EngineError(err error, what string) error {
 	)
 	switch {
 	case errors.Is(err, agentos.ErrInvalidArgument):
+		// The client's own refusals, worded by this code base.
 		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: %s", what, stripPrefix(err))
 	case errors.Is(err, agentos.ErrTimeout):
 		return gateway.Wrap(gateway.CodeDeadlineExceeded, err, "%s: deadline exceeded; the process was killed", what)
@@ -39,13 +42,17 @@ func EngineError(err error, what string) error {
 	case agentos.IsLaunchConflict(err):
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM stayed busy starting other processes; retry", what)
 	case errors.As(err, &launch):
-		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: the sidecar refused to launch %q: %s", what, launch.Command, rejectionMessage(launch.Err))
+		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: the VM could not start %q: %s", what, launch.Command, launchReason(launch.Err))
 	case errors.Is(err, agentos.ErrOutputOverflow):
 		return gateway.Wrap(gateway.CodeResourceExhausted, err, "%s: output buffer overflow", what)
 	case errors.As(err, &acp):
-		return gateway.Wrap(gateway.CodeConflict, err, "%s: %s: %s", what, acp.Code, acp.Message).WithDetail("agentCode", acp.Code)
+		return gateway.Wrap(gateway.CodeConflict, err, "%s: the agent refused the request (%s)", what, acp.Code).WithDetail("agentCode", acp.Code)
 	case errors.As(err, &rej):
-		return gateway.Wrap(errnoCode(rej.Errno), err, "%s: %s", what, rej.Message).WithDetail("errno", rej.Errno)
+		e := gateway.Wrap(errnoCode(rej.Errno), err, "%s: %s", what, errnoWords(rej.Errno))
+		if rej.Errno != "" {
+			e = e.WithDetail("errno", rej.Errno)
+		}
+		return e
 	case errors.Is(err, agentos.ErrNotFound):
 		return gateway.Wrap(gateway.CodeNotFound, err, "%s: not found", what)
 	case errors.Is(err, context.DeadlineExceeded):
@@ -56,16 +63,35 @@ func EngineError(err error, what string) error {
 	return gateway.Wrap(gateway.CodeInternal, err, "%s failed", what)
 }
 
-// createError maps a failed VM creation. The sidecar rejects a VM
-// configuration it cannot parse (the limits are the one part the gateway
-// hands over unchecked) with a code that says nothing of whose fault it is;
-// it is the caller's, not an internal error.
-func createError(err error) error {
+// createError maps a failed VM creation. With limits given, the engine's
+// refusal of the create request is theirs: the gateway checks their shape,
+// but some limits must not exceed others, and some small values leave the VM
+// no room to boot, which only the engine knows. That is the caller's fault,
+// not an internal error; the limits the engine named are listed in the
+// documented spelling, and details.field names one the caller gave.
+func createError(err error, limits map[string]any) error {
 	var rej *agentos.RejectedError
-	if errors.As(err, &rej) && strings.HasPrefix(rej.Message, "invalid create VM config") {
-		return gateway.Wrap(gateway.CodeInvalidArgument, err, "create vm: %s", rej.Message).WithDetail("field", "limits")
+	if len(limits) == 0 || !errors.As(err, &rej) || rej.Op != "CreateVMRequest" {
+		return EngineError(err, "create vm")
 	}
-	return EngineError(err, "create vm")
+	e := gateway.Wrap(gateway.CodeInvalidArgument, err, "create vm: the engine refused the limits given")
+	names := refusedLimits(rej.Message)
+	if len(names) == 0 {
+		e.Message += ": values this small leave the VM no room to start"
+		return e.WithDetail("field", "limits")
+	}
+	e.Message += " (" + strings.Join(names, ", ") + "): some limits must not exceed others, see the documentation of limits"
+	field := names[0]
+	for _, n := range names {
+		parts := strings.SplitN(n, ".", 3)
+		if section, ok := limits[parts[1]].(map[string]any); ok {
+			if _, given := section[parts[2]]; given {
+				field = n
+				break
+			}
+		}
+	}
+	return e.WithDetail("field", field)
 }
 
 func errnoCode(errno string) gateway.Code {
@@ -84,12 +110,59 @@ func errnoCode(errno string) gateway.Code {
 	return gateway.CodeInternal
 }
 
-func rejectionMessage(err error) string {
-	var rej *agentos.RejectedError
-	if errors.As(err, &rej) {
-		return rej.Message
+// errnoWords says what an errno the engine reported means, in the
+// gateway's words.
+func errnoWords(errno string) string {
+	switch errno {
+	case "ENOENT":
+		return "no such file or directory"
+	case "ESRCH":
+		return "no such process"
+	case "EEXIST":
+		return "it already exists"
+	case "ENOTEMPTY":
+		return "the directory is not empty"
+	case "EBUSY":
+		return "it is busy"
+	case "ENOTDIR":
+		return "a part of the path is not a directory"
+	case "EISDIR":
+		return "it is a directory"
+	case "EINVAL":
+		return "the engine refused the arguments"
+	case "ENAMETOOLONG":
+		return "the name is too long"
+	case "ELOOP":
+		return "too many levels of symbolic links"
+	case "EACCES", "EPERM":
+		return "permission denied"
+	case "EROFS":
+		return "the file system is read-only"
+	case "ENOSPC":
+		return "no space left in the VM"
+	case "EFBIG":
+		return "the file is too large"
+	case "EMFILE", "ENFILE":
+		return "too many open files"
+	case "":
+		return "the engine refused the request"
 	}
-	return err.Error()
+	return "the engine refused the request (" + errno + ")"
+}
+
+// launchReason says why a process could not start.
+func launchReason(err error) string {
+	var rej *agentos.RejectedError
+	if !errors.As(err, &rej) {
+		return "the engine refused to start it"
+	}
+	if rej.Errno == "ENOENT" {
+		return "command not found"
+	}
+	if rej.Errno == "" {
+		return "the engine refused to start it"
+	}
+	return errnoWords(rej.Errno)
 }
 
 func stripPrefix(err error) string {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -66,6 +67,15 @@ type Config struct {
 	ExecTimeoutDefault, ExecTimeoutMax time.Duration
 	Log                                zerolog.Logger
 	Now                                func() time.Time
+	// Software says which software packages the engine has installed, so
+	// that a VM asking for others is refused before any sidecar is asked
+	// (nil: the sidecar's own check applies).
+	Software Software
+}
+
+// Software is what the service needs of the engine's install folder.
+type Software interface {
+	Installed(pkg string) bool
 }
 
 // Service runs VMs for tenants.
@@ -187,7 +197,7 @@ func (s *Service) tenantLock(id string) *sync.Mutex {
 
 // Create creates a VM for a tenant.
 func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gateway.VMSpec) (gateway.VM, error) {
-	opts, err := vmOptions(spec, s.cfg.DataDir)
+	opts, err := vmOptions(spec, s.cfg)
 	if err != nil {
 		return gateway.VM{}, err
 	}
@@ -247,7 +257,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	vm, err := lease.Sidecar().CreateVM(ctx, opts)
 	if err != nil {
 		lease.Release()
-		return fail(createError(err))
+		return fail(createError(err, spec.Limits))
 	}
 	lv := &liveVM{
 		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
@@ -286,16 +296,35 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	return rec, nil
 }
 
-// vmOptions validates a spec and turns it into client options.
-func vmOptions(spec gateway.VMSpec, dataDir string) (agentos.VMOptions, error) {
+// vmOptions validates a spec and turns it into client options. (Env names
+// and values are checked where the request is decoded.)
+func vmOptions(spec gateway.VMSpec, cfg Config) (agentos.VMOptions, error) {
 	o := agentos.VMOptions{
 		Env: spec.Env, Software: spec.Software, Agents: spec.Agents, Limits: spec.Limits,
-		LoopbackExemptPorts: spec.LoopbackExemptPorts, DataDir: dataDir,
+		LoopbackExemptPorts: spec.LoopbackExemptPorts, DataDir: cfg.DataDir,
 	}
-	for _, a := range spec.Agents {
-		if _, ok := agentos.AgentPackages[a]; !ok {
-			return o, gateway.Errorf(gateway.CodeInvalidArgument, "unknown agent %q", a).WithDetail("field", "agents")
+	for i, sw := range spec.Software {
+		field := fmt.Sprintf("software[%d]", i)
+		// Software comes from the engine's install folder by package name;
+		// a host path would let a tenant mount any file of the host.
+		if !packageName.MatchString(sw) {
+			return o, gateway.Errorf(gateway.CodeInvalidArgument, "software %q must be a package name such as @agentos-software/pi", sw).WithDetail("field", field)
 		}
+		if cfg.Software != nil && !cfg.Software.Installed(sw) {
+			return o, gateway.Errorf(gateway.CodeInvalidArgument, "software %q is not installed in this gateway", sw).WithDetail("field", field)
+		}
+	}
+	for i, a := range spec.Agents {
+		pkg, ok := agentos.AgentPackages[a]
+		if !ok {
+			return o, gateway.Errorf(gateway.CodeInvalidArgument, "unknown agent %q", a).WithDetail("field", fmt.Sprintf("agents[%d]", i))
+		}
+		if cfg.Software != nil && !cfg.Software.Installed(pkg) {
+			return o, gateway.Errorf(gateway.CodeInvalidArgument, "agent %q is not installed in this gateway (its package %s is missing)", a, pkg).WithDetail("field", fmt.Sprintf("agents[%d]", i))
+		}
+	}
+	if err := checkLimits(spec.Limits); err != nil {
+		return o, err
 	}
 	if spec.Permissions != nil {
 		p, err := permissionsPolicy(spec.Permissions)
@@ -306,6 +335,10 @@ func vmOptions(spec gateway.VMSpec, dataDir string) (agentos.VMOptions, error) {
 	}
 	return o, nil
 }
+
+// packageName is an npm package name, optionally scoped: what the engine's
+// install folder holds, and nothing that reaches outside it.
+var packageName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$`)
 
 // permissionsPolicy accepts {"fs": "allow"|"deny"|"ask", "network": ..., "childProcess": ..., "process": ..., "env": ..., "hostFunction": ...}.
 func permissionsPolicy(m map[string]any) (*protocol.PermissionsPolicy, error) {

@@ -81,10 +81,10 @@ func TestE2EErrorCodes(t *testing.T) {
 			_, err := a.CreateVM(ctx, client.CreateVMRequest{IdleTimeoutSeconds: -1})
 			return err
 		}, fieldIs("idleTimeoutSeconds")},
-		{client.CodeInvalidArgument, 400, "limits the engine cannot parse", func() error {
+		{client.CodeInvalidArgument, 400, "unknown limits section", func() error {
 			_, err := a.CreateVM(ctx, client.CreateVMRequest{Limits: map[string]any{"bogus": 1}})
 			return err
-		}, fieldIs("limits")},
+		}, fieldIs("limits.bogus")},
 		{client.CodeInvalidArgument, 400, "path with ..", func() error {
 			_, err := a.ReadFile(ctx, vm.ID, "/workspace/../etc/passwd")
 			return err
