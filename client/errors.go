@@ -26,6 +26,10 @@ const (
 	CodeInternal          = "internal"
 	CodeUnavailable       = "unavailable"
 	CodeDeadlineExceeded  = "deadline_exceeded"
+	CodeMethodNotAllowed  = "method_not_allowed"
+	CodeRequestTimeout    = "request_timeout"
+	CodeHeadersTooLarge   = "headers_too_large"
+	CodeNotImplemented    = "not_implemented"
 )
 
 // Error is an answer of the gateway outside 2xx (an RFC 9457 problem), or the

@@ -103,7 +103,7 @@ func TestE2EBadInput(t *testing.T) {
 		{"unknown session agent", "POST", vmPath + "/sessions", `{"agent":"nobody"}`, nil, 400, "invalid_argument", "agent"},
 		// Validation of exec, spawn and shells.
 		{"neither command nor argv", "POST", vmPath + "/exec", `{}`, nil, 400, "invalid_argument", "command"},
-		{"command and argv", "POST", vmPath + "/processes", `{"command":"true","argv":["true"]}`, nil, 400, "invalid_argument", "command"},
+		{"command and argv", "POST", vmPath + "/processes", `{"command":"true","argv":["true"]}`, nil, 400, "invalid_argument", "argv"},
 		{"empty argv", "POST", vmPath + "/exec", `{"argv":[]}`, nil, 400, "invalid_argument", "argv"},
 		{"relative cwd", "POST", vmPath + "/exec", `{"command":"pwd","cwd":"tmp"}`, nil, 400, "invalid_argument", "cwd"},
 		{"command not found", "POST", vmPath + "/exec", `{"argv":["no-such-command"]}`, nil, 400, "invalid_argument", ""},

@@ -123,7 +123,7 @@ func TestE2EErrorCodes(t *testing.T) {
 			return e.raw("POST", vmPath+"/exec", testAdminKey, strings.NewReader(`{"command":"true"}`),
 				map[string]string{"Content-Type": "application/json", "Accept": "text/event-stream", "Idempotency-Key": strings.Repeat("k", 256)})
 		}, nil},
-		{client.CodeInvalidArgument, 400, "method not allowed", func() error { return e.raw("PUT", "/v1/vms", testAdminKey, nil, nil) }, nil},
+		{client.CodeMethodNotAllowed, 405, "method not allowed", func() error { return e.raw("PUT", "/v1/vms", testAdminKey, nil, nil) }, nil},
 		// unauthenticated
 		{client.CodeUnauthenticated, 401, "no key", func() error {
 			_, err := anon.GetVM(ctx, vm.ID)
@@ -260,7 +260,8 @@ func TestE2EErrorCodes(t *testing.T) {
 		t.Fatalf("%q", out)
 	}
 	for _, code := range []string{client.CodeInvalidArgument, client.CodeUnauthenticated, client.CodePermissionDenied, client.CodeNotFound,
-		client.CodeConflict, client.CodePayloadTooLarge, client.CodeUnprocessable, client.CodeResourceExhausted, client.CodeDeadlineExceeded} {
+		client.CodeConflict, client.CodePayloadTooLarge, client.CodeUnprocessable, client.CodeResourceExhausted, client.CodeDeadlineExceeded,
+		client.CodeMethodNotAllowed} {
 		if !seen[code] {
 			t.Errorf("code %s was not exercised", code)
 		}
