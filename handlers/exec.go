@@ -58,10 +58,13 @@ func encodeBytes(b []byte) (string, string) {
 }
 
 // isBinary reports whether b is better sent as base64: it holds a NUL byte,
-// more than one control byte (other than tab, newline and carriage return)
-// in ten, or would more than double in size as a JSON string. Control bytes
-// and <, >, & take six bytes each there (\u0000), so such output sent as
-// text would make the answer several times the output; base64 is 4/3.
+// more than one control byte (other than tab, newline, carriage return and
+// escape) in ten, or would more than double in size as a JSON string.
+// Control bytes and <, >, & take six bytes each there (\u0000), so such
+// output sent as text would make the answer several times the output;
+// base64 is 4/3. Escape is left out of the count because terminal output is
+// full of escape sequences and is text all the same; the size bound still
+// applies to it.
 func isBinary(b []byte) bool {
 	control, escaped := 0, 0
 	for _, c := range b {
@@ -70,6 +73,8 @@ func isBinary(b []byte) bool {
 			return true
 		case c == '\t', c == '\n', c == '\r', c == '"', c == '\\':
 			escaped += 2
+		case c == 0x1b:
+			escaped += 6
 		case c < 0x20:
 			control++
 			escaped += 6
