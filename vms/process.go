@@ -284,14 +284,20 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 	lv.mu.Lock()
 	lv.procs[p.pid] = p
 	lv.mu.Unlock()
-	s.wg.Add(1)
-	go s.awaitExit(lv, p, release)
+	if !s.goTracked(func() { s.awaitExit(lv, p, release) }) {
+		// Shutdown began while the process started: it disposes the VM and
+		// the process with it, and no watcher may start after its Wait.
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+		_ = ap.Kill(kctx)
+		cancel()
+		release()
+		return ProcessInfo{}, errShuttingDown()
+	}
 	return p.Info(), nil
 }
 
 // awaitExit records a process's end and closes its log.
 func (s *Service) awaitExit(lv *liveVM, p *Process, release func()) {
-	defer s.wg.Done()
 	defer release()
 	st, err := p.ap.Wait(context.Background())
 	p.mu.Lock()

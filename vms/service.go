@@ -129,9 +129,10 @@ func New(cfg Config, store Store, pool Pool) *Service {
 		live: map[string]*liveVM{}, procCount: map[string]int{},
 		stop: make(chan struct{}),
 	}
-	s.wg.Add(2)
-	go s.reapIdle()
-	go s.purgeEnded()
+	s.mu.Lock()
+	s.goLocked(s.reapIdle)
+	s.goLocked(s.purgeEnded)
+	s.mu.Unlock()
 	return s
 }
 
@@ -143,6 +144,8 @@ const DefaultRetention = 7 * 24 * time.Hour
 const (
 	storeWriteTimeout = 10 * time.Second
 	disposeTimeout    = 30 * time.Second
+	// killTimeout bounds killing a process nobody will watch.
+	killTimeout = 10 * time.Second
 )
 
 // VMEvent is an entry of a VM's event stream.
@@ -286,14 +289,40 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	if s.closing {
 		s.mu.Unlock()
 		s.endVM(context.WithoutCancel(ctx), lv, gateway.VMDisposed, "the gateway is shutting down", true)
-		return gateway.VM{}, gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
+		return gateway.VM{}, errShuttingDown()
 	}
 	s.live[rec.ID] = lv
-	s.mu.Unlock()
 	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: gateway.VMReady})
-	s.wg.Add(1)
-	go s.watch(lv)
+	s.goLocked(func() { s.watch(lv) })
+	s.mu.Unlock()
 	return rec, nil
+}
+
+// goTracked runs f on a goroutine that Shutdown waits for, and reports
+// false, running nothing, once Shutdown has begun: the closing check and
+// the wait group's Add happen under the same lock as Shutdown's, so no
+// goroutine can start after Shutdown's Wait.
+func (s *Service) goTracked(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.goLocked(f)
+	return true
+}
+
+// goLocked is goTracked for a caller that holds s.mu and checked closing.
+func (s *Service) goLocked(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+func errShuttingDown() error {
+	return gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
 }
 
 // vmOptions validates a spec and turns it into client options. (Env names
@@ -397,7 +426,6 @@ func permissionsPolicy(m map[string]any) (*protocol.PermissionsPolicy, error) {
 // watch follows the client's view of a VM: it forwards limit warnings and
 // notices when the VM is lost with its sidecar.
 func (s *Service) watch(lv *liveVM) {
-	defer s.wg.Done()
 	for {
 		sub := lv.vm.Subscribe(1024)
 	events:
@@ -563,7 +591,6 @@ func (s *Service) Delete(ctx context.Context, tenantID, id string) (vm gateway.V
 // purgeEnded removes the records of VMs that ended more than the retention
 // ago, on every tick until Shutdown.
 func (s *Service) purgeEnded() {
-	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.PurgeInterval)
 	defer t.Stop()
 	for {
@@ -595,7 +622,6 @@ func (s *Service) Events(ctx context.Context, tenantID, id string) (*Log[VMEvent
 
 // reapIdle disposes VMs idle past their timeout.
 func (s *Service) reapIdle() {
-	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.IdleCheck)
 	defer t.Stop()
 	for {

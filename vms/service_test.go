@@ -4,6 +4,8 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,4 +144,63 @@ func TestCreateFailsWhenReadyCannotBeRecorded(t *testing.T) {
 			t.Fatalf("sidecar %s still holds %d leases", sc.ID, sc.Holds)
 		}
 	}
+}
+
+// TestSpawnRacesShutdown spawns processes from several goroutines while
+// Shutdown runs: every spawn either ran (and ended with the VM) or was
+// refused, and nothing the service started outlives Shutdown and the pool.
+func TestSpawnRacesShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sidecar")
+	}
+	if _, err := agentos.LocateEngine(); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gateway.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tenant := gateway.Tenant{ID: "t1", Name: "t1"}
+	if _, err := db.EnsureTenant(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 4})
+	svc := vms.New(vms.Config{DataDir: t.TempDir()}, db, poolAdapter{pool})
+	vm, err := svc.Create(ctx, tenant, gateway.VMSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var spawned, refused atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			for range 8 {
+				_, err := svc.Spawn(ctx, tenant, vm.ID, vms.SpawnRequest{Argv: []string{"sleep", "30"}})
+				if err != nil {
+					refused.Add(1)
+					continue
+				}
+				spawned.Add(1)
+			}
+		})
+	}
+	for spawned.Load() < 2 && refused.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := svc.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	if err := pool.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d spawned, %d refused", spawned.Load(), refused.Load())
+	// The database is closed by a deferred call, after this check.
+	goleak.VerifyNone(t, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))
 }
