@@ -3,9 +3,7 @@ package handlers
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -186,14 +184,14 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		s.execStreamIdempotent(w, r, body, p.tenant, vmID, sreq)
 		return
 	}
-	s.idempotent(w, r, body, func(ctx context.Context) (int, any, error) {
+	s.idempotent(w, r, body, http.StatusOK, func(ctx context.Context) (any, error) {
 		start := time.Now()
 		res, err := s.vms.Exec(ctx, p.tenant, vmID, sreq, nil)
 		s.metrics.execDuration.Observe(time.Since(start).Seconds())
 		if err != nil {
-			return 0, nil, err
+			return nil, err
 		}
-		return http.StatusOK, execResultBody(res), nil
+		return execResultBody(res), nil
 	})
 }
 
@@ -217,17 +215,15 @@ func execResultBody(res *vms.ExecResult) execResultJSON {
 // same record a buffered exec makes); a retry gets that result replayed as
 // stdout, stderr and exit events, and the command never runs twice.
 func (s *Server) execStreamIdempotent(w http.ResponseWriter, r *http.Request, body []byte, tenant gateway.Tenant, vmID string, req vms.ExecRequest) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
+	claim, outcome, ok := s.claimIdempotencyKey(w, r, body, tenant)
+	switch {
+	case !ok:
+		return
+	case outcome != nil:
+		s.replayExecStream(w, r, outcome)
+		return
+	case claim == nil:
 		s.execStream(w, r, tenant, vmID, req, nil)
-		return
-	}
-	rec, fresh, ok := s.beginIdempotent(w, r, body, tenant, key)
-	if !ok {
-		return
-	}
-	if !fresh {
-		s.replayExecStream(w, r, rec)
 		return
 	}
 	s.execStream(w, r, tenant, vmID, req, func(res *vms.ExecResult, err error) {
@@ -235,19 +231,21 @@ func (s *Server) execStreamIdempotent(w http.ResponseWriter, r *http.Request, bo
 		if err == nil {
 			v = execResultBody(res)
 		}
-		s.recordIdempotent(r, tenant, key, http.StatusOK, v, err)
+		s.recordOutcome(r, claim, v, err)
 	})
 }
 
 // replayExecStream answers a recorded exec outcome as a stream: a recorded
 // problem as itself, a result as its events.
-func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, rec store.IdempotencyRecord) {
+func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, outcome *idempotency.Outcome) {
 	w.Header().Set("Idempotent-Replayed", "true")
 	var res execResultJSON
-	if rec.Status >= 300 || json.Unmarshal(rec.Body, &res) != nil {
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(rec.Status)
-		_, _ = w.Write(rec.Body)
+	if err := outcome.Err(); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := outcome.Decode(&res); err != nil {
+		writeError(w, r, err)
 		return
 	}
 	decode := func(s string) []byte {
@@ -358,97 +356,3 @@ func decodeJSONBytes(b []byte, limit int64, v any) error {
 	}
 	return validateStruct(v)
 }
-
-// idempotencyTTL is how long an Idempotency-Key's outcome is kept.
-const idempotencyTTL = 24 * time.Hour
-
-// idempotent runs op once per Idempotency-Key: a retry within the TTL gets
-// the first outcome (status and body) without running op again. Without the
-// header op simply runs.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte, op func(ctx context.Context) (int, any, error)) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		status, v, err := op(r.Context())
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		writeJSON(w, status, v)
-		return
-	}
-	p := principalFrom(r.Context())
-	rec, fresh, ok := s.beginIdempotent(w, r, body, p.tenant, key)
-	if !ok {
-		return
-	}
-	if !fresh {
-		w.Header().Set("Idempotent-Replayed", "true")
-		ct := "application/json"
-		if rec.Status >= 400 {
-			ct = "application/problem+json"
-		}
-		w.Header().Set("Content-Type", ct)
-		w.WriteHeader(rec.Status)
-		_, _ = w.Write(rec.Body)
-		return
-	}
-	// The operation runs to its end and its outcome is recorded even if the
-	// client goes away meanwhile: the retry it will make must get that
-	// outcome, not run the command a second time.
-	status, v, opErr := op(context.WithoutCancel(r.Context()))
-	if err := s.recordIdempotent(r, p.tenant, key, status, v, opErr); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if opErr != nil {
-		writeError(w, r, opErr)
-		return
-	}
-	writeJSON(w, status, v)
-}
-
-// beginIdempotent claims key for this request, or finds its recorded
-// outcome. It answers the problem and reports false when it cannot.
-func (s *Server) beginIdempotent(w http.ResponseWriter, r *http.Request, body []byte, tenant gateway.Tenant, key string) (store.IdempotencyRecord, bool, bool) {
-	if len(key) > 255 {
-		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Idempotency-Key is longer than 255 characters").WithDetail("field", "Idempotency-Key"))
-		return store.IdempotencyRecord{}, false, false
-	}
-	sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
-	rec, fresh, err := s.store.BeginIdempotent(r.Context(), tenant.ID, key, hex.EncodeToString(sum[:]), idempotencyTTL)
-	if err != nil {
-		writeError(w, r, err)
-		return store.IdempotencyRecord{}, false, false
-	}
-	return rec, fresh, true
-}
-
-// recordIdempotent stores the outcome of a claimed key. A refusal before
-// anything ran releases the key instead, so the client may retry once it
-// fixed the cause.
-func (s *Server) recordIdempotent(r *http.Request, tenant gateway.Tenant, key string, status int, v any, opErr error) error {
-	ctx := context.WithoutCancel(r.Context())
-	if opErr != nil {
-		switch gateway.ErrorCode(opErr) {
-		case gateway.CodeInvalidArgument, gateway.CodeNotFound, gateway.CodeConflict, gateway.CodeResourceExhausted:
-			_ = s.store.AbandonIdempotent(ctx, tenant.ID, key)
-			return nil
-		}
-		rw := &recordWriter{header: http.Header{}}
-		writeError(rw, r, opErr)
-		return s.store.CompleteIdempotent(ctx, tenant.ID, key, rw.status, rw.buf.Bytes())
-	}
-	b, _ := json.Marshal(v)
-	return s.store.CompleteIdempotent(ctx, tenant.ID, key, status, append(b, '\n'))
-}
-
-// recordWriter captures a response to store it.
-type recordWriter struct {
-	header http.Header
-	status int
-	buf    bytes.Buffer
-}
-
-func (rw *recordWriter) Header() http.Header         { return rw.header }
-func (rw *recordWriter) Write(b []byte) (int, error) { return rw.buf.Write(b) }
-func (rw *recordWriter) WriteHeader(status int)      { rw.status = status }

@@ -36,12 +36,12 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(r.Context())
 	vmID := pathParam(r, "vm")
-	s.idempotent(w, r, body, func(ctx context.Context) (int, any, error) {
+	s.idempotent(w, r, body, http.StatusCreated, func(ctx context.Context) (any, error) {
 		info, err := s.vms.Spawn(ctx, p.tenant, vmID, vms.SpawnRequest{Command: command, Argv: argv, Cwd: req.Cwd, Env: req.Env})
 		if err != nil {
-			return 0, nil, err
+			return nil, err
 		}
-		return http.StatusCreated, info, nil
+		return info, nil
 	})
 }
 

@@ -13,9 +13,9 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
-	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -30,9 +30,6 @@ type Store interface {
 	CreateAPIKey(ctx context.Context, tenantID string, admin bool) (gateway.APIKey, string, error)
 	ListAPIKeys(ctx context.Context, tenantID string) ([]gateway.APIKey, error)
 	DeleteAPIKey(ctx context.Context, tenantID, keyID string) error
-	BeginIdempotent(ctx context.Context, tenantID, key, requestHash string, ttl time.Duration) (store.IdempotencyRecord, bool, error)
-	CompleteIdempotent(ctx context.Context, tenantID, key string, status int, body []byte) error
-	AbandonIdempotent(ctx context.Context, tenantID, key string) error
 	Ping(ctx context.Context) error
 }
 
@@ -71,6 +68,7 @@ type Server struct {
 	vms      *vms.Service
 	sessions *sessions.Service
 	store    Store
+	keeper   *idempotency.Keeper
 	pool     Pool
 	log      zerolog.Logger
 	router   chi.Router
@@ -79,8 +77,9 @@ type Server struct {
 	limiter  limiter
 }
 
-// New builds the router.
-func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, pool Pool) *Server {
+// New builds the router. keeper runs the idempotent requests (exec and
+// spawn with an Idempotency-Key).
+func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, keeper *idempotency.Keeper, pool Pool) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
@@ -96,7 +95,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, pool Po
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, vms: svc, sessions: sess, store: st, pool: pool, log: cfg.Log}
+	s := &Server{cfg: cfg, vms: svc, sessions: sess, store: st, keeper: keeper, pool: pool, log: cfg.Log}
 	s.metrics = newMetrics(svc, sess, pool)
 	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) })
 	s.router = s.routes()

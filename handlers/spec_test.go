@@ -21,6 +21,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
@@ -109,9 +110,11 @@ func newSpecEnv(t *testing.T) *specEnv {
 
 	svc := vms.New(vms.Config{}, db, specFullPool{})
 	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
-	sess := sessions.New(sessions.Config{}, db, svc)
+	keeper := idempotency.New(db, idempotency.Config{})
+	t.Cleanup(keeper.Close)
+	sess := sessions.New(sessions.Config{Idempotency: keeper}, db, svc)
 	t.Cleanup(func() { _ = sess.Shutdown(context.Background()) })
-	s := New(Config{MaxBodyBytes: 4 << 10, MaxFileBytes: 1 << 10, OpenAPI: api.Spec}, svc, sess, db, &specPool{ready: true})
+	s := New(Config{MaxBodyBytes: 4 << 10, MaxFileBytes: 1 << 10, OpenAPI: api.Spec}, svc, sess, db, keeper, &specPool{ready: true})
 	t.Cleanup(s.Close)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)

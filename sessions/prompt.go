@@ -3,17 +3,15 @@ package sessions
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
-	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -44,8 +42,9 @@ type PromptOutcome struct {
 
 // turn is a running prompt.
 type turn struct {
-	key    string // the idempotency record's key, if any
-	hash   string // of its content, to tell a retry from a reuse of the key
+	// claim is the turn's idempotency key, if any; its hash tells a retry
+	// from a reuse of the key for another prompt.
+	claim  *idempotency.Claim
 	done   chan struct{}
 	result PromptResult
 	err    error
@@ -62,36 +61,39 @@ func (s *Service) Prompt(ctx context.Context, tenantID, vmID, id string, req Pro
 	if err != nil {
 		return PromptOutcome{}, err
 	}
-	key, hash := "", ""
+	var claim *idempotency.Claim
 	if req.IdempotencyKey != "" {
-		key = "prompt:" + vmID + "/" + id + "/" + req.IdempotencyKey
-		sum := sha256.Sum256(req.Content)
-		hash = hex.EncodeToString(sum[:])
-		if t := ls.r.runningTurn(id); t != nil && t.key == key {
+		if s.cfg.Idempotency == nil {
 			release()
-			if t.hash != hash {
+			return PromptOutcome{}, gateway.Errorf(gateway.CodeUnavailable, "idempotent prompts are not configured")
+		}
+		// The key names a prompt of one session; the hash, its content.
+		key := "prompt:" + vmID + "/" + id + "/" + req.IdempotencyKey
+		hash := idempotency.Hash(req.Content)
+		if t := ls.r.runningTurn(id); t != nil && t.claim != nil && t.claim.Key() == key {
+			release()
+			if t.claim.Hash() != hash {
 				return PromptOutcome{}, gateway.Errorf(gateway.CodeUnprocessable, "idempotencyKey %q was used for a different prompt", req.IdempotencyKey).
 					WithDetail("field", "idempotencyKey")
 			}
 			return s.await(ctx, t, req.Async)
 		}
-		rec, fresh, err := s.store.BeginIdempotent(ctx, tenantID, key, hash, store.DefaultIdempotencyTTL)
+		var outcome *idempotency.Outcome
+		claim, outcome, err = s.cfg.Idempotency.Begin(ctx, tenantID, key, hash)
 		if err != nil {
 			release()
 			return PromptOutcome{}, err
 		}
-		if !fresh {
+		if outcome != nil {
 			release()
-			return replay(rec.Body)
+			return replay(outcome)
 		}
 	}
-	t := &turn{key: key, hash: hash, done: make(chan struct{})}
+	t := &turn{claim: claim, done: make(chan struct{})}
 	if err := s.startTurn(ls, id, t); err != nil {
 		release()
-		if key != "" {
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
-			_ = s.store.AbandonIdempotent(actx, tenantID, key)
-			cancel()
+		if claim != nil {
+			_ = claim.Release(ctx)
 		}
 		return PromptOutcome{}, err
 	}
@@ -134,8 +136,8 @@ func (s *Service) runTurn(ls liveSession, tenantID, vmID, id string, t *turn, re
 	res, err := ls.handle().Prompt(s.ctx, req.Content, req.IdempotencyKey)
 	t.result = PromptResult{StopReason: res.StopReason, Message: orNull(res.Message)}
 	t.err = vms.EngineError(err, "prompt")
-	if t.key != "" {
-		s.recordTurn(tenantID, id, t)
+	if t.claim != nil {
+		s.recordTurn(id, t)
 	}
 	ls.r.mu.Lock()
 	if st := ls.r.sessions[id]; st != nil && st.turn == t {
@@ -149,15 +151,17 @@ func (s *Service) runTurn(ls liveSession, tenantID, vmID, id string, t *turn, re
 // failed because its VM, sidecar or the gateway went away is not kept: it
 // cannot have finished, and the VM it ran in can run nothing more, so the
 // key is released as exec releases keys of requests that did not run.
-func (s *Service) recordTurn(tenantID, id string, t *turn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), storeWriteTimeout)
-	defer cancel()
+func (s *Service) recordTurn(id string, t *turn) {
 	var err error
 	switch gateway.ErrorCode(t.err) {
 	case gateway.CodeUnavailable, gateway.CodeConflict:
-		err = s.store.AbandonIdempotent(ctx, tenantID, t.key)
+		err = t.claim.Release(s.ctx)
 	default:
-		err = s.store.CompleteIdempotent(ctx, tenantID, t.key, http.StatusOK, recordOutcome(t.result, t.err))
+		var v any
+		if t.err == nil {
+			v = t.result
+		}
+		err = t.claim.Complete(s.ctx, v, t.err)
 	}
 	if err != nil {
 		s.log.Error().Err(err).Str("session", id).Msg("record prompt outcome")
@@ -185,34 +189,16 @@ func (r *recorder) runningTurn(id string) *turn {
 	return nil
 }
 
-// recordedOutcome is a turn's outcome as its idempotency record keeps it.
-type recordedOutcome struct {
-	Result  *PromptResult `json:"result,omitempty"`
-	Code    gateway.Code  `json:"code,omitempty"`
-	Message string        `json:"message,omitempty"`
-}
-
-func recordOutcome(res PromptResult, err error) []byte {
-	o := recordedOutcome{Result: &res}
-	if err != nil {
-		o = recordedOutcome{Code: gateway.ErrorCode(err), Message: gateway.ErrorMessage(err)}
+// replay answers a prompt with the outcome its idempotency key recorded.
+func replay(o *idempotency.Outcome) (PromptOutcome, error) {
+	if err := o.Err(); err != nil {
+		return PromptOutcome{Replayed: true}, err
 	}
-	b, _ := json.Marshal(o)
-	return b
-}
-
-func replay(body []byte) (PromptOutcome, error) {
-	var o recordedOutcome
-	if err := json.Unmarshal(body, &o); err != nil {
-		return PromptOutcome{}, gateway.Wrap(gateway.CodeInternal, err, "decode recorded prompt outcome")
+	var res PromptResult
+	if err := o.Decode(&res); err != nil {
+		return PromptOutcome{}, err
 	}
-	if o.Result == nil {
-		if o.Code == "" {
-			return PromptOutcome{}, gateway.Errorf(gateway.CodeInternal, "decode recorded prompt outcome: no result and no error")
-		}
-		return PromptOutcome{Replayed: true}, gateway.Errorf(o.Code, "%s", o.Message).WithDetail("replayed", true)
-	}
-	return PromptOutcome{Result: *o.Result, Replayed: true}, nil
+	return PromptOutcome{Result: res, Replayed: true}, nil
 }
 
 // Cancel cancels a session's running turn: "cancelled", or

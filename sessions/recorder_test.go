@@ -12,6 +12,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
@@ -72,6 +73,11 @@ func realService(t *testing.T, cfg Config) (*Service, *vms.Service, *flakyStore)
 	fs := &flakyStore{DB: db}
 	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 4})
 	v := vms.New(vms.Config{DataDir: t.TempDir()}, db, poolAdapter{pool})
+	if cfg.Idempotency == nil {
+		k := idempotency.New(db, idempotency.Config{})
+		t.Cleanup(k.Close)
+		cfg.Idempotency = k
+	}
 	s := New(cfg, fs, v)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -21,7 +21,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
-	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -43,10 +43,6 @@ type Store interface {
 	Permissions(ctx context.Context, vmID, sessionID string, pendingOnly bool) ([]gateway.Permission, error)
 	DropPendingPermissions(ctx context.Context, vmID string, d gateway.PermissionDecision) (int, error)
 	PurgeExpiredSessions(ctx context.Context, now time.Time) (int, error)
-
-	BeginIdempotent(ctx context.Context, tenantID, key, requestHash string, ttl time.Duration) (store.IdempotencyRecord, bool, error)
-	CompleteIdempotent(ctx context.Context, tenantID, key string, status int, body []byte) error
-	AbandonIdempotent(ctx context.Context, tenantID, key string) error
 }
 
 // VMs gives the engine's handle of a tenant's live VM, held busy until
@@ -67,6 +63,9 @@ type Config struct {
 	// WatchBuffer bounds the events queued for one event stream before it
 	// is cut off and has to catch up from the store (default 1024).
 	WatchBuffer int
+	// Idempotency runs prompts that carry an idempotency key; without it
+	// such prompts are refused.
+	Idempotency *idempotency.Keeper
 	// HistoryPage is how many events one read of the engine's history asks
 	// for when the recorder reads back what it missed (default: the
 	// engine's own page size).

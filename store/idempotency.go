@@ -14,22 +14,22 @@ import (
 const DefaultIdempotencyTTL = 24 * time.Hour
 
 // IdempotencyRecord is what the gateway remembers of a request made with an
-// Idempotency-Key: a hash of the request, and once Done, its response.
+// idempotency key: a hash of the request, and once Done, the outcome of its
+// operation (an opaque document of the idempotency package).
 type IdempotencyRecord struct {
 	TenantID    string
 	Key         string
 	RequestHash string
-	Status      int
-	Body        []byte
+	Outcome     []byte
 	Done        bool
 	CreatedAt   time.Time
 }
 
-const idempotencyColumns = `tenant_id, key, request_hash, status, body, done, created_at`
+const idempotencyColumns = `tenant_id, key, request_hash, outcome, done, created_at`
 
 func scanIdempotency(row interface{ Scan(...any) error }) (IdempotencyRecord, error) {
 	var r IdempotencyRecord
-	err := row.Scan(&r.TenantID, &r.Key, &r.RequestHash, &r.Status, &r.Body, &r.Done, scanTime(&r.CreatedAt))
+	err := row.Scan(&r.TenantID, &r.Key, &r.RequestHash, &r.Outcome, &r.Done, scanTime(&r.CreatedAt))
 	return r, err
 }
 
@@ -42,7 +42,7 @@ func scanIdempotency(row interface{ Scan(...any) error }) (IdempotencyRecord, er
 // fresh.
 //
 // Otherwise the key's record is returned with fresh false when it is Done and
-// has the same request hash: the caller replays its Status and Body. A
+// has the same request hash: the caller replays its Outcome. A
 // different request hash is CodeUnprocessable; a record still pending is
 // CodeConflict (a request with this key is in progress). A record older than
 // ttl counts as absent and is replaced; ttl <= 0 means DefaultIdempotencyTTL.
@@ -62,7 +62,7 @@ func (db *DB) BeginIdempotent(ctx context.Context, tenantID, key, requestHash st
 		// The primary key decides between concurrent calls: on PostgreSQL
 		// a second insert waits for the first transaction and then does
 		// nothing; on SQLite the transactions don't overlap at all.
-		res, err := db.exec(ctx, tx, `INSERT INTO idempotency_keys (`+idempotencyColumns+`) VALUES (?, ?, ?, 0, NULL, ?, ?)
+		res, err := db.exec(ctx, tx, `INSERT INTO idempotency_keys (`+idempotencyColumns+`) VALUES (?, ?, ?, NULL, ?, ?)
 			ON CONFLICT (tenant_id, key) DO NOTHING`,
 			tenantID, key, requestHash, false, db.d.ts(now))
 		if err != nil {
@@ -95,12 +95,12 @@ func (db *DB) BeginIdempotent(ctx context.Context, tenantID, key, requestHash st
 // CompleteIdempotent records the outcome of the operation a fresh
 // BeginIdempotent claimed, for retries to replay. No pending record is
 // CodeNotFound; an already completed one CodeConflict.
-func (db *DB) CompleteIdempotent(ctx context.Context, tenantID, key string, status int, body []byte) error {
-	if body == nil {
-		body = []byte{} // a completed record's body is never NULL
+func (db *DB) CompleteIdempotent(ctx context.Context, tenantID, key string, outcome []byte) error {
+	if outcome == nil {
+		outcome = []byte{} // a completed record's outcome is never NULL
 	}
-	res, err := db.exec(ctx, db.w, `UPDATE idempotency_keys SET status = ?, body = ?, done = ?
-		WHERE tenant_id = ? AND key = ? AND done = ?`, status, body, true, tenantID, key, false)
+	res, err := db.exec(ctx, db.w, `UPDATE idempotency_keys SET outcome = ?, done = ?
+		WHERE tenant_id = ? AND key = ? AND done = ?`, outcome, true, tenantID, key, false)
 	if err != nil {
 		return dbError(err, "store: complete idempotent request")
 	}

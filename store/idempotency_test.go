@@ -18,16 +18,15 @@ func TestIdempotency(t *testing.T) {
 	// Each step calls one method at a clock offset from t0 and checks the
 	// outcome; the steps of a case share a database.
 	type step struct {
-		at     time.Duration
-		op     string // begin, complete, abandon
-		key    string
-		hash   string
-		status int
-		body   string
+		at   time.Duration
+		op   string // begin, complete, abandon
+		key  string
+		hash string
+		body string
 
 		code      gateway.Code // "" for success
 		fresh     bool
-		replay    bool // begin: the record is done with status and body
+		replay    bool // begin: the record is done with body as its outcome
 		createdAt time.Duration
 	}
 	tests := []struct {
@@ -36,13 +35,13 @@ func TestIdempotency(t *testing.T) {
 	}{
 		{"fresh then replay", []step{
 			{op: "begin", key: "k", hash: "h1", fresh: true},
-			{at: time.Second, op: "complete", key: "k", status: 201, body: `{"id":"p1"}`},
-			{at: time.Minute, op: "begin", key: "k", hash: "h1", replay: true, status: 201, body: `{"id":"p1"}`},
-			{at: ttl - time.Microsecond, op: "begin", key: "k", hash: "h1", replay: true, status: 201, body: `{"id":"p1"}`},
+			{at: time.Second, op: "complete", key: "k", body: `{"id":"p1"}`},
+			{at: time.Minute, op: "begin", key: "k", hash: "h1", replay: true, body: `{"id":"p1"}`},
+			{at: ttl - time.Microsecond, op: "begin", key: "k", hash: "h1", replay: true, body: `{"id":"p1"}`},
 		}},
 		{"hash mismatch", []step{
 			{op: "begin", key: "k", hash: "h1", fresh: true},
-			{op: "complete", key: "k", status: 200, body: "ok"},
+			{op: "complete", key: "k", body: "ok"},
 			{at: time.Second, op: "begin", key: "k", hash: "h2", code: gateway.CodeUnprocessable},
 		}},
 		{"hash mismatch while pending", []step{
@@ -55,7 +54,7 @@ func TestIdempotency(t *testing.T) {
 		}},
 		{"expired done record is replaced", []step{
 			{op: "begin", key: "k", hash: "h1", fresh: true},
-			{op: "complete", key: "k", status: 200, body: "first"},
+			{op: "complete", key: "k", body: "first"},
 			{at: ttl + time.Microsecond, op: "begin", key: "k", hash: "h2", fresh: true, createdAt: ttl + time.Microsecond},
 			{at: ttl + time.Second, op: "begin", key: "k", hash: "h2", code: gateway.CodeConflict},
 		}},
@@ -71,23 +70,23 @@ func TestIdempotency(t *testing.T) {
 		}},
 		{"a completed record is neither abandoned nor completed again", []step{
 			{op: "begin", key: "k", hash: "h1", fresh: true},
-			{op: "complete", key: "k", status: 200, body: "ok"},
+			{op: "complete", key: "k", body: "ok"},
 			{op: "abandon", key: "k", code: gateway.CodeConflict},
-			{op: "complete", key: "k", status: 500, body: "again", code: gateway.CodeConflict},
-			{op: "begin", key: "k", hash: "h1", replay: true, status: 200, body: "ok"},
+			{op: "complete", key: "k", body: "again", code: gateway.CodeConflict},
+			{op: "begin", key: "k", hash: "h1", replay: true, body: "ok"},
 		}},
 		{"unknown key", []step{
-			{op: "complete", key: "nope", status: 200, code: gateway.CodeNotFound},
+			{op: "complete", key: "nope", code: gateway.CodeNotFound},
 			{op: "abandon", key: "nope", code: gateway.CodeNotFound},
 		}},
 		{"keys are per key", []step{
 			{op: "begin", key: "a", hash: "h", fresh: true},
 			{op: "begin", key: "b", hash: "h", fresh: true},
 		}},
-		{"empty body replays as empty", []step{
+		{"an empty outcome replays as empty", []step{
 			{op: "begin", key: "k", hash: "h1", fresh: true},
-			{op: "complete", key: "k", status: 204},
-			{op: "begin", key: "k", hash: "h1", replay: true, status: 204},
+			{op: "complete", key: "k"},
+			{op: "begin", key: "k", hash: "h1", replay: true},
 		}},
 		{"empty key", []step{
 			{op: "begin", key: "", hash: "h1", code: gateway.CodeInvalidArgument},
@@ -118,15 +117,15 @@ func TestIdempotency(t *testing.T) {
 						if fresh && (rec.Done || !rec.CreatedAt.Equal(t0.Add(s.createdAt))) {
 							t.Fatalf("step %d: fresh record %+v, want pending, created at +%v", j, rec, s.createdAt)
 						}
-						if s.replay && (!rec.Done || rec.Status != s.status || !bytes.Equal(rec.Body, []byte(s.body)) || !rec.CreatedAt.Equal(t0)) {
-							t.Fatalf("step %d: replayed record %+v, want done %d %q", j, rec, s.status, s.body)
+						if s.replay && (!rec.Done || !bytes.Equal(rec.Outcome, []byte(s.body)) || !rec.CreatedAt.Equal(t0)) {
+							t.Fatalf("step %d: replayed record %+v, want done with %q", j, rec, s.body)
 						}
 					case "complete":
 						var body []byte
 						if s.body != "" {
 							body = []byte(s.body)
 						}
-						err = db.CompleteIdempotent(ctx, tenant, s.key, s.status, body)
+						err = db.CompleteIdempotent(ctx, tenant, s.key, body)
 					case "abandon":
 						err = db.AbandonIdempotent(ctx, tenant, s.key)
 					}
@@ -177,13 +176,13 @@ func TestIdempotencyConcurrentBegin(t *testing.T) {
 		}
 
 		// Once the winner completes, all retries replay it, concurrently too.
-		if err := db.CompleteIdempotent(ctx, "acme", "race", 201, []byte("done")); err != nil {
+		if err := db.CompleteIdempotent(ctx, "acme", "race", []byte("done")); err != nil {
 			t.Fatal(err)
 		}
 		for range n {
 			wg.Go(func() {
 				rec, fresh, err := db.BeginIdempotent(ctx, "acme", "race", "h", time.Hour)
-				if err != nil || fresh || !rec.Done || rec.Status != 201 || string(rec.Body) != "done" {
+				if err != nil || fresh || !rec.Done || string(rec.Outcome) != "done" {
 					t.Errorf("replay = %+v, %v, %v", rec, fresh, err)
 				}
 			})
@@ -231,7 +230,7 @@ func TestPurgeExpiredIdempotent(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := db.CompleteIdempotent(ctx, "acme", "old-done", 200, []byte("x")); err != nil {
+		if err := db.CompleteIdempotent(ctx, "acme", "old-done", []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 		n, err := db.PurgeExpiredIdempotent(ctx, t0.Add(time.Minute))
@@ -247,6 +246,58 @@ func TestPurgeExpiredIdempotent(t *testing.T) {
 		}
 		if n, err := db.PurgeExpiredIdempotent(ctx, t0); err != nil || n != 0 {
 			t.Errorf("second purge = %d, %v", n, err)
+		}
+	})
+}
+
+// TestIdempotencyMigrationOnExistingDatabase opens a database that a gateway
+// of schema version 2 left with idempotency records of the old shape (an
+// HTTP status and body): migration 0003 drops them, and keys work in the
+// new shape.
+func TestIdempotencyMigrationOnExistingDatabase(t *testing.T) {
+	forEachBackendDSN(t, func(t *testing.T, dsn string) {
+		ctx := testContext(t)
+		kind, target, err := parseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var old *DB
+		if kind == dialectPostgres {
+			old, err = openPostgres(ctx, target)
+		} else {
+			old, err = openSQLite(ctx, target)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := loadMigrations(old.Dialect())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := old.applyMigrations(ctx, ms[:2]); err != nil {
+			t.Fatalf("apply 0001 and 0002: %v", err)
+		}
+		if _, err := old.exec(ctx, old.w, `INSERT INTO idempotency_keys (tenant_id, key, request_hash, status, body, done, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, "acme", "k", "h", 200, []byte(`{"exitCode":0}`), true, old.d.ts(old.now())); err != nil {
+			t.Fatalf("insert a version 2 record: %v", err)
+		}
+		if err := old.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		db := openTest(t, dsn)
+		if v, err := db.SchemaVersion(ctx); err != nil || v != len(ms) || v < 3 {
+			t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, len(ms))
+		}
+		_, fresh, err := db.BeginIdempotent(ctx, "acme", "k", "h", time.Hour)
+		if err != nil || !fresh {
+			t.Fatalf("a key of the old shape: fresh = %v, %v; want it dropped", fresh, err)
+		}
+		if err := db.CompleteIdempotent(ctx, "acme", "k", []byte(`{"value":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		if rec, fresh, err := db.BeginIdempotent(ctx, "acme", "k", "h", time.Hour); err != nil || fresh || string(rec.Outcome) != `{"value":1}` {
+			t.Fatalf("replay = %+v, %v, %v", rec, fresh, err)
 		}
 	})
 }

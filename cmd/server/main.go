@@ -24,6 +24,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/handlers"
+	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
@@ -274,9 +275,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Log: log}, db, svc)
+	keeper := idempotency.New(db, idempotency.Config{Log: log})
+	defer keeper.Close()
+	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, Log: log}, db, svc)
 	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxPromptBytes: c.maxPromptBytes,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Log: log}, svc, sess, db, pool)
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Log: log}, svc, sess, db, keeper, pool)
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
