@@ -65,8 +65,12 @@ func (e *Error) WithDetail(key string, v any) *Error {
 	return e
 }
 
-// ErrorCode returns the code of err: its *Error's, or CodeInternal.
+// ErrorCode returns the code of err: its *Error's, CodeInternal for any
+// other error, and "" for nil.
 func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code

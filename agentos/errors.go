@@ -3,6 +3,7 @@ package agentos
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
@@ -76,11 +77,47 @@ func (e *SidecarExitedError) Unwrap() error { return e.Cause }
 
 // RejectedError is the sidecar's RejectedResponse to a request.
 type RejectedError struct {
-	Op       string // the request that was rejected, e.g. "GuestFilesystemCallRequest"
-	Code     string // e.g. "kernel_error", "execution_error"
-	Message  string
-	Errno    string // e.g. "ENOENT" when the sidecar named it, or parsed from Message
-	Response protocol.RejectedResponse
+	Op      string // the request that was rejected, e.g. "GuestFilesystemCallRequest"
+	Code    string // e.g. "kernel_error", "execution_error"
+	Message string
+	Errno   string // e.g. "ENOENT" when the sidecar named it, or parsed from Message
+	// EngineCode is the condition the engine named in Message, if any.
+	EngineCode EngineCode
+	Response   protocol.RejectedResponse
+}
+
+// EngineCode is a condition the engine names only in the text of a
+// rejection: 0.2.21 has no structured code for these. Reading them out of
+// the message happens in engineCodeOf, once, and nowhere else.
+type EngineCode string
+
+// The engine conditions the client acts on.
+const (
+	// EngineExecutionConflict: a launch met another launch of the VM.
+	EngineExecutionConflict EngineCode = "ERR_AGENTOS_VM_EXECUTION_CONFLICT"
+	// EngineTeardownDeadline: a VM's disposal outran the engine's deadline.
+	EngineTeardownDeadline EngineCode = "ERR_AGENTOS_VM_TEARDOWN_DEADLINE"
+	// EngineCommandNotFound: the program of a launch is not in the guest's
+	// PATH ("command not found on native sidecar path: foo").
+	EngineCommandNotFound EngineCode = "command_not_found"
+)
+
+// engineCodeRE finds the engine's ERR_AGENTOS_* codes in a message.
+var engineCodeRE = regexp.MustCompile(`\bERR_AGENTOS_[A-Z0-9_]+\b`)
+
+// engineCodeOf reads the condition a rejection's message names.
+func engineCodeOf(message string) EngineCode {
+	if strings.HasPrefix(message, "command not found") {
+		return EngineCommandNotFound
+	}
+	return EngineCode(engineCodeRE.FindString(message))
+}
+
+// HasEngineCode reports whether err is a rejection in which the engine named
+// the condition code.
+func HasEngineCode(err error, code EngineCode) bool {
+	var rej *RejectedError
+	return errors.As(err, &rej) && rej.EngineCode == code
 }
 
 func (e *RejectedError) Error() string {
@@ -94,12 +131,12 @@ func (e *RejectedError) Is(target error) bool {
 }
 
 func newRejectedError(op string, r protocol.RejectedResponse) *RejectedError {
-	e := &RejectedError{Op: op, Code: r.Code, Message: r.Message, Response: r}
+	e := &RejectedError{Op: op, Code: r.Code, Message: r.Message, EngineCode: engineCodeOf(r.Message), Response: r}
 	if r.Errno != nil {
 		e.Errno = *r.Errno
 	} else if i := strings.IndexByte(r.Message, ':'); i > 1 && isErrnoName(r.Message[:i]) {
 		e.Errno = r.Message[:i]
-	} else if strings.HasPrefix(r.Message, "command not found") {
+	} else if e.EngineCode == EngineCommandNotFound {
 		// The engine says so of a program missing from the guest's PATH,
 		// without an errno: it is the ENOENT of execve.
 		e.Errno = "ENOENT"

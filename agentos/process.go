@@ -237,13 +237,12 @@ func (e *CommandNotFoundError) Is(target error) bool { return target == ErrComma
 // does not exist. The rejection carries no errno for it, only this wording
 // (measured on 0.2.21: "command not found on native sidecar path: foo").
 func isCommandNotFound(rej *RejectedError) bool {
-	return strings.HasPrefix(rej.Message, "command not found")
+	return rej.EngineCode == EngineCommandNotFound
 }
 
 // isLaunchConflict reports the engine's refusal of a launch that met another.
 func isLaunchConflict(err error) bool {
-	var rej *RejectedError
-	return errors.As(err, &rej) && strings.Contains(rej.Message, "ERR_AGENTOS_VM_EXECUTION_CONFLICT")
+	return HasEngineCode(err, EngineExecutionConflict)
 }
 
 // IsLaunchConflict reports whether err is a launch the engine kept refusing

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -529,8 +528,7 @@ func (vm *VM) Dispose(ctx context.Context) error {
 			err = unexpected("DisposeVmRequest", resp)
 		}
 	}
-	var rej *RejectedError
-	if errors.As(err, &rej) && strings.Contains(rej.Message, "ERR_AGENTOS_VM_TEARDOWN_DEADLINE") {
+	if HasEngineCode(err, EngineTeardownDeadline) {
 		// Measured on 0.2.21: a VM that ever ran an agent always reports a
 		// teardown deadline, yet it is gone (later calls are refused with
 		// ADMISSION_CLOSED). Treating it as disposed is the truth.

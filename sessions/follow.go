@@ -3,8 +3,10 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
 // Kinds of Event.
@@ -119,7 +121,7 @@ func (s *Service) Follow(ctx context.Context, tenantID, vmID, id string, after u
 		case err == nil:
 			ls, release = l, rel
 			w, ended = ls.r.watch(id, s.cfg.WatchBuffer)
-		case gateway.ErrorCode(err) != gateway.CodeConflict:
+		case !errors.Is(err, vms.ErrVMEnded):
 			return err
 		}
 		if ended == endDeleted {

@@ -14,6 +14,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
 func durable(seq uint64) Event { return Event{Kind: KindDurable, Sequence: seq} }
@@ -213,7 +214,7 @@ func (v *endedVMs) Agent(ctx context.Context, tenantID, vmID string) (*agentos.V
 	if v.err != nil {
 		return nil, nil, v.err
 	}
-	return nil, nil, gateway.Errorf(gateway.CodeConflict, "vm %s has ended", vmID).WithDetail("state", gateway.VMDisposed)
+	return nil, nil, gateway.Wrap(gateway.CodeConflict, vms.ErrVMEnded, "vm %s has ended", vmID).WithDetail("state", gateway.VMDisposed)
 }
 
 func (v *endedVMs) Ended(string) <-chan struct{} { return noVMs{}.Ended("") }
@@ -368,16 +369,24 @@ func TestFollowUnknownSession(t *testing.T) {
 }
 
 func TestFollowVMError(t *testing.T) {
-	// Anything but a conflict from the VMs is the caller's answer.
-	st := newRecordingStore(t)
-	st.addSession(t, "t1", "vm1", gateway.VMReady, "ses1", 3)
-	s := newTestService(t, st, &endedVMs{err: gateway.Errorf(gateway.CodeUnavailable, "sidecar starting")})
-	got, err := follow(t, s, "t1", "vm1", "ses1", 0)
-	if gateway.ErrorCode(err) != gateway.CodeUnavailable {
-		t.Errorf("Follow = %v, want unavailable", err)
-	}
-	if len(got) != 0 {
-		t.Errorf("Follow emitted %d events", len(got))
+	// Anything but the VM's end is the caller's answer: a VM still being
+	// created is a conflict too, and must not end the stream as closed.
+	for _, vmErr := range []error{
+		gateway.Errorf(gateway.CodeUnavailable, "sidecar starting"),
+		gateway.Errorf(gateway.CodeConflict, "the VM is creating").WithDetail("state", gateway.VMCreating),
+	} {
+		t.Run(gateway.ErrorMessage(vmErr), func(t *testing.T) {
+			st := newRecordingStore(t)
+			st.addSession(t, "t1", "vm1", gateway.VMReady, "ses1", 3)
+			s := newTestService(t, st, &endedVMs{err: vmErr})
+			got, err := follow(t, s, "t1", "vm1", "ses1", 0)
+			if !errors.Is(err, vmErr) {
+				t.Errorf("Follow = %v, want %v", err, vmErr)
+			}
+			if len(got) != 0 {
+				t.Errorf("Follow emitted %d events", len(got))
+			}
+		})
 	}
 }
 

@@ -9,13 +9,14 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
 // noVMs is a VMs whose VMs have all ended.
 type noVMs struct{}
 
 func (noVMs) Agent(context.Context, string, string) (*agentos.VM, func(), error) {
-	return nil, nil, gateway.Errorf(gateway.CodeConflict, "the VM is disposed")
+	return nil, nil, gateway.Wrap(gateway.CodeConflict, vms.ErrVMEnded, "the VM is disposed")
 }
 
 func (noVMs) Ended(string) <-chan struct{} {

@@ -9,6 +9,7 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -398,8 +399,8 @@ func (s *Service) describe(ctx context.Context, vm gateway.VM, rec *gateway.Sess
 // Delete deletes a session and its history, from the VM's engine when the VM
 // is live and from the store in any case.
 func (s *Service) Delete(ctx context.Context, tenantID, vmID, id string) error {
-	// live reads the record first: an unknown session is not_found, and a
-	// conflict means the session exists but its VM has ended.
+	// live reads the record first: an unknown session is not_found, and
+	// ErrVMEnded means the session exists but its VM has ended.
 	ls, release, err := s.live(ctx, tenantID, vmID, id)
 	if err == nil {
 		defer release()
@@ -407,7 +408,7 @@ func (s *Service) Delete(ctx context.Context, tenantID, vmID, id string) error {
 			return vms.EngineError(err, "delete session")
 		}
 		ls.r.unregister(id, endDeleted)
-	} else if gateway.ErrorCode(err) != gateway.CodeConflict {
+	} else if !errors.Is(err, vms.ErrVMEnded) {
 		return err
 	}
 	return s.store.DeleteSession(ctx, tenantID, vmID, id)

@@ -25,7 +25,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	sqlitedriver "modernc.org/sqlite"  // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 )
@@ -176,7 +177,7 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 func pingSQLite(ctx context.Context, db *sql.DB) error {
 	for attempt := 1; ; attempt++ {
 		err := db.PingContext(ctx)
-		if err == nil || attempt == 40 || !strings.Contains(err.Error(), "SQLITE_BUSY") && !strings.Contains(err.Error(), "database is locked") {
+		if err == nil || attempt == 40 || !isBusy(err) {
 			return err
 		}
 		select {
@@ -185,6 +186,13 @@ func pingSQLite(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
+}
+
+// isBusy reports SQLite's SQLITE_BUSY (any of its extended codes): another
+// connection holds the lock.
+func isBusy(err error) bool {
+	var se *sqlitedriver.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Close closes the database.

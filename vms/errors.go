@@ -9,6 +9,11 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
 
+// ErrVMEnded is the cause of the conflict a VM that ended (disposed or lost)
+// answers every call with: errors.Is(err, ErrVMEnded) tells it from other
+// conflicts.
+var ErrVMEnded = errors.New("vms: the VM has ended")
+
 // EngineError turns an error of the agentos client into the gateway's error
 // type, so the HTTP layer maps one type to statuses in one place. Messages
 // are the gateway's own: the engine's text (which may hold host paths and

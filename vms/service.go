@@ -489,7 +489,7 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 	s.mu.Unlock()
 	close(lv.done)
 	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: state, Reason: reason})
-	final := gateway.Errorf(gateway.CodeConflict, "the VM is %s", state).WithDetail("state", state)
+	final := gateway.Wrap(gateway.CodeConflict, ErrVMEnded, "the VM is %s", state).WithDetail("state", state)
 	if reason != "" {
 		final.Message += ": " + reason
 	}
@@ -524,7 +524,11 @@ func (s *Service) lookup(ctx context.Context, tenantID, id string) (*liveVM, err
 	if err != nil {
 		return nil, err
 	}
-	return nil, gateway.Errorf(gateway.CodeConflict, "the VM is %s", rec.State).WithDetail("state", rec.State).WithDetail("reason", rec.Reason)
+	e := gateway.Errorf(gateway.CodeConflict, "the VM is %s", rec.State)
+	if rec.State.Final() {
+		e.Err = ErrVMEnded
+	}
+	return nil, e.WithDetail("state", rec.State).WithDetail("reason", rec.Reason)
 }
 
 func (lv *liveVM) touch(now time.Time) {
