@@ -22,6 +22,12 @@ const (
 	CodeUnavailable       Code = "unavailable"
 	CodeDeadlineExceeded  Code = "deadline_exceeded"
 	CodeUnprocessable     Code = "unprocessable"
+
+	// CodePreconditionFailed: a conditional request's If-Match or
+	// If-Unmodified-Since does not hold.
+	CodePreconditionFailed Code = "precondition_failed"
+	// CodeRangeNotSatisfiable: a Range outside the file.
+	CodeRangeNotSatisfiable Code = "range_not_satisfiable"
 )
 
 // Error is the one error type that crosses layers: a code, a message safe to

@@ -126,7 +126,7 @@ func TestErrorResponsesAreProblems(t *testing.T) {
 func TestErrorCodeEnum(t *testing.T) {
 	doc := load(t)
 	want := []string{"conflict", "deadline_exceeded", "internal", "invalid_argument", "not_found", "payload_too_large",
-		"permission_denied", "resource_exhausted", "unauthenticated", "unavailable", "unprocessable"}
+		"permission_denied", "precondition_failed", "range_not_satisfiable", "resource_exhausted", "unauthenticated", "unavailable", "unprocessable"}
 	var got []string
 	for _, v := range doc.Components.Schemas["ErrorCode"].Value.Enum {
 		got = append(got, v.(string))

@@ -26,6 +26,10 @@ const (
 	CodeInternal          = "internal"
 	CodeUnavailable       = "unavailable"
 	CodeDeadlineExceeded  = "deadline_exceeded"
+
+	// Conditional and range requests of file downloads.
+	CodePreconditionFailed  = "precondition_failed"
+	CodeRangeNotSatisfiable = "range_not_satisfiable"
 )
 
 // Error is an answer of the gateway outside 2xx (an RFC 9457 problem), or the
@@ -101,8 +105,12 @@ func codeForStatus(status int) string {
 		return CodePermissionDenied
 	case http.StatusNotFound, http.StatusGone:
 		return CodeNotFound
-	case http.StatusConflict, http.StatusPreconditionFailed:
+	case http.StatusConflict:
 		return CodeConflict
+	case http.StatusPreconditionFailed:
+		return CodePreconditionFailed
+	case http.StatusRequestedRangeNotSatisfiable:
+		return CodeRangeNotSatisfiable
 	case http.StatusRequestEntityTooLarge:
 		return CodePayloadTooLarge
 	case http.StatusUnprocessableEntity:

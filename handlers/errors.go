@@ -23,6 +23,10 @@ var statusOf = map[gateway.Code]int{
 	gateway.CodeInternal:          http.StatusInternalServerError,
 	gateway.CodeUnavailable:       http.StatusServiceUnavailable,
 	gateway.CodeDeadlineExceeded:  http.StatusGatewayTimeout,
+
+	// Conditional and range requests of file downloads.
+	gateway.CodePreconditionFailed:  http.StatusPreconditionFailed,
+	gateway.CodeRangeNotSatisfiable: http.StatusRequestedRangeNotSatisfiable,
 }
 
 // Problem is an RFC 9457 problem document with the gateway's stable code.

@@ -49,6 +49,7 @@ type config struct {
 	memoryHighWater    int64
 	maxBodyBytes       int64
 	maxFileBytes       int64
+	maxArchiveEntries  int
 	maxPromptBytes     int64
 	outputBufferBytes  int
 	shutdownGrace      time.Duration
@@ -86,7 +87,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("sidecar-idle-timeout", "5m", "stop idle sidecars beyond the minimum after this long")
 	num("memory-high-water", "0", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
 	num("max-body-bytes", "1048576", "largest JSON body or stdin upload")
-	num("max-file-bytes", "1073741824", "largest file upload")
+	num("max-file-bytes", "1073741824", "largest file upload, and largest extracted total of an archive upload")
+	num("max-archive-entries", "100000", "most entries of an archive upload")
 	num("max-prompt-bytes", "8388608", "largest prompt body (prompts may carry images; the engine takes frames up to 16 MiB)")
 	num("output-buffer-bytes", "1048576", "replay buffer per process and shell for Last-Event-ID")
 	num("shutdown-grace", "20s", "time in-flight requests get to finish on SIGTERM")
@@ -122,6 +124,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.memoryHighWater = int64(atoi("memory-high-water"))
 	c.maxBodyBytes = int64(atoi("max-body-bytes"))
 	c.maxFileBytes = int64(atoi("max-file-bytes"))
+	c.maxArchiveEntries = atoi("max-archive-entries")
 	c.maxPromptBytes = int64(atoi("max-prompt-bytes"))
 	c.outputBufferBytes = atoi("output-buffer-bytes")
 	c.shutdownGrace = dur("shutdown-grace")
@@ -205,7 +208,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("data dir: %w", err)
 	}
 	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Log: log}, db, svc)
-	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxPromptBytes: c.maxPromptBytes, Heartbeat: c.heartbeat, OpenAPI: api.Spec, Log: log}, svc, sess, db, pool)
+	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes, Heartbeat: c.heartbeat, OpenAPI: api.Spec, Log: log}, svc, sess, db, pool)
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
