@@ -114,14 +114,15 @@ func (f *Files) WriteArchive(ctx context.Context, root string, w io.Writer) erro
 //
 // The archive is extracted into a staging directory next to dir and its
 // entries moved into place only once all of them were written, so a
-// refused or broken archive leaves nothing behind but the directories
-// mkdirs created. Moving in merges with what dir holds: an archive's
-// directory merges into an existing directory (which keeps its own mode and
-// time), any other entry replaces an existing file or symlink of its name,
-// and an entry that would replace an existing directory with a non-directory
-// is refused (409) before anything moves. An existing symlink is replaced,
-// never followed, so nothing lands outside dir. Only an engine failure
-// during the moves themselves leaves a part of the archive in place.
+// refused or broken archive leaves nothing behind (the directories mkdirs
+// created are removed again). Moving in merges with what dir holds: an
+// archive's directory merges into an existing directory (which keeps its
+// own mode and takes the archive's time), any other entry replaces an
+// existing file or symlink of its name, and an entry that would replace an
+// existing directory with a non-directory is refused (409) before anything
+// moves. An existing symlink is replaced, never followed, so nothing lands
+// outside dir. Only an engine failure during the moves themselves leaves a
+// part of the archive in place.
 func (f *Files) ExtractArchive(ctx context.Context, dir string, r io.Reader, mkdirs bool, lim archive.Limits) (st archive.Stats, err error) {
 	clean, err := agentos.CheckPath(dir)
 	if err != nil {
@@ -161,7 +162,8 @@ func (f *Files) ExtractArchive(ctx context.Context, dir string, r io.Reader, mkd
 	}
 	defer f.removeDetached(ctx, staging)
 
-	st, err = archive.Extract(ctx, r, guestFS{f.vm}, staging, lim)
+	sink := &timedSink{guestFS: guestFS{f.vm}, staging: staging}
+	st, err = archive.Extract(ctx, r, sink, staging, lim)
 	if err != nil {
 		return st, archiveError(err, lim)
 	}
@@ -179,7 +181,35 @@ func (f *Files) ExtractArchive(ctx context.Context, dir string, r io.Reader, mkd
 			return st, EngineError(err, "extract archive")
 		}
 	}
+	for _, ft := range sink.times {
+		if err := f.vm.Utimes(ctx, path.Join(clean, ft.rel), ft.mtime, ft.mtime); err != nil {
+			return st, EngineError(err, "extract archive")
+		}
+	}
 	return st, nil
+}
+
+// timedSink records the modification times the extraction sets, to set them
+// again once the entries are in place: the engine's rename gives every file
+// it moves (directly or inside a moved directory) the current time, while
+// directories keep theirs.
+type timedSink struct {
+	guestFS
+	staging string
+	times   []fileTime
+}
+
+type fileTime struct {
+	rel   string
+	mtime time.Time
+}
+
+func (s *timedSink) Chtimes(ctx context.Context, name string, mtime time.Time) error {
+	if err := s.guestFS.Chtimes(ctx, name, mtime); err != nil {
+		return err
+	}
+	s.times = append(s.times, fileTime{rel: strings.TrimPrefix(name, s.staging+"/"), mtime: mtime})
+	return nil
 }
 
 // firstMissing returns the topmost missing directory of the path p, the
