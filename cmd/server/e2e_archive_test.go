@@ -106,11 +106,11 @@ func bigTree(big int64) []treeEntry {
 		es = append(es, treeEntry{name: fmt.Sprintf("%s/f%04d.txt", d, i), typ: tar.TypeReg, mode: modes[i%4], body: body, mtime: base.Add(time.Duration(i) * time.Second)})
 	}
 	es = append(es,
-		treeEntry{name: "docs/readme", typ: tar.TypeSymlink, link: "../src/pkg0/f0000.txt", mode: 0o777},
+		treeEntry{name: "docs/readme", typ: tar.TypeSymlink, link: "../src/pkg0/sub/f0000.txt", mode: 0o777},
 		treeEntry{name: "src/pkg1/up", typ: tar.TypeSymlink, link: "..", mode: 0o777},
 		treeEntry{name: "latest", typ: tar.TypeSymlink, link: "src/pkg2", mode: 0o777},
 		treeEntry{name: "dangling", typ: tar.TypeSymlink, link: "nowhere", mode: 0o777},
-		treeEntry{name: "src/hard", typ: tar.TypeLink, link: "src/pkg0/f0000.txt"},
+		treeEntry{name: "src/hard", typ: tar.TypeLink, link: "src/pkg0/sub/f0000.txt"},
 		treeEntry{name: "big/blob.bin", typ: tar.TypeReg, mode: 0o644, size: big, mtime: base},
 	)
 	return es
@@ -292,7 +292,8 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 	e := newE2E(t)
 	ctx := ctxFor(t, 5*time.Minute)
 	c := e.admin
-	vm := e.vm(c, client.CreateVMRequest{})
+	// The default filesystem limit of a VM is below the tree's size.
+	vm := e.vm(c, client.CreateVMRequest{Limits: map[string]any{"resources": map[string]any{"maxFilesystemBytes": 512 << 20}}})
 	// The bulk transfers bypass the validating transport, which holds each
 	// whole response to check it; their headers are checked on small
 	// downloads below.
@@ -372,12 +373,12 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 			resp.Body.Close()
 		}
 		// A single file is an archive of one entry named after it.
-		r, err := c.DownloadArchive(ctx, vm.ID, "/workspace/tree/src/pkg3/f0003.txt", client.ArchiveOptions{})
+		r, err := c.DownloadArchive(ctx, vm.ID, "/workspace/tree/src/pkg3/f0013.txt", client.ArchiveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		one := tree[slices.IndexFunc(tree, func(te treeEntry) bool { return te.name == "src/pkg3/f0003.txt" })]
-		one.name = "f0003.txt"
+		one := tree[slices.IndexFunc(tree, func(te treeEntry) bool { return te.name == "src/pkg3/f0013.txt" })]
+		one.name = "f0013.txt"
 		checkTree(t, r, false, []treeEntry{one})
 		r.Close()
 	})
