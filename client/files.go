@@ -126,12 +126,12 @@ func (c *Client) ReadFileRange(ctx context.Context, vm, path string, opts ReadRa
 		out.Body, out.Length, out.Size = resp.Body, resp.ContentLength, resp.ContentLength
 		return out, nil
 	case http.StatusPartialContent:
-		var last int64
-		if _, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &out.Start, &last, &out.Size); err != nil {
+		start, last, size, err := parseContentRange(resp.Header.Get("Content-Range"))
+		if err != nil {
 			resp.Body.Close()
-			return nil, fmt.Errorf("client: GET %s: Content-Range %q: %w", path, resp.Header.Get("Content-Range"), err)
+			return nil, fmt.Errorf("client: GET %s: %w", path, err)
 		}
-		out.Body, out.Partial, out.Length = resp.Body, true, last-out.Start+1
+		out.Body, out.Partial, out.Start, out.Length, out.Size = resp.Body, true, start, last-start+1, size
 		return out, nil
 	}
 	defer resp.Body.Close()
@@ -139,6 +139,36 @@ func (c *Client) ReadFileRange(ctx context.Context, vm, path string, opts ReadRa
 		return nil, parseError(resp)
 	}
 	return nil, fmt.Errorf("client: GET %s: unexpected status %d", path, resp.StatusCode)
+}
+
+// parseContentRange reads the "bytes first-last/size" of a 206 answer.
+func parseContentRange(v string) (first, last, size int64, err error) {
+	bad := fmt.Errorf("Content-Range %q is not bytes first-last/size", v)
+	rest, ok := strings.CutPrefix(v, "bytes ")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	rng, total, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	a, b, ok := strings.Cut(rng, "-")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	nums := [3]int64{}
+	for i, s := range []string{a, b, total} {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 || s[0] == '+' {
+			return 0, 0, 0, bad
+		}
+		nums[i] = n
+	}
+	first, last, size = nums[0], nums[1], nums[2]
+	if first > last || last >= size {
+		return 0, 0, 0, bad
+	}
+	return first, last, size, nil
 }
 
 // ArchiveOptions tune DownloadArchive and UploadArchive.

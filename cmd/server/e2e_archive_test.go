@@ -282,7 +282,8 @@ func checkTree(t *testing.T, r io.Reader, gz bool, es []treeEntry) {
 
 // maxGrowth is the bound on the gateway's memory growth while 64 MiB go
 // through it: the transfers run in chunks of 4 MiB, so a copy of the
-// payload would show.
+// payload would show. It is not asserted under the race detector, whose
+// shadow memory scales the resident set.
 const maxGrowth = 48 << 20
 
 // TestE2EArchiveRoundTrip uploads the big tree as a tar and downloads it as
@@ -314,7 +315,7 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 		}
 	})
 	t.Logf("upload of a %d MiB tar: peak RSS growth %.1f MiB", big>>20, float64(growth)/(1<<20))
-	if growth > maxGrowth {
+	if growth > maxGrowth && !raceEnabled {
 		t.Errorf("the gateway grew by %d MiB during the upload, over %d MiB", growth>>20, maxGrowth>>20)
 	}
 	var smallBytes int64
@@ -338,7 +339,7 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 				checkTree(t, r, gz, tree)
 			})
 			t.Logf("download as tar (gzip %v): peak RSS growth %.1f MiB", gz, float64(growth)/(1<<20))
-			if growth > maxGrowth {
+			if growth > maxGrowth && !raceEnabled {
 				t.Errorf("the gateway grew by %d MiB during the download, over %d MiB", growth>>20, maxGrowth>>20)
 			}
 		})
