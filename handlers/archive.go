@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"path"
 
+	"github.com/rs/zerolog"
+
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/archive"
 )
@@ -78,6 +80,9 @@ func (s *Server) readArchive(w http.ResponseWriter, r *http.Request) {
 	case err != nil && !out.wrote:
 		writeError(w, r, err)
 	case err != nil:
+		// The client sees a truncated archive, never a complete-looking
+		// one.
+		zerolog.Ctx(r.Context()).Warn().Err(err).Str("path", p).Msg("archive failed after its first bytes; aborting the response")
 		panic(http.ErrAbortHandler)
 	}
 }

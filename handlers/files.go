@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -152,9 +154,10 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *vms.Files,
 	body := f.NewReader(r.Context(), p, info.Size)
 	pw := &problemWriter{ResponseWriter: w, r: r}
 	http.ServeContent(pw, r, p, info.ModTime, body)
-	if body.Err() != nil {
+	if err := body.Err(); err != nil {
 		// Headers are gone; abort the response so the client sees a
 		// truncated transfer rather than a complete-looking one.
+		zerolog.Ctx(r.Context()).Warn().Err(err).Str("path", p).Msg("file read failed after the headers; aborting the response")
 		panic(http.ErrAbortHandler)
 	}
 }

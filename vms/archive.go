@@ -192,11 +192,14 @@ func (f *Files) ExtractArchive(ctx context.Context, dir string, r io.Reader, mkd
 // timedSink records the modification times the extraction sets, to set them
 // again once the entries are in place: the engine's rename gives every file
 // it moves (directly or inside a moved directory) the current time, while
-// directories keep theirs.
+// directories keep theirs. A hard link gets its file's time under its own
+// name too: once moved, a hard-linked file takes utimes through some of its
+// names only (measured on 0.2.21), so every name is tried.
 type timedSink struct {
 	guestFS
 	staging string
 	times   []fileTime
+	byName  map[string]time.Time
 }
 
 type fileTime struct {
@@ -204,12 +207,32 @@ type fileTime struct {
 	mtime time.Time
 }
 
+func (s *timedSink) rel(name string) string { return strings.TrimPrefix(name, s.staging+"/") }
+
 func (s *timedSink) Chtimes(ctx context.Context, name string, mtime time.Time) error {
 	if err := s.guestFS.Chtimes(ctx, name, mtime); err != nil {
 		return err
 	}
-	s.times = append(s.times, fileTime{rel: strings.TrimPrefix(name, s.staging+"/"), mtime: mtime})
+	s.record(s.rel(name), mtime)
 	return nil
+}
+
+func (s *timedSink) Link(ctx context.Context, existing, name string) error {
+	if err := s.guestFS.Link(ctx, existing, name); err != nil {
+		return err
+	}
+	if mtime, ok := s.byName[s.rel(existing)]; ok {
+		s.record(s.rel(name), mtime)
+	}
+	return nil
+}
+
+func (s *timedSink) record(rel string, mtime time.Time) {
+	if s.byName == nil {
+		s.byName = map[string]time.Time{}
+	}
+	s.byName[rel] = mtime
+	s.times = append(s.times, fileTime{rel: rel, mtime: mtime})
 }
 
 // firstMissing returns the topmost missing directory of the path p, the
