@@ -161,7 +161,10 @@ func (vm *VM) WriteFile(ctx context.Context, p string, data []byte) error {
 // file behind; callers that need all-or-nothing write to a temporary name
 // and Move it.
 func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, error) {
-	buf := make([]byte, FileChunkSize)
+	// The first chunk is small, so that a small file (an archive's usual
+	// entry) does not cost a whole chunk's buffer; the buffer grows to
+	// FileChunkSize once a file fills it.
+	buf := make([]byte, min(firstChunkSize, FileChunkSize))
 	var off int64
 	for {
 		n, rerr := io.ReadFull(r, buf)
@@ -188,8 +191,14 @@ func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, 
 		if rerr != nil {
 			return off, nil
 		}
+		if len(buf) < FileChunkSize {
+			buf = make([]byte, FileChunkSize)
+		}
 	}
 }
+
+// firstChunkSize is the size of the first chunk WriteFileFrom reads.
+const firstChunkSize = 64 << 10
 
 // Mkdir creates a directory; with parents it acts as mkdir -p.
 func (vm *VM) Mkdir(ctx context.Context, p string, parents bool) error {
