@@ -26,6 +26,12 @@ const (
 	CodeRequestTimeout    Code = "request_timeout"
 	CodeHeadersTooLarge   Code = "headers_too_large"
 	CodeNotImplemented    Code = "not_implemented"
+
+	// CodePreconditionFailed: a conditional request's If-Match or
+	// If-Unmodified-Since does not hold.
+	CodePreconditionFailed Code = "precondition_failed"
+	// CodeRangeNotSatisfiable: a Range outside the file.
+	CodeRangeNotSatisfiable Code = "range_not_satisfiable"
 )
 
 // Error is the one error type that crosses layers: a code, a message safe to

@@ -161,7 +161,10 @@ func (vm *VM) WriteFile(ctx context.Context, p string, data []byte) error {
 // file behind; callers that need all-or-nothing write to a temporary name
 // and Move it.
 func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, error) {
-	buf := make([]byte, FileChunkSize)
+	// The first chunk is small, so that a small file (an archive's usual
+	// entry) does not cost a whole chunk's buffer; the buffer grows to
+	// FileChunkSize once a file fills it.
+	buf := make([]byte, min(firstChunkSize, FileChunkSize))
 	var off int64
 	for {
 		n, rerr := io.ReadFull(r, buf)
@@ -188,8 +191,14 @@ func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, 
 		if rerr != nil {
 			return off, nil
 		}
+		if len(buf) < FileChunkSize {
+			buf = make([]byte, FileChunkSize)
+		}
 	}
 }
+
+// firstChunkSize is the size of the first chunk WriteFileFrom reads.
+const firstChunkSize = 64 << 10
 
 // Mkdir creates a directory; with parents it acts as mkdir -p.
 func (vm *VM) Mkdir(ctx context.Context, p string, parents bool) error {
@@ -387,4 +396,54 @@ func (vm *VM) ExportRootFilesystem(ctx context.Context, maxBytes uint64) ([]prot
 		return nil, unexpected("SnapshotRootFilesystemRequest", resp)
 	}
 	return r.Entries, nil
+}
+
+// ReadAt reads up to len(p) bytes of a file at off with PREAD calls of at
+// most FileChunkSize each. Like io.ReaderAt it returns io.EOF when fewer
+// than len(p) bytes were read because the file ends.
+func (vm *VM) ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%w: negative offset", ErrInvalidArgument)
+	}
+	var n int
+	for n < len(p) {
+		want := min(len(p)-n, FileChunkSize)
+		o, l := uint64(off)+uint64(n), uint64(want)
+		r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationPread, Path: name, Offset: &o, Len: &l})
+		if err != nil {
+			return n, err
+		}
+		data, err := decodeContent(r)
+		if err != nil {
+			return n, err
+		}
+		if len(data) > want {
+			return n, fmt.Errorf("%w: pread of %d bytes returned %d", ErrProtocol, want, len(data))
+		}
+		n += copy(p[n:], data)
+		if len(data) < want {
+			return n, io.EOF
+		}
+	}
+	return n, nil
+}
+
+// Utimes sets a file's access and modification times (millisecond
+// precision, which is what the engine keeps).
+func (vm *VM) Utimes(ctx context.Context, p string, atime, mtime time.Time) error {
+	a, m := uint64(max(atime.UnixMilli(), 0)), uint64(max(mtime.UnixMilli(), 0))
+	_, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationUtimes, Path: p, AtimeMs: &a, MtimeMs: &m})
+	return err
+}
+
+// Link creates a hard link at p to the existing file target.
+func (vm *VM) Link(ctx context.Context, target, p string) error {
+	// The engine's LINK takes the existing file as the path and the new
+	// name as the destination, like link(2)'s argument order.
+	dst, err := CheckPath(p)
+	if err != nil {
+		return err
+	}
+	_, err = vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationLink, Path: target, DestinationPath: &dst})
+	return err
 }

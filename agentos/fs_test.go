@@ -244,3 +244,46 @@ func TestGuestDirectoriesWritable(t *testing.T) {
 		t.Fatalf("/tmp mode = %o, %v", st.RawMode, err)
 	}
 }
+
+// TestReadAtUtimesLink: ReadAt reads exactly the bytes asked for, short with
+// io.EOF at the end; Utimes sets the modification time; Link makes a second
+// name of the same file.
+func TestReadAtUtimesLink(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 60*time.Second)
+	if err := vm.WriteFile(ctx, "/workspace/r.txt", []byte("0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		off, n int
+		want   string
+		eof    bool
+	}{
+		{0, 4, "0123", false},
+		{6, 4, "6789", false},
+		{8, 4, "89", true},
+		{10, 4, "", true},
+		{20, 1, "", true},
+	} {
+		b := make([]byte, tc.n)
+		n, err := vm.ReadAt(ctx, "/workspace/r.txt", b, int64(tc.off))
+		if string(b[:n]) != tc.want || errors.Is(err, io.EOF) != tc.eof || (err != nil && !errors.Is(err, io.EOF)) {
+			t.Errorf("ReadAt(%d, %d) = %q, %v", tc.off, tc.n, b[:n], err)
+		}
+	}
+	mt := time.Unix(1_600_000_000, 0).UTC()
+	if err := vm.Utimes(ctx, "/workspace/r.txt", mt, mt); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := vm.Stat(ctx, "/workspace/r.txt"); err != nil || !info.ModTime.Equal(mt) {
+		t.Fatalf("mtime %v, %v; want %v", info.ModTime, err, mt)
+	}
+	if err := vm.Link(ctx, "/workspace/r.txt", "/workspace/h.txt"); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := vm.Stat(ctx, "/workspace/r.txt")
+	b, err := vm.Stat(ctx, "/workspace/h.txt")
+	if err != nil || a.Ino != b.Ino || b.Nlink != 2 {
+		t.Fatalf("link: %+v %+v %v", a, b, err)
+	}
+}

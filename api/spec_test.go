@@ -126,8 +126,8 @@ func TestErrorResponsesAreProblems(t *testing.T) {
 func TestErrorCodeEnum(t *testing.T) {
 	doc := load(t)
 	want := []string{"conflict", "deadline_exceeded", "headers_too_large", "internal", "invalid_argument", "method_not_allowed",
-		"not_found", "not_implemented", "payload_too_large", "permission_denied", "request_timeout", "resource_exhausted",
-		"unauthenticated", "unavailable", "unprocessable"}
+		"not_found", "not_implemented", "payload_too_large", "permission_denied", "precondition_failed", "range_not_satisfiable",
+		"request_timeout", "resource_exhausted", "unauthenticated", "unavailable", "unprocessable"}
 	var got []string
 	for _, v := range doc.Components.Schemas["ErrorCode"].Value.Enum {
 		got = append(got, v.(string))

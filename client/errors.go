@@ -30,6 +30,10 @@ const (
 	CodeRequestTimeout    = "request_timeout"
 	CodeHeadersTooLarge   = "headers_too_large"
 	CodeNotImplemented    = "not_implemented"
+
+	// Conditional and range requests of file downloads.
+	CodePreconditionFailed  = "precondition_failed"
+	CodeRangeNotSatisfiable = "range_not_satisfiable"
 )
 
 // Error is an answer of the gateway outside 2xx (an RFC 9457 problem), or the
@@ -105,8 +109,12 @@ func codeForStatus(status int) string {
 		return CodePermissionDenied
 	case http.StatusNotFound, http.StatusGone:
 		return CodeNotFound
-	case http.StatusConflict, http.StatusPreconditionFailed:
+	case http.StatusConflict:
 		return CodeConflict
+	case http.StatusPreconditionFailed:
+		return CodePreconditionFailed
+	case http.StatusRequestedRangeNotSatisfiable:
+		return CodeRangeNotSatisfiable
 	case http.StatusRequestEntityTooLarge:
 		return CodePayloadTooLarge
 	case http.StatusUnprocessableEntity:

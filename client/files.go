@@ -3,11 +3,13 @@ package client
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Paths inside a VM always travel in the path query parameter; the gateway
@@ -49,7 +51,197 @@ func (c *Client) StatFileHead(ctx context.Context, vm, path string) (*FileHead, 
 		h.ModTime = t
 	}
 	h.IsDir = strings.HasPrefix(h.ContentType, "inode/directory")
+	h.ETag = resp.Header.Get("ETag")
 	return h, nil
+}
+
+// ReadRangeOptions select what ReadFileRange reads.
+type ReadRangeOptions struct {
+	// Offset and Length select the bytes [Offset, Offset+Length); Length 0
+	// reads to the end. A negative Offset selects the last -Offset bytes
+	// (Length is then ignored). Offset 0 and Length 0 read the whole file.
+	Offset, Length int64
+	// IfRange, an ETag from an earlier read, makes the gateway send the
+	// whole file instead of the range when the file changed since.
+	IfRange string
+	// IfNoneMatch, an ETag from an earlier read, makes the answer
+	// NotModified (and bodiless) while the file is unchanged.
+	IfNoneMatch string
+}
+
+// FileRange is the answer of ReadFileRange.
+type FileRange struct {
+	// Body streams the bytes; the caller must Close it. It is nil when
+	// NotModified.
+	Body io.ReadCloser
+	// Partial is set when Body holds the range asked for (206); otherwise
+	// it holds the whole file.
+	Partial bool
+	// NotModified is set when IfNoneMatch matched (304).
+	NotModified bool
+	// Start and Length locate Body in the file; Size is the file's size
+	// (unknown, -1, when NotModified).
+	Start, Length, Size int64
+	ETag                string
+	ModTime             time.Time
+}
+
+// ReadFileRange reads part of a file (Range: bytes=...), with the
+// conditional headers of opts. A range outside the file is an *Error with
+// code range_not_satisfiable (416).
+func (c *Client) ReadFileRange(ctx context.Context, vm, path string, opts ReadRangeOptions) (*FileRange, error) {
+	h := http.Header{}
+	switch {
+	case opts.Offset < 0:
+		h.Set("Range", "bytes="+strconv.FormatInt(opts.Offset, 10))
+	case opts.Length > 0:
+		h.Set("Range", "bytes="+strconv.FormatInt(opts.Offset, 10)+"-"+strconv.FormatInt(opts.Offset+opts.Length-1, 10))
+	case opts.Offset > 0:
+		h.Set("Range", "bytes="+strconv.FormatInt(opts.Offset, 10)+"-")
+	}
+	if opts.IfRange != "" {
+		h.Set("If-Range", opts.IfRange)
+	}
+	if opts.IfNoneMatch != "" {
+		h.Set("If-None-Match", opts.IfNoneMatch)
+	}
+	req, err := c.newRequest(ctx, request{method: http.MethodGet, path: vmPath(vm, "files"), query: pathQuery(path), accept: "*/*", headers: h})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	out := &FileRange{ETag: resp.Header.Get("ETag"), Size: -1}
+	if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
+		out.ModTime = t
+	}
+	switch resp.StatusCode {
+	case http.StatusNotModified:
+		drainClose(resp.Body)
+		out.NotModified = true
+		return out, nil
+	case http.StatusOK:
+		out.Body, out.Length, out.Size = resp.Body, resp.ContentLength, resp.ContentLength
+		return out, nil
+	case http.StatusPartialContent:
+		start, last, size, err := parseContentRange(resp.Header.Get("Content-Range"))
+		if err != nil {
+			resp.Body.Close()
+			return nil, fmt.Errorf("client: GET %s: %w", path, err)
+		}
+		out.Body, out.Partial, out.Start, out.Length, out.Size = resp.Body, true, start, last-start+1, size
+		return out, nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, parseError(resp)
+	}
+	return nil, fmt.Errorf("client: GET %s: unexpected status %d", path, resp.StatusCode)
+}
+
+// parseContentRange reads the "bytes first-last/size" of a 206 answer.
+func parseContentRange(v string) (first, last, size int64, err error) {
+	bad := fmt.Errorf("Content-Range %q is not bytes first-last/size", v)
+	rest, ok := strings.CutPrefix(v, "bytes ")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	rng, total, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	a, b, ok := strings.Cut(rng, "-")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	nums := [3]int64{}
+	for i, s := range []string{a, b, total} {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 || s[0] == '+' {
+			return 0, 0, 0, bad
+		}
+		nums[i] = n
+	}
+	first, last, size = nums[0], nums[1], nums[2]
+	if first > last || last >= size {
+		return 0, 0, 0, bad
+	}
+	return first, last, size, nil
+}
+
+// ArchiveOptions tune DownloadArchive and UploadArchive.
+type ArchiveOptions struct {
+	// Gzip selects tar.gz rather than tar.
+	Gzip bool
+	// Mkdirs (uploads) creates the target directory and its parents.
+	Mkdirs bool
+	// Size (uploads), when > 0, is sent as Content-Length; see
+	// WriteFileOptions.
+	Size int64
+}
+
+// ArchiveResult is the answer of UploadArchive.
+type ArchiveResult struct {
+	Path     string `json:"path"`
+	Files    int    `json:"files"`
+	Dirs     int    `json:"dirs"`
+	Symlinks int    `json:"symlinks"`
+	Bytes    int64  `json:"bytes"`
+}
+
+func archiveQuery(path string, opts ArchiveOptions) url.Values {
+	q := pathQuery(path)
+	if opts.Gzip {
+		q.Set("format", "tar.gz")
+	}
+	if opts.Mkdirs {
+		q.Set("mkdirs", "true")
+	}
+	return q
+}
+
+// DownloadArchive streams the directory (or file) at path as a tar (or,
+// with opts.Gzip, tar.gz) archive. The body is handed over as it arrives;
+// the caller reads it and must Close it. An archive the gateway cuts short
+// reads as an error, never as a complete archive.
+func (c *Client) DownloadArchive(ctx context.Context, vm, path string, opts ArchiveOptions) (io.ReadCloser, error) {
+	opts.Mkdirs = false
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: vmPath(vm, "archive"), query: archiveQuery(path, opts), accept: "*/*"})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// UploadArchive streams the tar (or, with opts.Gzip, tar.gz) archive r into
+// the directory at path, all or nothing. r is read to its end and not
+// closed.
+func (c *Client) UploadArchive(ctx context.Context, vm, path string, r io.Reader, opts ArchiveOptions) (*ArchiveResult, error) {
+	ctype := "application/x-tar"
+	if opts.Gzip {
+		ctype = "application/gzip"
+	}
+	body := r
+	switch r.(type) {
+	case *bytes.Reader, *bytes.Buffer, *strings.Reader:
+	case nil:
+		body = http.NoBody
+	default:
+		body = nonClosing{r}
+	}
+	resp, err := c.send(ctx, request{method: http.MethodPut, path: vmPath(vm, "archive"), query: archiveQuery(path, opts), body: body,
+		size: opts.Size, ctype: ctype, accept: "application/json"})
+	if err != nil {
+		return nil, err
+	}
+	defer drainClose(resp.Body)
+	var out ArchiveResult
+	if err := decodeJSONBody(resp, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // nonClosing hides a caller's Close: the HTTP client closes request bodies,

@@ -430,6 +430,65 @@ func methodCases() []methodCase {
 				_, err := c.WriteFile(ctx, weirdVM, guestPath, io.MultiReader(strings.NewReader("payload")), client.WriteFileOptions{})
 				return err
 			}},
+		{name: "ReadFileRange", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+			headers: map[string]string{"Range": "bytes=10-13", "If-Range": `"e1"`},
+			resp:    canned{status: 206, ctype: "text/plain", header: map[string]string{"Content-Range": "bytes 10-13/100", "ETag": `"e1"`}, body: "abcd"},
+			call: func(ctx context.Context, c *client.Client) error {
+				fr, err := c.ReadFileRange(ctx, weirdVM, guestPath, client.ReadRangeOptions{Offset: 10, Length: 4, IfRange: `"e1"`})
+				if err != nil {
+					return err
+				}
+				defer fr.Body.Close()
+				b, err := io.ReadAll(fr.Body)
+				if err != nil {
+					return err
+				}
+				return expect(string(b) == "abcd" && fr.Partial && fr.Start == 10 && fr.Length == 4 && fr.Size == 100 && fr.ETag == `"e1"`, "range", fr)
+			}},
+		{name: "ReadFileRangeSuffix", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+			headers: map[string]string{"Range": "bytes=-5"},
+			resp:    canned{status: 206, ctype: "text/plain", header: map[string]string{"Content-Range": "bytes 95-99/100"}, body: "vwxyz"},
+			call: func(ctx context.Context, c *client.Client) error {
+				fr, err := c.ReadFileRange(ctx, weirdVM, guestPath, client.ReadRangeOptions{Offset: -5})
+				if err != nil {
+					return err
+				}
+				fr.Body.Close()
+				return expect(fr.Start == 95 && fr.Length == 5, "range", fr)
+			}},
+		{name: "ReadFileRangeNotModified", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+			headers: map[string]string{"If-None-Match": `"e1"`}, absent: []string{"Range"},
+			resp: canned{status: 304, header: map[string]string{"ETag": `"e1"`}},
+			call: func(ctx context.Context, c *client.Client) error {
+				fr, err := c.ReadFileRange(ctx, weirdVM, guestPath, client.ReadRangeOptions{IfNoneMatch: `"e1"`})
+				if err != nil {
+					return err
+				}
+				return expect(fr.NotModified && fr.Body == nil && fr.ETag == `"e1"`, "not modified", fr)
+			}},
+		{name: "DownloadArchive", method: "GET", path: vmBase + "/archive", query: pathQ("format", "tar.gz"), accept: "*/*",
+			resp: canned{ctype: "application/gzip", body: "gz bytes"},
+			call: func(ctx context.Context, c *client.Client) error {
+				rc, err := c.DownloadArchive(ctx, weirdVM, guestPath, client.ArchiveOptions{Gzip: true, Mkdirs: true})
+				if err != nil {
+					return err
+				}
+				defer rc.Close()
+				b, err := io.ReadAll(rc)
+				if err != nil {
+					return err
+				}
+				return expect(string(b) == "gz bytes", "archive", string(b))
+			}},
+		{name: "UploadArchive", method: "PUT", path: vmBase + "/archive", query: pathQ("mkdirs", "true"), accept: jsonCT, ctype: "application/x-tar",
+			bodyRaw: []byte("tar bytes"), resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","files":2,"dirs":1,"symlinks":1,"bytes":9}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				res, err := c.UploadArchive(ctx, weirdVM, guestPath, strings.NewReader("tar bytes"), client.ArchiveOptions{Mkdirs: true})
+				if err != nil {
+					return err
+				}
+				return expect(*res == client.ArchiveResult{Path: "/tmp/x", Files: 2, Dirs: 1, Symlinks: 1, Bytes: 9}, "result", res)
+			}},
 		{name: "DeleteFile", method: "DELETE", path: vmBase + "/files", query: pathQ("recursive", "true"), accept: jsonCT, resp: canned{status: 204},
 			call: func(ctx context.Context, c *client.Client) error { return c.DeleteFile(ctx, weirdVM, guestPath, true) }},
 		{name: "DeleteFileFlat", method: "DELETE", path: vmBase + "/files", query: pathQ(), accept: jsonCT, resp: canned{status: 204},

@@ -233,6 +233,7 @@ type FileHead struct {
 	ContentType string // "inode/directory" for a directory
 	ModTime     time.Time
 	IsDir       bool
+	ETag        string // a file's validator, for If-None-Match and If-Range
 }
 
 // WriteFileOptions tunes WriteFile.

@@ -27,6 +27,10 @@ var statusOf = map[gateway.Code]int{
 	gateway.CodeRequestTimeout:    http.StatusRequestTimeout,
 	gateway.CodeHeadersTooLarge:   http.StatusRequestHeaderFieldsTooLarge,
 	gateway.CodeNotImplemented:    http.StatusNotImplemented,
+
+	// Conditional and range requests of file downloads.
+	gateway.CodePreconditionFailed:  http.StatusPreconditionFailed,
+	gateway.CodeRangeNotSatisfiable: http.StatusRequestedRangeNotSatisfiable,
 }
 
 // Problem is an RFC 9457 problem document with the gateway's stable code.

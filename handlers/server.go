@@ -44,8 +44,12 @@ type Pool interface {
 type Config struct {
 	// MaxBodyBytes bounds JSON bodies and stdin uploads (default 1 MiB).
 	MaxBodyBytes int64
-	// MaxFileBytes bounds file uploads (default 1 GiB).
+	// MaxFileBytes bounds file uploads and the extracted total of an
+	// archive upload (default 1 GiB).
 	MaxFileBytes int64
+	// MaxArchiveEntries bounds the entries of an archive upload (default
+	// 100000).
+	MaxArchiveEntries int
 	// MaxPromptBytes bounds prompt bodies, which may carry images
 	// (default 8 MiB, well inside the engine's 16 MiB frames).
 	MaxPromptBytes int64
@@ -85,6 +89,9 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, keeper 
 	}
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = 1 << 30
+	}
+	if cfg.MaxArchiveEntries <= 0 {
+		cfg.MaxArchiveEntries = 100000
 	}
 	if cfg.MaxPromptBytes <= 0 {
 		cfg.MaxPromptBytes = 8 << 20
@@ -154,6 +161,8 @@ func (s *Server) routes() chi.Router {
 			r.Head("/files", s.statFileHead)
 			r.Put("/files", s.writeFile)
 			r.Delete("/files", s.deleteFile)
+			r.Get("/archive", s.readArchive)
+			r.Put("/archive", s.writeArchive)
 			r.Get("/dirs", s.listDir)
 			r.Post("/dirs", s.mkdir)
 			r.Post("/fs/move", s.move)

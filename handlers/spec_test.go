@@ -21,6 +21,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/archive"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
@@ -287,6 +288,11 @@ func TestHandlersAnswerTheSpec(t *testing.T) {
 		{"write file", "PUT", vm + "/files?path=/tmp/a&mkdirs=true", specAdminKey, nil, "hello", 409, "conflict"},
 		{"write file bad mkdirs", "PUT", vm + "/files?path=/tmp/a&mkdirs=maybe", specAdminKey, nil, "hello", 400, "invalid_argument"},
 		{"write file too large", "PUT", vm + "/files?path=/tmp/a", specAdminKey, nil, strings.Repeat("x", 2<<10), 413, "payload_too_large"},
+		{"read archive", "GET", vm + "/archive?path=/tmp", specAdminKey, nil, "", 409, "conflict"},
+		{"read archive bad format", "GET", vm + "/archive?path=/tmp&format=zip", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"read archive no path", "GET", vm + "/archive", specAdminKey, nil, "", 400, "invalid_argument"},
+		{"write archive", "PUT", vm + "/archive?path=/tmp&mkdirs=true", specAdminKey, nil, "", 409, "conflict"},
+		{"write archive bad encoding", "PUT", vm + "/archive?path=/tmp", specAdminKey, hdr{"Content-Encoding": "br"}, "", 400, "invalid_argument"},
 		{"delete file", "DELETE", vm + "/files?path=/tmp/a&recursive=true", specAdminKey, nil, "", 409, "conflict"},
 		{"delete root", "DELETE", vm + "/files?path=/", specAdminKey, nil, "", 400, "invalid_argument"},
 		{"list dir", "GET", vm + "/dirs?path=/&recursive=true&maxDepth=2", specAdminKey, nil, "", 409, "conflict"},
@@ -620,6 +626,7 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 		{"CreatedAPIKey", keyJSON{}, false}, // key is omitempty in Go, always there when created
 		{"Sidecar", sidecarJSON{}, true},
 		{"Stat", statJSON{}, true},
+		{"ArchiveExtracted", archiveExtractedJSON{}, true},
 		{"ProcessInfo", vms.ProcessInfo{}, true},
 		{"ExitStatus", vms.ExitStatus{}, true},
 		{"VMEvent", vms.VMEvent{}, true},
@@ -705,6 +712,7 @@ func TestGoValuesValidate(t *testing.T) {
 		{"CreatedAPIKey", keyJSON{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: rfc3339(now), Key: "agk_secret"}},
 		{"APIKey", keyJSON{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: rfc3339(now)}},
 		{"Stat", statJSON{Path: "/", Mode: 0o40755, IsDir: true, ModTime: rfc3339(now)}},
+		{"ArchiveExtracted", archiveExtractedJSON{Path: "/workspace", Stats: archive.Stats{Files: 2, Dirs: 1, Symlinks: 1, Bytes: 10}}},
 		{"DirList", listJSON[agentos.DirEntry]{Items: []agentos.DirEntry{{Name: "a", Path: "/a", Size: 1}}}},
 		{"Problem", Problem{Type: ProblemType + "conflict", Title: "Conflict", Status: 409, Detail: "the VM is lost", Code: gateway.CodeConflict,
 			Instance: "/v1/vms/vm_1", RequestID: "r", Details: map[string]any{"state": "lost", "reason": "sidecar died"}}},

@@ -2,11 +2,13 @@ package vms
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path"
 	"strings"
 	"time"
 
+	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
 
@@ -41,6 +43,94 @@ func (f *Files) ReadTo(ctx context.Context, path string, w io.Writer) (int64, er
 	return n, EngineError(err, "read file")
 }
 
+// FileReader reads a guest file lazily through PREAD calls: it implements
+// io.ReadSeeker (for http.ServeContent's ranges) and fetches only what is
+// read, in bounded memory. Its read-ahead starts at the caller's buffer size
+// and doubles up to agentos.FileChunkSize, so a small range costs one small
+// call and a long one few large calls, reading at most one chunk past what
+// the caller consumes.
+type FileReader struct {
+	ctx  context.Context
+	vm   *agentos.VM
+	name string
+	size int64
+	off  int64
+	buf  []byte
+	// bufOff is the file offset of buf[0].
+	bufOff int64
+	ahead  int
+	err    error
+}
+
+// NewReader returns a reader of the file name of the given size (from a
+// Stat); reads past size end with io.EOF.
+func (f *Files) NewReader(ctx context.Context, name string, size int64) *FileReader {
+	return &FileReader{ctx: ctx, vm: f.vm, name: name, size: size}
+}
+
+// Err returns the first read error, mapped to the gateway's codes, or nil.
+func (r *FileReader) Err() error { return r.err }
+
+// Seek implements io.Seeker.
+func (r *FileReader) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += r.off
+	case io.SeekEnd:
+		offset += r.size
+	default:
+		return r.off, errors.New("vms: seek: invalid whence")
+	}
+	if offset < 0 {
+		return r.off, errors.New("vms: seek: negative position")
+	}
+	r.off = offset
+	return offset, nil
+}
+
+// Read implements io.Reader.
+func (r *FileReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.off >= r.size {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if r.off < r.bufOff || r.off >= r.bufOff+int64(len(r.buf)) {
+		if err := r.fill(len(p)); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.buf[r.off-r.bufOff:])
+	r.off += int64(n)
+	return n, nil
+}
+
+func (r *FileReader) fill(want int) error {
+	n := int(min(int64(max(want, r.ahead)), int64(agentos.FileChunkSize), r.size-r.off))
+	r.ahead = min(2*n, agentos.FileChunkSize)
+	if cap(r.buf) < n {
+		r.buf = make([]byte, n)
+	}
+	r.buf = r.buf[:n]
+	k, err := r.vm.ReadAt(r.ctx, r.name, r.buf, r.off)
+	r.buf, r.bufOff = r.buf[:k], r.off
+	if err != nil && !errors.Is(err, io.EOF) {
+		r.err = EngineError(err, "read file")
+		return r.err
+	}
+	if k == 0 {
+		// The file shrank since it was described: its end came early.
+		r.err = gateway.Errorf(gateway.CodeConflict, "%s changed while it was read", r.name)
+		return r.err
+	}
+	return nil
+}
+
 // WriteFrom streams r into a file, creating its parent directories first
 // when mkdirs is set. The file appears under its name only when complete:
 // it is written to a temporary name and moved into place.
@@ -48,6 +138,12 @@ func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs 
 	clean, err := agentos.CheckPath(name)
 	if err != nil {
 		return 0, EngineError(err, "write file")
+	}
+	// The engine would replace a directory with the file; a PUT of bytes
+	// onto a directory is a mistake of the caller's, so it is refused and
+	// the directory kept.
+	if info, err := f.vm.Stat(ctx, clean); err == nil && info.IsDir {
+		return 0, gateway.Errorf(gateway.CodeConflict, "%s is a directory; a file cannot replace it", clean).WithDetail("field", "path")
 	}
 	if mkdirs {
 		if dir := path.Dir(clean); dir != "/" {

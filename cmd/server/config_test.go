@@ -34,6 +34,17 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("%+v", c)
 				}
 			}},
+		{name: "archive entries", args: []string{"--max-archive-entries=7"}, check: func(t *testing.T, c config) {
+			if c.maxArchiveEntries != 7 {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "archive entries default", check: func(t *testing.T, c config) {
+			if c.maxArchiveEntries != 100000 {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "bad archive entries", args: []string{"--max-archive-entries=-1"}, wantErr: "max-archive-entries"},
 		{name: "bad number", args: []string{"--vms-per-sidecar", "x"}, wantErr: "vms-per-sidecar"},
 		{name: "bad duration", env: map[string]string{"AGENTOS_GATEWAY_SIDECAR_IDLE_TIMEOUT": "soon"}, wantErr: "sidecar-idle-timeout"},
 		{name: "zero sidecars", args: []string{"--max-sidecars=0"}, wantErr: "at least 1"},

@@ -88,6 +88,7 @@ type config struct {
 	memoryHighWater    int64
 	maxBodyBytes       int64
 	maxFileBytes       int64
+	maxArchiveEntries  int
 	maxPromptBytes     int64
 	outputBufferBytes  int
 	execTimeoutDefault time.Duration
@@ -132,7 +133,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("sidecar-idle-timeout", "5m", "stop idle sidecars beyond the minimum after this long")
 	num("memory-high-water", "0", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
 	num("max-body-bytes", "1048576", "largest JSON body or stdin upload")
-	num("max-file-bytes", "1073741824", "largest file upload")
+	num("max-file-bytes", "1073741824", "largest file upload, and largest extracted total of an archive upload")
+	num("max-archive-entries", "100000", "most entries of an archive upload")
 	num("max-prompt-bytes", "8388608", "largest prompt body (prompts may carry images; the engine takes frames up to 16 MiB)")
 	num("output-buffer-bytes", "1048576", "replay buffer per process and shell for Last-Event-ID")
 	num("exec-timeout-default", "10m", "deadline of an exec that sets no timeoutMs")
@@ -185,6 +187,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.memoryHighWater = int64(atoi("memory-high-water"))
 	c.maxBodyBytes = int64(atoi("max-body-bytes"))
 	c.maxFileBytes = int64(atoi("max-file-bytes"))
+	c.maxArchiveEntries = atoi("max-archive-entries")
 	c.maxPromptBytes = int64(atoi("max-prompt-bytes"))
 	c.outputBufferBytes = atoi("output-buffer-bytes")
 	c.execTimeoutDefault = dur("exec-timeout-default")
@@ -278,7 +281,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	keeper := idempotency.New(db, idempotency.Config{Log: log})
 	defer keeper.Close()
 	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, Log: log}, db, svc)
-	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxPromptBytes: c.maxPromptBytes,
+	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
 		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Log: log}, svc, sess, db, keeper, pool)
 
 	ln, err := net.Listen("tcp", c.addr)
