@@ -53,11 +53,21 @@ test-short: setup
 bench: setup
 	bench/run.sh
 
+# Every fuzz target of a parser of untrusted bytes, FUZZTIME each (their seed
+# corpora also run in make test). Targets are listed by package and name.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	./agentos/protocol:FuzzUnmarshalFrame ./agentos/protocol:FuzzACP ./agentos/protocol:FuzzFrameReader \
+	./agentos:FuzzCommandArgv ./archive:FuzzExtract ./client:FuzzParseContentRange \
+	./handlers:FuzzDecodeJSON ./handlers:FuzzQueryParams ./handlers:FuzzLastEventID \
+	./handlers:FuzzEncodeBytes ./handlers:FuzzRewritePlainError ./sessions:FuzzValidateContent
+
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzUnmarshalFrame -fuzztime 30s ./agentos/protocol/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime 30s ./handlers/
-	$(GO) test -run '^$$' -fuzz '^FuzzQueryParams$$' -fuzztime 30s ./handlers/
-	$(GO) test -run '^$$' -fuzz '^FuzzLastEventID$$' -fuzztime 30s ./handlers/
+	@for t in $(FUZZ_TARGETS); do \
+		pkg="$${t%%:*}"; name="$${t##*:}"; \
+		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
+	done
 
 generate:
 	$(GO) generate ./...
