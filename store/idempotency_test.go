@@ -257,26 +257,7 @@ func TestPurgeExpiredIdempotent(t *testing.T) {
 func TestIdempotencyMigrationOnExistingDatabase(t *testing.T) {
 	forEachBackendDSN(t, func(t *testing.T, dsn string) {
 		ctx := testContext(t)
-		kind, target, err := parseDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var old *DB
-		if kind == dialectPostgres {
-			old, err = openPostgres(ctx, target)
-		} else {
-			old, err = openSQLite(ctx, target)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ms, err := loadMigrations(old.Dialect())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := old.applyMigrations(ctx, ms[:2]); err != nil {
-			t.Fatalf("apply 0001 and 0002: %v", err)
-		}
+		old, ms := openAtVersion(t, dsn, 2)
 		if _, err := old.exec(ctx, old.w, `INSERT INTO idempotency_keys (tenant_id, key, request_hash, status, body, done, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`, "acme", "k", "h", 200, []byte(`{"exitCode":0}`), true, old.d.ts(old.now())); err != nil {
 			t.Fatalf("insert a version 2 record: %v", err)

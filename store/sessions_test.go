@@ -697,34 +697,44 @@ func TestPurgeExpiredSessions(t *testing.T) {
 	})
 }
 
+// openAtVersion opens the database at dsn with only its first n migrations
+// applied, as a gateway of schema version n left it, and returns every
+// migration there is.
+func openAtVersion(t *testing.T, dsn string, n int) (*DB, []migration) {
+	t.Helper()
+	ctx := testContext(t)
+	kind, target, err := parseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var db *DB
+	if kind == dialectPostgres {
+		db, err = openPostgres(ctx, target)
+	} else {
+		db, err = openSQLite(ctx, target)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations(db.Dialect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.applyMigrations(ctx, ms[:n]); err != nil {
+		t.Fatalf("apply the first %d migrations: %v", n, err)
+	}
+	if v, err := db.SchemaVersion(ctx); err != nil || v != n {
+		t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, n)
+	}
+	return db, ms
+}
+
 // TestSessionsMigrationOnExistingDatabase opens a database that a gateway of
 // schema version 1 left with data: migration 0002 applies on top of it.
 func TestSessionsMigrationOnExistingDatabase(t *testing.T) {
 	forEachBackendDSN(t, func(t *testing.T, dsn string) {
 		ctx := testContext(t)
-		kind, target, err := parseDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var old *DB
-		if kind == dialectPostgres {
-			old, err = openPostgres(ctx, target)
-		} else {
-			old, err = openSQLite(ctx, target)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ms, err := loadMigrations(old.Dialect())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := old.applyMigrations(ctx, ms[:1]); err != nil {
-			t.Fatalf("apply 0001: %v", err)
-		}
-		if v, err := old.SchemaVersion(ctx); err != nil || v != 1 {
-			t.Fatalf("SchemaVersion = %d, %v; want 1", v, err)
-		}
+		old, ms := openAtVersion(t, dsn, 1)
 		// Version 1's tenants had no session columns.
 		if _, err := old.exec(ctx, old.w, `INSERT INTO tenants (id, name, isolated, max_vms, max_processes, requests_per_second, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, "acme", "Acme", false, 2, 0, 0.0, old.d.ts(old.now()), old.d.ts(old.now())); err != nil {

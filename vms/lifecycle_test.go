@@ -9,6 +9,7 @@ package vms_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,6 +33,13 @@ type env struct {
 
 func newEnv(t *testing.T, cfg vms.Config, tenants ...gateway.Tenant) *env {
 	t.Helper()
+	return newEnvOver(t, cfg, nil, tenants...)
+}
+
+// newEnvOver is newEnv with the service's store wrapped by wrap (nil: the
+// store itself), for a store that fails on purpose.
+func newEnvOver(t *testing.T, cfg vms.Config, wrap func(*store.DB) vms.Store, tenants ...gateway.Tenant) *env {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a sidecar")
 	}
@@ -39,7 +47,7 @@ func newEnv(t *testing.T, cfg vms.Config, tenants ...gateway.Tenant) *env {
 		t.Skip(err)
 	}
 	ctx := context.Background()
-	db, err := store.Open(ctx, ":memory:")
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gateway.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +60,11 @@ func newEnv(t *testing.T, cfg vms.Config, tenants ...gateway.Tenant) *env {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	svc := vms.New(cfg, db, poolAdapter{pool})
+	var st vms.Store = db
+	if wrap != nil {
+		st = wrap(db)
+	}
+	svc := vms.New(cfg, st, poolAdapter{pool})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

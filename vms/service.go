@@ -130,8 +130,8 @@ func New(cfg Config, store Store, pool Pool) *Service {
 		stop: make(chan struct{}),
 	}
 	s.mu.Lock()
-	s.goLocked(s.reapIdle)
-	s.goLocked(s.purgeEnded)
+	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.reapIdle) })
+	s.goLocked(func() { s.every(s.cfg.PurgeInterval, s.purgeEnded) })
 	s.mu.Unlock()
 	return s
 }
@@ -593,24 +593,29 @@ func (s *Service) Delete(ctx context.Context, tenantID, id string) (vm gateway.V
 }
 
 // purgeEnded removes the records of VMs that ended more than the retention
-// ago, on every tick until Shutdown.
+// ago.
 func (s *Service) purgeEnded() {
-	t := time.NewTicker(s.cfg.PurgeInterval)
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	n, err := s.store.PurgeEndedVMs(ctx, s.cfg.Now().Add(-s.cfg.Retention))
+	switch {
+	case err != nil:
+		s.log.Error().Err(err).Msg("purge ended vms")
+	case n > 0:
+		s.log.Info().Int("vms", n).Dur("retention", s.cfg.Retention).Msg("purged ended vm records")
+	}
+}
+
+// every runs f every interval until Shutdown.
+func (s *Service) every(interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		n, err := s.store.PurgeEndedVMs(ctx, s.cfg.Now().Add(-s.cfg.Retention))
-		cancel()
-		switch {
-		case err != nil:
-			s.log.Error().Err(err).Msg("purge ended vms")
-		case n > 0:
-			s.log.Info().Int("vms", n).Dur("retention", s.cfg.Retention).Msg("purged ended vm records")
+			f()
 		}
 	}
 }
@@ -626,27 +631,18 @@ func (s *Service) Events(ctx context.Context, tenantID, id string) (*Log[VMEvent
 
 // reapIdle disposes VMs idle past their timeout.
 func (s *Service) reapIdle() {
-	t := time.NewTicker(s.cfg.IdleCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
+	now := s.cfg.Now()
+	var idle []*liveVM
+	s.mu.Lock()
+	for _, lv := range s.live {
+		if lv.idleSince(now) {
+			idle = append(idle, lv)
 		}
-		now := s.cfg.Now()
-		var idle []*liveVM
-		s.mu.Lock()
-		for _, lv := range s.live {
-			if lv.idleSince(now) {
-				idle = append(idle, lv)
-			}
-		}
-		s.mu.Unlock()
-		for _, lv := range idle {
-			s.log.Info().Str("vm", lv.id).Dur("idleTimeout", lv.idle).Msg("disposing idle vm")
-			s.endVM(context.Background(), lv, gateway.VMDisposed, "idle timeout", true)
-		}
+	}
+	s.mu.Unlock()
+	for _, lv := range idle {
+		s.log.Info().Str("vm", lv.id).Dur("idleTimeout", lv.idle).Msg("disposing idle vm")
+		s.endVM(context.Background(), lv, gateway.VMDisposed, "idle timeout", true)
 	}
 }
 

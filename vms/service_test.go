@@ -2,7 +2,6 @@ package vms_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	"go.uber.org/goleak"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -35,33 +33,12 @@ func (a poolAdapter) Acquire(ctx context.Context, tenantID string, isolated bool
 // context, the VMs' watchers stop), returns the context's error, and leaves
 // nothing running once the pool is closed.
 func TestShutdownWithExpiredContext(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a sidecar")
-	}
-	if _, err := agentos.LocateEngine(); err != nil {
-		t.Skip(err)
-	}
+	tenant := gateway.Tenant{ID: "t1", Name: "t1"}
+	e := newEnv(t, vms.Config{}, tenant)
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gateway.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.EnsureTenant(ctx, gateway.Tenant{ID: "t1", Name: "t1"}); err != nil {
-		t.Fatal(err)
-	}
-	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 4})
-	defer func() {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := pool.Close(cctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	svc := vms.New(vms.Config{DataDir: t.TempDir()}, db, poolAdapter{pool})
 	var ids []string
 	for range 2 {
-		vm, err := svc.Create(ctx, gateway.Tenant{ID: "t1"}, gateway.VMSpec{})
+		vm, err := e.svc.Create(ctx, tenant, gateway.VMSpec{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,11 +46,11 @@ func TestShutdownWithExpiredContext(t *testing.T) {
 	}
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := svc.Shutdown(expired); err == nil {
+	if err := e.svc.Shutdown(expired); err == nil {
 		t.Fatal("Shutdown with an expired context returned nil")
 	}
 	for _, id := range ids {
-		vm, err := db.GetVM(ctx, "t1", id)
+		vm, err := e.db.GetVM(ctx, "t1", id)
 		if err != nil || vm.State != gateway.VMDisposed {
 			t.Errorf("vm %s after shutdown: %+v %v", id, vm, err)
 		}
@@ -98,48 +75,24 @@ func (s refusingStore) SetVMState(ctx context.Context, id string, to gateway.VMS
 // refuses is disposed, its record says why, and it no longer counts against
 // the tenant's quota.
 func TestCreateFailsWhenReadyCannotBeRecorded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a sidecar")
-	}
-	if _, err := agentos.LocateEngine(); err != nil {
-		t.Skip(err)
-	}
-	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gateway.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	tenant := gateway.Tenant{ID: "t1", Name: "t1", Quotas: gateway.Quotas{MaxVMs: 1}}
-	if _, err := db.EnsureTenant(ctx, tenant); err != nil {
-		t.Fatal(err)
-	}
-	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 4})
-	defer func() {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := pool.Close(cctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	svc := vms.New(vms.Config{DataDir: t.TempDir()}, refusingStore{db}, poolAdapter{pool})
-	defer func() { _ = svc.Shutdown(ctx) }()
-
-	_, err = svc.Create(ctx, tenant, gateway.VMSpec{})
+	e := newEnvOver(t, vms.Config{}, func(db *store.DB) vms.Store { return refusingStore{db} }, tenant)
+	ctx := context.Background()
+	_, err := e.svc.Create(ctx, tenant, gateway.VMSpec{})
 	if gateway.ErrorCode(err) != gateway.CodeUnavailable {
 		t.Fatalf("Create = %v, want unavailable", err)
 	}
-	page, err := db.ListVMs(ctx, gateway.VMFilter{TenantID: "t1", States: gateway.AllStates})
+	page, err := e.db.ListVMs(ctx, gateway.VMFilter{TenantID: "t1", States: gateway.AllStates})
 	if err != nil || len(page.Items) != 1 {
 		t.Fatalf("records: %+v %v", page, err)
 	}
 	if vm := page.Items[0]; vm.State != gateway.VMDisposed || !strings.Contains(vm.Reason, "could not be recorded as ready") {
 		t.Fatalf("record %+v, want disposed with the reason", vm)
 	}
-	if n, err := db.CountLiveVMs(ctx, "t1"); err != nil || n != 0 {
+	if n, err := e.db.CountLiveVMs(ctx, "t1"); err != nil || n != 0 {
 		t.Fatalf("live VMs counted against the quota: %d %v", n, err)
 	}
-	for _, sc := range pool.Sidecars() {
+	for _, sc := range e.pool.Sidecars() {
 		if sc.Holds != 0 {
 			t.Fatalf("sidecar %s still holds %d leases", sc.ID, sc.Holds)
 		}
@@ -150,25 +103,10 @@ func TestCreateFailsWhenReadyCannotBeRecorded(t *testing.T) {
 // Shutdown runs: every spawn either ran (and ended with the VM) or was
 // refused, and nothing the service started outlives Shutdown and the pool.
 func TestSpawnRacesShutdown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a sidecar")
-	}
-	if _, err := agentos.LocateEngine(); err != nil {
-		t.Skip(err)
-	}
-	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gateway.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	tenant := gateway.Tenant{ID: "t1", Name: "t1"}
-	if _, err := db.EnsureTenant(ctx, tenant); err != nil {
-		t.Fatal(err)
-	}
-	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 4})
-	svc := vms.New(vms.Config{DataDir: t.TempDir()}, db, poolAdapter{pool})
-	vm, err := svc.Create(ctx, tenant, gateway.VMSpec{})
+	e := newEnv(t, vms.Config{}, tenant)
+	ctx := context.Background()
+	vm, err := e.svc.Create(ctx, tenant, gateway.VMSpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +115,7 @@ func TestSpawnRacesShutdown(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 8 {
-				_, err := svc.Spawn(ctx, tenant, vm.ID, vms.SpawnRequest{Argv: []string{"sleep", "30"}})
+				_, err := e.svc.Spawn(ctx, tenant, vm.ID, vms.SpawnRequest{Argv: []string{"sleep", "30"}})
 				if err != nil {
 					refused.Add(1)
 					continue
@@ -191,16 +129,14 @@ func TestSpawnRacesShutdown(t *testing.T) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := svc.Shutdown(sctx); err != nil {
+	if err := e.svc.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
-	defer ccancel()
-	if err := pool.Close(cctx); err != nil {
+	if err := e.pool.Close(sctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d spawned, %d refused", spawned.Load(), refused.Load())
-	// The database is closed by a deferred call, after this check.
+	// The database is closed at cleanup, after this check.
 	goleak.VerifyNone(t, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))
 }

@@ -67,6 +67,14 @@ func (e *e2e) client(key string) *client.Client {
 // returns the tenant and a client using that key.
 func (e *e2e) tenant(name string, q *client.Quotas) (*client.Tenant, *client.Client) {
 	e.t.Helper()
+	tn, key := e.tenantWithKey(name, q)
+	return tn, e.client(key)
+}
+
+// tenantWithKey creates a tenant with quotas and a key, and returns the
+// tenant and the key, for requests the typed client does not make.
+func (e *e2e) tenantWithKey(name string, q *client.Quotas) (*client.Tenant, string) {
+	e.t.Helper()
 	ctx := ctxT(e.t)
 	tn, err := e.admin.CreateTenant(ctx, client.TenantCreate{Name: name, Quotas: q})
 	if err != nil {
@@ -76,10 +84,10 @@ func (e *e2e) tenant(name string, q *client.Quotas) (*client.Tenant, *client.Cli
 	if err != nil {
 		e.t.Fatalf("create key for %s: %v", name, err)
 	}
-	return tn, e.client(k.Key)
+	return tn, k.Key
 }
 
-// vm creates a VM with c and returns it.
+// vm creates a VM that must come up ready.
 func (e *e2e) vm(c *client.Client, req client.CreateVMRequest) *client.VM {
 	e.t.Helper()
 	vm, err := c.CreateVM(ctxT(e.t), req)

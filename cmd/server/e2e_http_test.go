@@ -78,7 +78,8 @@ func TestE2EMethodNotAllowed(t *testing.T) {
 func TestE2ELabelSelectors(t *testing.T) {
 	e := newE2E(t)
 	ctx := ctxT(t)
-	c, key := e.tenantWithKey("labels", nil)
+	_, key := e.tenantWithKey("labels", nil)
+	c := e.client(key)
 	docs := e.vm(c, client.CreateVMRequest{Labels: map[string]string{"team": "docs", "env": "prod"}})
 	ml := e.vm(c, client.CreateVMRequest{Labels: map[string]string{"team": "ml", "env": "prod"}})
 	bare := e.vm(c, client.CreateVMRequest{})
@@ -129,22 +130,6 @@ func TestE2ELabelSelectors(t *testing.T) {
 			}
 		})
 	}
-}
-
-// tenantWithKey creates a tenant and returns a client of it and its key, for
-// raw requests.
-func (e *e2e) tenantWithKey(name string, q *client.Quotas) (*client.Client, string) {
-	e.t.Helper()
-	ctx := ctxT(e.t)
-	tn, err := e.admin.CreateTenant(ctx, client.TenantCreate{Name: name, Quotas: q})
-	if err != nil {
-		e.t.Fatalf("create tenant %s: %v", name, err)
-	}
-	k, err := e.admin.CreateKey(ctx, tn.ID)
-	if err != nil {
-		e.t.Fatalf("create key for %s: %v", name, err)
-	}
-	return e.client(k.Key), k.Key
 }
 
 func TestE2EDeleteVMIsIdempotent(t *testing.T) {
