@@ -52,6 +52,9 @@ type Config struct {
 	MaxPromptBytes int64
 	// Heartbeat is the SSE heartbeat period (default 15 s).
 	Heartbeat time.Duration
+	// AllowedOrigins are the origins allowed to call the API from a
+	// browser, from --cors-origins; nil allows same-origin only.
+	AllowedOrigins []string
 	// OpenAPI is the spec served at /v1/openapi.yaml.
 	OpenAPI []byte
 	Log     zerolog.Logger
@@ -138,7 +141,11 @@ func (s *Server) routes() chi.Router {
 			r.Post("/processes/{pid}/stdin/close", s.processCloseStdin)
 			r.Post("/processes/{pid}/signal", s.processSignal)
 			r.Get("/processes/{pid}/wait", s.processWait)
+			r.Get("/processes/{pid}/attach", s.attachProcess)
 			r.Post("/shells", s.openShell)
+			r.Get("/shells", s.listShells)
+			r.Get("/shells/{shell}", s.getShell)
+			r.Get("/shells/{shell}/attach", s.attachShell)
 			r.Post("/shells/{shell}/input", s.shellInput)
 			r.Post("/shells/{shell}/resize", s.shellResize)
 			r.Get("/shells/{shell}/output", s.shellOutput)

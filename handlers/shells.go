@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"strconv"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -36,6 +38,24 @@ func (s *Server) openShell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"shellId": sh.ID()})
+}
+
+func (s *Server) listShells(w http.ResponseWriter, r *http.Request) {
+	shs, err := s.vms.Shells(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listJSON[vms.ShellInfo]{Items: shs})
+}
+
+func (s *Server) getShell(w http.ResponseWriter, r *http.Request) {
+	sh, release, ok := s.shell(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	writeJSON(w, http.StatusOK, sh.Info())
 }
 
 func (s *Server) shell(w http.ResponseWriter, r *http.Request) (*vms.Shell, func(), bool) {
@@ -87,6 +107,11 @@ func (s *Server) shellResize(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// shellOutput streams a shell's output. Event ids are output sequence
+// numbers; Last-Event-ID resumes from the shell's bounded buffer, with a gap
+// event when the point asked for was already dropped. The stream ends with
+// an end event carrying the exit status {exitCode, signal}, or error when
+// the shell's end is unknowable (VM disposed, sidecar died).
 func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
 	after, _, err := lastEventID(r)
 	if err != nil {
@@ -98,18 +123,49 @@ func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if err := checkResume(sh.Output(), after, "Last-Event-ID"); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
-		return followLog(ctx, sh.Output(), after, emit, outputEvent, nil)
+		return followLog(ctx, sh.Output(), after, emit, outputEvent, func(last uint64, endErr error) []sseEvent {
+			exit, err := sh.Exit()
+			if err == nil && exit == nil {
+				err = endErr
+			}
+			if err != nil {
+				return []sseEvent{endEvent(last, err)}
+			}
+			return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "end", Data: exitJSON(exit)}}
+		})
 	})
 }
 
-func (s *Server) closeShell(w http.ResponseWriter, r *http.Request) {
-	sh, release, ok := s.shell(w, r)
-	if !ok {
-		return
+// exitJSON is an exit status as the streams carry it: signal is null when
+// the program exited by itself.
+func exitJSON(exit *vms.ExitStatus) []byte {
+	var sig any
+	if exit.Signal != "" {
+		sig = exit.Signal
 	}
-	defer release()
-	if err := sh.Close(r.Context()); err != nil {
+	b, _ := json.Marshal(map[string]any{"exitCode": exit.ExitCode, "signal": sig})
+	return b
+}
+
+// checkResume refuses a resume position beyond the last sequence of a log:
+// it is a client's mistake, and following from it would skip everything
+// until the log caught up.
+func checkResume[T any](l *vms.Log[T], after uint64, field string) error {
+	if last := l.LastSeq(); after > last {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "%s %d is beyond the stream's latest sequence %d", field, after, last).
+			WithDetail("field", field).WithDetail("latestSequence", last)
+	}
+	return nil
+}
+
+// closeShell kills a running shell or removes the record of an ended one.
+func (s *Server) closeShell(w http.ResponseWriter, r *http.Request) {
+	if err := s.vms.DeleteShell(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"), pathParam(r, "shell")); err != nil {
 		writeError(w, r, err)
 		return
 	}

@@ -127,14 +127,15 @@ type liveVM struct {
 	events   *Log[VMEvent]
 	idle     time.Duration
 
-	mu          sync.Mutex
-	procs       map[uint32]*Process
-	exited      []uint32 // pids of exited processes, oldest first
-	shells      map[string]*Shell
-	lastActive  time.Time
-	busy        int // calls and open streams in progress
-	ended       bool
-	releaseOnce sync.Once
+	mu           sync.Mutex
+	procs        map[uint32]*Process
+	exited       []uint32 // pids of exited processes, oldest first
+	shells       map[string]*Shell
+	exitedShells []string // ids of ended shells, oldest first
+	lastActive   time.Time
+	busy         int // calls and open streams in progress
+	ended        bool
+	releaseOnce  sync.Once
 	// done is closed once the VM's final state is in the store.
 	done chan struct{}
 }
@@ -402,7 +403,7 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 		p.vmEnded(final)
 	}
 	for _, sh := range shells {
-		sh.out.Close(final)
+		sh.vmEnded(final)
 	}
 	lv.releaseOnce.Do(lv.lease.Release)
 }
@@ -523,7 +524,12 @@ func (lv *liveVM) idleSince(now time.Time) bool {
 			return false
 		}
 	}
-	return len(lv.shells) == 0
+	for _, sh := range lv.shells {
+		if sh.running() {
+			return false
+		}
+	}
+	return true
 }
 
 // Shutdown disposes every live VM (bounded by ctx), ends their streams with
