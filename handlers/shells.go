@@ -128,17 +128,20 @@ func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
-		return followLog(ctx, sh.Output(), after, emit, outputEvent, func(last uint64, endErr error) []sseEvent {
-			exit, err := sh.Exit()
-			if err == nil && exit == nil {
-				err = endErr
-			}
-			if err != nil {
-				return []sseEvent{endEvent(last, err)}
-			}
-			return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "end", Data: exitJSON(exit)}}
-		})
+		return followLog(ctx, sh.Output(), after, emit, outputEvent, shellEnd(sh.Exit))
 	})
+}
+
+// shellEnd renders the end of a shell's output: end with the exit status,
+// or error when the end is unknowable.
+func shellEnd(exit func() (*vms.ExitStatus, error)) func(last uint64, endErr error) []sseEvent {
+	return func(last uint64, endErr error) []sseEvent {
+		st, err := endStatus(exit)(endErr)
+		if err != nil {
+			return []sseEvent{endEvent(last, err)}
+		}
+		return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "end", Data: exitJSON(st)}}
+	}
 }
 
 // exitJSON is an exit status as the streams carry it: signal is null when
