@@ -212,6 +212,9 @@ type Shell struct {
 	Exit *ExitStatus `json:"exit,omitempty"`
 	// Error says why the shell's end is unknowable (VM lost...).
 	Error string `json:"error,omitempty"`
+	// AnsweredQueries counts the terminal queries the gateway answered
+	// itself because no attached client did.
+	AnsweredQueries int `json:"answeredQueries"`
 }
 
 // DirEntry is one entry of a directory listing.

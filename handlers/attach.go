@@ -129,6 +129,8 @@ type attachTarget struct {
 	// frame renders one output chunk as a binary frame.
 	frame func(vms.Chunk) []byte
 	input func(ctx context.Context, data []byte) error
+	// received, when set, sees each input frame as soon as it arrives.
+	received func(data []byte)
 	// control applies a decoded control frame.
 	control func(ctx context.Context, f controlFrame) error
 	// exit is the end of the output: exit status, or the reason it is
@@ -262,14 +264,17 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request, t attachTar
 		wg        sync.WaitGroup
 		closeOnce sync.Once
 	)
+	// closeWith ends the connection with a close frame, then the
+	// connection's context. In that order: the library drops a connection
+	// whose read is cancelled, which would lose the close frame. Close waits
+	// for the client's close frame, so it runs on a goroutine of its own
+	// and never holds up the one that decided to close.
 	closeWith := func(code websocket.StatusCode, reason string) {
 		closeOnce.Do(func() {
-			cancel()
-			// Close waits for the client's close frame; it must not hold up
-			// the goroutine that decided to close.
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer cancel()
 				_ = conn.Close(code, reason)
 			}()
 		})
@@ -400,6 +405,9 @@ func (s *Server) attachReader(ctx context.Context, conn *websocket.Conn, t attac
 				closeWith(websocket.StatusMessageTooBig, fmt.Sprintf("input frames carry at most %d bytes", agentos.MaxStdinWrite))
 				return
 			}
+			if t.received != nil {
+				t.received(data)
+			}
 		case websocket.MessageText:
 			f, err := decodeControl(data, t.controls...)
 			if err != nil {
@@ -478,7 +486,8 @@ func (s *Server) attachShell(w http.ResponseWriter, r *http.Request) {
 		log:      sh.Output(),
 		controls: []string{"resize"},
 		frame:    func(c vms.Chunk) []byte { return c.Data },
-		input:    sh.Input,
+		input:    sh.WriteInput,
+		received: sh.NoteReplies,
 		control: func(ctx context.Context, f controlFrame) error {
 			return sh.Resize(ctx, f.Cols, f.Rows)
 		},

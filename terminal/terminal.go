@@ -21,7 +21,7 @@ import (
 
 // DefaultGrace is how long an answer waits, while clients are attached, for
 // one of them to answer the query itself.
-const DefaultGrace = 150 * time.Millisecond
+const DefaultGrace = 200 * time.Millisecond
 
 // replyTimeout bounds one write of an answer: the engine may hold input to
 // a shell for seconds while it waits (README, known limits).

@@ -38,6 +38,9 @@ type ShellInfo struct {
 	// Error says why the end of the shell is unknowable (the VM was
 	// disposed, its sidecar died).
 	Error string `json:"error,omitempty"`
+	// AnsweredQueries counts the terminal queries the gateway answered
+	// itself because no attached client did.
+	AnsweredQueries int `json:"answeredQueries"`
 }
 
 // Shell is an interactive shell on a PTY in a VM, with a model of its
@@ -90,7 +93,8 @@ func (sh *Shell) running() bool {
 func (sh *Shell) Info() ShellInfo {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	info := ShellInfo{ID: sh.id, Shell: sh.shell, State: ShellRunning, Cols: sh.cols, Rows: sh.rows, StartedAt: sh.startedAt, Exit: sh.exit}
+	info := ShellInfo{ID: sh.id, Shell: sh.shell, State: ShellRunning, Cols: sh.cols, Rows: sh.rows, StartedAt: sh.startedAt, Exit: sh.exit,
+		AnsweredQueries: sh.term.Answered()}
 	if !sh.exitedAt.IsZero() {
 		t := sh.exitedAt
 		info.ExitedAt = &t
@@ -292,10 +296,21 @@ func (sh *Shell) exited() error {
 // Input sends keystrokes. Replies to terminal queries among them settle the
 // queries, which the gateway then does not answer a second time.
 func (sh *Shell) Input(ctx context.Context, data []byte) error {
+	sh.NoteReplies(data)
+	return sh.WriteInput(ctx, data)
+}
+
+// NoteReplies settles the terminal queries that replies in data answer. A
+// client connection calls it as soon as the bytes arrive, before they wait
+// their turn to be written (the engine may hold a write for seconds), so
+// that the gateway's grace is measured against the client, not the engine.
+func (sh *Shell) NoteReplies(data []byte) { sh.term.ClientInput(data) }
+
+// WriteInput sends keystrokes whose replies were noted already.
+func (sh *Shell) WriteInput(ctx context.Context, data []byte) error {
 	if !sh.running() {
 		return sh.exited()
 	}
-	sh.term.ClientInput(data)
 	if _, err := sh.p.Write(ctx, data); err != nil {
 		if !sh.running() {
 			return sh.exited()
