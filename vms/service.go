@@ -127,17 +127,18 @@ type liveVM struct {
 	events   *Log[VMEvent]
 	idle     time.Duration
 
-	mu           sync.Mutex
-	procs        map[uint32]*Process
-	exited       []uint32 // pids of exited processes, oldest first
-	shells       map[string]*Shell
-	exitedShells []string // ids of ended shells, oldest first
-	lastActive   time.Time
-	busy         int // calls and open streams in progress
-	ended        bool
-	releaseOnce  sync.Once
+	mu          sync.Mutex
+	procs       map[uint32]*Process
+	exited      []uint32 // pids of exited processes, oldest first
+	shells      map[string]*Shell
+	lastActive  time.Time
+	busy        int // calls and open streams in progress
+	ended       bool
+	releaseOnce sync.Once
 	// done is closed once the VM's final state is in the store.
 	done chan struct{}
+	// exitedShells are the ids of ended shells, oldest first.
+	exitedShells []string
 }
 
 func newID(prefix string) string {
