@@ -225,6 +225,37 @@ func (s *Server) originAllowed(r *http.Request) bool {
 	return false
 }
 
+// attachHub tracks the attached connections: once upgraded they are no
+// longer requests the HTTP server waits for, so shutdown waits for them
+// here.
+type attachHub struct {
+	mu      sync.Mutex
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// begin counts a connection, or reports false once the gateway is closing.
+func (h *attachHub) begin() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.wg.Add(1)
+	return true
+}
+
+func (h *attachHub) end() { h.wg.Done() }
+
+// close refuses new connections and waits for the open ones, which
+// DrainStreams has told to end.
+func (h *attachHub) close() {
+	h.mu.Lock()
+	h.closing = true
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
 // serveAttach upgrades to a WebSocket and runs one attached client until
 // the target ends, the client leaves or the gateway shuts down. Every
 // goroutine of the connection is stopped and waited for before it returns.
@@ -242,6 +273,11 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request, t attachTar
 		writeError(w, r, gateway.Errorf(gateway.CodePermissionDenied, "origin %s may not call the API from a browser", r.Header.Get("Origin")))
 		return
 	}
+	if !s.attach.begin() {
+		writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down"))
+		return
+	}
+	defer s.attach.end()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{attachProtocol},
 		// The origin was checked above.

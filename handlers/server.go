@@ -70,6 +70,7 @@ type Server struct {
 	log      zerolog.Logger
 	router   chi.Router
 	sse      *sseHub
+	attach   attachHub
 	metrics  *metrics
 	limiter  limiter
 }
@@ -102,8 +103,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 // shutdown begins so that streaming handlers return.
 func (s *Server) DrainStreams() { s.sse.drain() }
 
-// Close ends the SSE machinery; call it after the HTTP server stopped.
-func (s *Server) Close() { s.sse.close() }
+// Close ends the SSE machinery and waits for the WebSocket connections,
+// which the HTTP server does not track, to end; call it after the HTTP
+// server stopped and DrainStreams.
+func (s *Server) Close() {
+	s.sse.drain()
+	s.attach.close()
+	s.sse.close()
+}
 
 // Router exposes the chi router, for the test that compares it with the
 // OpenAPI spec.

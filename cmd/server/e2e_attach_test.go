@@ -274,8 +274,9 @@ func (a *attachClient) drop() {
 
 // TestE2EAttachAuth: the key comes as a subprotocol (as is or base64url) or
 // in Authorization; the server answers agentos-gateway.v1 only; a missing or
-// wrong key, a request that is no upgrade, or a resume point beyond the end
-// are refused before the upgrade with a problem.
+// wrong key, a foreign origin, a request that is no upgrade, or a resume
+// point beyond the end are refused before the upgrade with a problem; at
+// shutdown attached clients are closed with 1001.
 func TestE2EAttachAuth(t *testing.T) {
 	e := newE2E(t)
 	ctx := ctxT(t)
@@ -360,6 +361,14 @@ func TestE2EAttachAuth(t *testing.T) {
 	err = e.raw("GET", "/v1/vms/"+vm.ID+"/shells/sh_nope/attach", "", nil, map[string]string{
 		"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
 	wantCode(t, err, client.CodeUnauthenticated, http.StatusUnauthorized)
+
+	// Shutdown tells attached clients, and waits for them.
+	a := e.attach(t, path, true, false)
+	a.waitHello()
+	e.gw.stop(t)
+	if code, reason := a.closed(); code != websocket.StatusGoingAway || reason != "the gateway is shutting down" {
+		t.Fatalf("at shutdown: closed with %d %q", code, reason)
+	}
 }
 
 // TestE2EAttachShell: type, read and resize over a WebSocket; drop the
