@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -85,4 +87,47 @@ func FuzzDecodeControl(f *testing.F) {
 			t.Fatalf("type %q", got.Type)
 		}
 	})
+}
+
+func TestWebSocketRequestHelpers(t *testing.T) {
+	tests := []struct {
+		name     string
+		header   http.Header
+		upgrade  bool
+		key      string
+		hasKey   bool
+		origins  []string
+		originOK bool
+	}{
+		{"plain GET", http.Header{}, false, "", false, nil, true},
+		{"upgrade", http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}, true, "", false, nil, true},
+		{"upgrade among other tokens", http.Header{"Connection": {"keep-alive, Upgrade"}, "Upgrade": {"WebSocket"}}, true, "", false, nil, true},
+		{"upgrade to something else", http.Header{"Connection": {"Upgrade"}, "Upgrade": {"h2c"}}, false, "", false, nil, true},
+		{"key as a subprotocol", http.Header{"Sec-Websocket-Protocol": {"agentos-gateway.v1, bearer.agentos-gateway.agk_abc"}}, false, "agk_abc", true, nil, true},
+		{"key in a second header line", http.Header{"Sec-Websocket-Protocol": {"agentos-gateway.v1", "bearer.agentos-gateway.agk_abc"}}, false, "agk_abc", true, nil, true},
+		{"empty key", http.Header{"Sec-Websocket-Protocol": {"bearer.agentos-gateway."}}, false, "", false, nil, true},
+		{"other prefix", http.Header{"Sec-Websocket-Protocol": {"bearer.other.agk_abc"}}, false, "", false, nil, true},
+		{"same origin", http.Header{"Origin": {"http://gw.example:8080"}}, false, "", false, nil, true},
+		{"foreign origin", http.Header{"Origin": {"https://app.example"}}, false, "", false, nil, false},
+		{"allowed host pattern", http.Header{"Origin": {"https://app.example"}}, false, "", false, []string{"*.example"}, true},
+		{"allowed scheme and host", http.Header{"Origin": {"https://app.example"}}, false, "", false, []string{"https://app.example"}, true},
+		{"scheme differs", http.Header{"Origin": {"http://app.example"}}, false, "", false, []string{"https://app.example"}, false},
+		{"any origin", http.Header{"Origin": {"https://app.example"}}, false, "", false, []string{"*"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "http://gw.example:8080/v1/vms/vm_1/shells/sh_1/attach", nil)
+			r.Header = tt.header
+			if got := isWebSocketUpgrade(r); got != tt.upgrade {
+				t.Errorf("isWebSocketUpgrade = %v", got)
+			}
+			if key, ok := bearerFromProtocols(r); key != tt.key || ok != tt.hasKey {
+				t.Errorf("bearerFromProtocols = %q, %v", key, ok)
+			}
+			s := &Server{cfg: Config{AllowedOrigins: tt.origins}}
+			if got := s.originAllowed(r); got != tt.originOK {
+				t.Errorf("originAllowed = %v", got)
+			}
+		})
+	}
 }
