@@ -291,9 +291,9 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request, t attachTar
 	conn.SetReadLimit(agentos.MaxStdinWrite + 2)
 	log := zerolog.Ctx(r.Context())
 
-	// The request context ends with the hijacked connection's handler,
-	// not with the connection: the connection's own context ends when any
-	// of its goroutines decides it is over.
+	// net/http stops watching a hijacked connection, so the request's
+	// context no longer says when the client left: the connection has a
+	// context of its own, ended by whichever goroutine finds it over.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	var (
