@@ -55,10 +55,6 @@ type Config struct {
 	// Reply writes an answer to the program's input. It is called from one
 	// goroutine at a time, in the order the queries came.
 	Reply func(ctx context.Context, answer []byte) error
-	// AnswerAhead sends the cursor position as a prompt starts, ahead of
-	// the line editor's query, when no client is attached (see
-	// modeEnabled). A terminal emulator does not; the gateway's shells do.
-	AnswerAhead bool
 	// Now returns the time (default time.Now); tests set it.
 	Now func() time.Time
 }
@@ -182,7 +178,7 @@ func (t *Terminal) Cursor() (row, col int) {
 // moves the cursor in between), and stands for the query that follows. It
 // runs inside the emulator's Write, under t.mu.
 func (t *Terminal) modeEnabled(m ansi.Mode) {
-	if !t.cfg.AnswerAhead || m != ansi.ModeBracketedPaste {
+	if m != ansi.ModeBracketedPaste {
 		return
 	}
 	t.qmu.Lock()

@@ -60,32 +60,30 @@ func TestAnswersWithoutClients(t *testing.T) {
 		name   string
 		cols   int
 		rows   int
-		ahead  bool
 		chunks []string
 		want   []string
 	}{
-		{"cursor at start", 80, 24, false, []string{"\x1b[6n"}, []string{"\x1b[1;1R"}},
-		{"cursor after text", 80, 24, false, []string{"ab\r\ncde\x1b[6n"}, []string{"\x1b[2;4R"}},
-		{"query split across chunks", 80, 24, false, []string{"x\x1b", "[", "6", "n"}, []string{"\x1b[1;2R"}},
-		{"prompt of the agentOS shell", 80, 24, true, []string{"\x1b[?2004h", "\x1b[6n", "\x1b[6n",
+		{"cursor at start", 80, 24, []string{"\x1b[6n"}, []string{"\x1b[1;1R"}},
+		{"cursor after text", 80, 24, []string{"ab\r\ncde\x1b[6n"}, []string{"\x1b[2;4R"}},
+		{"query split across chunks", 80, 24, []string{"x\x1b", "[", "6", "n"}, []string{"\x1b[1;2R"}},
+		{"prompt of the agentOS shell", 80, 24, []string{"\x1b[?2004h", "\x1b[6n", "\x1b[6n",
 			"\x1b[?25l\x1b[1;1H\x1b[J\x1b[39m:/workspace$ \x1b[0m\x1b[?25h\x1b[6n"},
 			[]string{"\x1b[1;1R", "\x1b[1;1R", "\x1b[1;14R"}},
-		{"cursor moved", 80, 24, false, []string{"\x1b[5;7H\x1b[6n"}, []string{"\x1b[5;7R"}},
-		{"cursor clamped to a small screen", 10, 5, false, []string{"\x1b[50;50H\x1b[6n"}, []string{"\x1b[5;10R"}},
-		{"device status", 80, 24, false, []string{"\x1b[5n"}, []string{dsrAnswer}},
-		{"primary device attributes", 80, 24, false, []string{"\x1b[c"}, []string{"\x1b[?62;1;6;22c"}},
-		{"two queries in one chunk", 80, 24, false, []string{"\x1b[6nab\x1b[6n"}, []string{"\x1b[1;1R", "\x1b[1;3R"}},
-		{"no query", 80, 24, false, []string{"hello\r\n\x1b[31mred\x1b[0m"}, nil},
-		{"answer ahead as a prompt starts", 80, 24, true, []string{"ab\x1b[?2004h"}, []string{"\x1b[1;3R"}},
-		{"the answer ahead stands for the query", 80, 24, true, []string{"ab\x1b[?2004h", "\x1b[6n"}, []string{"\x1b[1;3R"}},
-		{"the answer ahead stands for one query only", 80, 24, true, []string{"\x1b[?2004h\x1b[6n", "x\x1b[6n"}, []string{"\x1b[1;1R", "\x1b[1;2R"}},
-		{"other modes", 80, 24, true, []string{"\x1b[?25h\x1b[?1h\x1b[?2004l"}, nil},
-		{"no answer ahead unless asked to", 80, 24, false, []string{"ab\x1b[?2004h"}, nil},
+		{"cursor moved", 80, 24, []string{"\x1b[5;7H\x1b[6n"}, []string{"\x1b[5;7R"}},
+		{"cursor clamped to a small screen", 10, 5, []string{"\x1b[50;50H\x1b[6n"}, []string{"\x1b[5;10R"}},
+		{"device status", 80, 24, []string{"\x1b[5n"}, []string{dsrAnswer}},
+		{"primary device attributes", 80, 24, []string{"\x1b[c"}, []string{"\x1b[?62;1;6;22c"}},
+		{"two queries in one chunk", 80, 24, []string{"\x1b[6nab\x1b[6n"}, []string{"\x1b[1;1R", "\x1b[1;3R"}},
+		{"no query", 80, 24, []string{"hello\r\n\x1b[31mred\x1b[0m"}, nil},
+		{"answer ahead as a prompt starts", 80, 24, []string{"ab\x1b[?2004h"}, []string{"\x1b[1;3R"}},
+		{"the answer ahead stands for the query", 80, 24, []string{"ab\x1b[?2004h", "\x1b[6n"}, []string{"\x1b[1;3R"}},
+		{"the answer ahead stands for one query only", 80, 24, []string{"\x1b[?2004h\x1b[6n", "x\x1b[6n"}, []string{"\x1b[1;1R", "\x1b[1;2R"}},
+		{"other modes", 80, 24, []string{"\x1b[?25h\x1b[?1h\x1b[?2004l"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRecorder()
-			term := New(Config{Cols: tt.cols, Rows: tt.rows, Reply: r.reply, AnswerAhead: tt.ahead})
+			term := New(Config{Cols: tt.cols, Rows: tt.rows, Reply: r.reply})
 			for _, c := range tt.chunks {
 				term.Output([]byte(c))
 			}
@@ -155,7 +153,7 @@ func TestAnswerAheadExpires(t *testing.T) {
 		return now
 	}
 	r := newRecorder()
-	term := New(Config{Reply: r.reply, Now: clock, AnswerAhead: true})
+	term := New(Config{Reply: r.reply, Now: clock})
 	defer term.Close()
 	term.Output([]byte("\x1b[?2004h"))
 	r.wait(t, 1)
@@ -172,7 +170,7 @@ func TestAnswerAheadExpires(t *testing.T) {
 // so nothing goes ahead of its query.
 func TestNoAnswerAheadWhileAttached(t *testing.T) {
 	r := newRecorder()
-	term := New(Config{Reply: r.reply, Grace: 10 * time.Millisecond, AnswerAhead: true})
+	term := New(Config{Reply: r.reply, Grace: 10 * time.Millisecond})
 	defer term.Close()
 	detach := term.Attach()
 	defer detach()
@@ -273,7 +271,7 @@ func FuzzTerminalOutput(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p []byte, cut uint8) {
 		var mu sync.Mutex
 		var answers [][]byte
-		term := New(Config{Cols: 20, Rows: 5, AnswerAhead: true, Reply: func(_ context.Context, b []byte) error {
+		term := New(Config{Cols: 20, Rows: 5, Reply: func(_ context.Context, b []byte) error {
 			mu.Lock()
 			answers = append(answers, b)
 			mu.Unlock()

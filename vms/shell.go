@@ -133,7 +133,7 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	// for it.
 	var started sync.WaitGroup
 	started.Add(1)
-	sh.term = terminal.New(terminal.Config{Cols: int(req.Cols), Rows: int(req.Rows), AnswerAhead: true, Reply: func(ctx context.Context, b []byte) error {
+	sh.term = terminal.New(terminal.Config{Cols: int(req.Cols), Rows: int(req.Rows), Reply: func(ctx context.Context, b []byte) error {
 		started.Wait()
 		if sh.p == nil {
 			return nil
