@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/vt"
 )
 
@@ -38,12 +37,7 @@ const scrollbackLines = 1
 var (
 	fence = []byte{0x00} // every answer written before it was queued
 	stop  = []byte{0x01} // the reader ends
-	ahead = []byte{0x02} // the next answer is one ahead of its query
 )
-
-// aheadWindow is how long an answer sent ahead of its query stands for the
-// next cursor position query: a little more than the guest shells wait.
-const aheadWindow = 3 * time.Second
 
 // Config configures a Terminal.
 type Config struct {
@@ -73,11 +67,7 @@ type Terminal struct {
 	pending  []*answer // queries not answered yet, oldest first
 	attached int       // clients that may answer for themselves
 	sent     int       // answers the Terminal wrote
-	// credit counts answers sent ahead that stand for the next cursor
-	// position queries, until creditUntil.
-	credit      int
-	creditUntil time.Time
-	wake        chan struct{}
+	wake     chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -108,7 +98,6 @@ func New(cfg Config) *Terminal {
 	emu.SetScrollbackSize(scrollbackLines)
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Terminal{cfg: cfg, emu: emu, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
-	emu.SetCallbacks(vt.Callbacks{EnableMode: t.modeEnabled})
 	t.wg.Add(2)
 	go t.readAnswers()
 	go t.sendAnswers()
@@ -167,29 +156,6 @@ func (t *Terminal) Cursor() (row, col int) {
 	defer t.mu.Unlock()
 	p := t.emu.CursorPosition()
 	return p.Y + 1, p.X + 1
-}
-
-// modeEnabled answers ahead at the start of a prompt. The line editor of
-// the agentOS shells enables bracketed paste and at once asks for the
-// cursor position; the engine may hold an answer that arrives while the
-// shell already waits, until the shell gave up (README, known limits), but
-// delivers input that is there before the query at once. So when no client
-// is attached, the answer goes out as the prompt starts, exact (nothing
-// moves the cursor in between), and stands for the query that follows. It
-// runs inside the emulator's Write, under t.mu.
-func (t *Terminal) modeEnabled(m ansi.Mode) {
-	if m != ansi.ModeBracketedPaste {
-		return
-	}
-	t.qmu.Lock()
-	attached := t.attached
-	t.qmu.Unlock()
-	if attached > 0 {
-		return
-	}
-	p := t.emu.CursorPosition()
-	_, _ = t.emu.InputPipe().Write(ahead)
-	_, _ = t.emu.InputPipe().Write([]byte(ansi.CursorPositionReport(p.Y+1, p.X+1)))
 }
 
 // Attach records a client that answers queries for itself (a terminal
@@ -251,7 +217,6 @@ func (t *Terminal) poke() {
 func (t *Terminal) readAnswers() {
 	defer t.wg.Done()
 	buf := make([]byte, 4096)
-	isAhead := false
 	for {
 		n, err := t.emu.Read(buf)
 		if err != nil {
@@ -263,36 +228,18 @@ func (t *Terminal) readAnswers() {
 			continue
 		case n == 1 && b[0] == stop[0]:
 			return
-		case n == 1 && b[0] == ahead[0]:
-			isAhead = true
-			continue
 		}
-		t.queue(append([]byte(nil), b...), isAhead)
-		isAhead = false
+		t.queue(append([]byte(nil), b...))
 	}
 }
 
-// queue queues an answer: one sent ahead of its query, or the answer to a
-// query, unless an answer sent ahead stands for it.
-func (t *Terminal) queue(data []byte, isAhead bool) {
+func (t *Terminal) queue(data []byte) {
 	t.qmu.Lock()
-	kind, now := replyKind(data), t.cfg.Now()
-	switch {
-	case isAhead:
-		t.credit++
-		t.creditUntil = now.Add(aheadWindow)
-	case kind == 'R' && t.credit > 0 && now.Before(t.creditUntil):
-		t.credit--
-		t.qmu.Unlock()
-		return
-	case kind == 'R':
-		t.credit = 0
-	}
-	due := now
-	if t.attached > 0 && !isAhead {
+	due := t.cfg.Now()
+	if t.attached > 0 {
 		due = due.Add(t.cfg.Grace)
 	}
-	t.pending = append(t.pending, &answer{kind: kind, data: data, due: due})
+	t.pending = append(t.pending, &answer{kind: replyKind(data), data: data, due: due})
 	t.qmu.Unlock()
 	t.poke()
 }

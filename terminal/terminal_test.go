@@ -75,10 +75,6 @@ func TestAnswersWithoutClients(t *testing.T) {
 		{"primary device attributes", 80, 24, []string{"\x1b[c"}, []string{"\x1b[?62;1;6;22c"}},
 		{"two queries in one chunk", 80, 24, []string{"\x1b[6nab\x1b[6n"}, []string{"\x1b[1;1R", "\x1b[1;3R"}},
 		{"no query", 80, 24, []string{"hello\r\n\x1b[31mred\x1b[0m"}, nil},
-		{"answer ahead as a prompt starts", 80, 24, []string{"ab\x1b[?2004h"}, []string{"\x1b[1;3R"}},
-		{"the answer ahead stands for the query", 80, 24, []string{"ab\x1b[?2004h", "\x1b[6n"}, []string{"\x1b[1;3R"}},
-		{"the answer ahead stands for one query only", 80, 24, []string{"\x1b[?2004h\x1b[6n", "x\x1b[6n"}, []string{"\x1b[1;1R", "\x1b[1;2R"}},
-		{"other modes", 80, 24, []string{"\x1b[?25h\x1b[?1h\x1b[?2004l"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,44 +135,6 @@ func TestAttachedClients(t *testing.T) {
 			}
 			detach()
 		})
-	}
-}
-
-// TestAnswerAheadExpires: an answer sent ahead that no query followed
-// soon does not stand for a later query.
-func TestAnswerAheadExpires(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	r := newRecorder()
-	term := New(Config{Reply: r.reply, Now: clock})
-	defer term.Close()
-	term.Output([]byte("\x1b[?2004h"))
-	r.wait(t, 1)
-	mu.Lock()
-	now = now.Add(aheadWindow + time.Second)
-	mu.Unlock()
-	term.Output([]byte("x\x1b[6n"))
-	if got := r.wait(t, 2); got[1] != "\x1b[1;2R" {
-		t.Fatalf("answers %q", got)
-	}
-}
-
-// TestNoAnswerAheadWhileAttached: an attached client answers for itself,
-// so nothing goes ahead of its query.
-func TestNoAnswerAheadWhileAttached(t *testing.T) {
-	r := newRecorder()
-	term := New(Config{Reply: r.reply, Grace: 10 * time.Millisecond})
-	defer term.Close()
-	detach := term.Attach()
-	defer detach()
-	term.Output([]byte("\x1b[?2004h\x1b[5n"))
-	if got := r.wait(t, 1); fmt.Sprint(got) != fmt.Sprint([]string{dsrAnswer}) {
-		t.Fatalf("answers %q, want only the device status", got)
 	}
 }
 
