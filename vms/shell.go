@@ -55,11 +55,10 @@ type Shell struct {
 	term      *terminal.Terminal
 	done      chan struct{}
 
-	mu         sync.Mutex
-	cols, rows uint16
-	exitedAt   time.Time
-	exit       *ExitStatus
-	err        error
+	mu       sync.Mutex
+	exitedAt time.Time
+	exit     *ExitStatus
+	err      error
 }
 
 // ID returns the shell id.
@@ -93,7 +92,9 @@ func (sh *Shell) running() bool {
 func (sh *Shell) Info() ShellInfo {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	info := ShellInfo{ID: sh.id, Shell: sh.shell, State: ShellRunning, Cols: sh.cols, Rows: sh.rows, StartedAt: sh.startedAt, Exit: sh.exit,
+	// The size is the model's: what the gateway answers queries from.
+	cols, rows := sh.term.Size()
+	info := ShellInfo{ID: sh.id, Shell: sh.shell, State: ShellRunning, Cols: uint16(cols), Rows: uint16(rows), StartedAt: sh.startedAt, Exit: sh.exit,
 		AnsweredQueries: sh.term.Answered()}
 	if !sh.exitedAt.IsZero() {
 		t := sh.exitedAt
@@ -127,7 +128,7 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 		shell = "sh"
 	}
 	sh := &Shell{id: newID("sh_"), shell: shell, startedAt: s.cfg.Now().UTC(), out: NewLog[Chunk](s.cfg.OutputBufferBytes),
-		done: make(chan struct{}), cols: req.Cols, rows: req.Rows}
+		done: make(chan struct{})}
 	// The terminal's answers go to the process, which exists only once
 	// OpenShell returns: an answer to a query in the first output waits
 	// for it.
@@ -332,8 +333,5 @@ func (sh *Shell) Resize(ctx context.Context, cols, rows uint16) error {
 		return EngineError(err, "resize shell")
 	}
 	sh.term.Resize(int(cols), int(rows))
-	sh.mu.Lock()
-	sh.cols, sh.rows = cols, rows
-	sh.mu.Unlock()
 	return nil
 }
