@@ -346,15 +346,6 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request, t attachTar
 // attachOutput sends hello, the output from after on, and the end; it
 // returns how to close the connection.
 func (s *Server) attachOutput(ctx context.Context, conn *websocket.Conn, t attachTarget, after uint64) (websocket.StatusCode, string) {
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		select {
-		case <-s.sse.draining:
-			stop()
-		case <-ctx.Done():
-		}
-	}()
 	send := func(typ websocket.MessageType, b []byte) error {
 		wctx, cancel := context.WithTimeout(ctx, attachWriteTimeout)
 		defer cancel()
@@ -491,13 +482,17 @@ func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, t attach
 }
 
 // attachHeartbeat pings the client every heartbeat period and closes the
-// connection when a pong does not come within one.
+// connection when a pong does not come within one, or when the gateway
+// shuts down.
 func (s *Server) attachHeartbeat(ctx context.Context, conn *websocket.Conn, closeWith func(websocket.StatusCode, string)) {
 	tick := time.NewTicker(s.cfg.Heartbeat)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-s.sse.draining:
+			closeWith(websocket.StatusGoingAway, "the gateway is shutting down")
 			return
 		case <-tick.C:
 		}
