@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -42,9 +43,11 @@ const (
 
 	// maxControlFrame bounds a client's text frame.
 	maxControlFrame = 4096
-	// attachInputQueue is how many client frames may wait for the engine,
-	// which can hold input to a shell for seconds (README, known limits).
-	attachInputQueue = 64
+	// attachInputQueue and attachInputBytes bound the client frames that
+	// may wait for the engine, which can hold input to a shell for seconds
+	// (README, known limits): a terminal sends a frame per keystroke.
+	attachInputQueue = 4096
+	attachInputBytes = 1 << 20
 	// attachWriteTimeout bounds one frame to a client: a client that takes
 	// none for this long is disconnected, the others are never held up.
 	attachWriteTimeout = 10 * time.Second
@@ -146,6 +149,32 @@ type inputItem struct {
 	data    []byte
 	control *controlFrame
 }
+
+// inputQueue is the client frames waiting for the engine, bounded in
+// frames (the channel) and in bytes.
+type inputQueue struct {
+	items chan inputItem
+	bytes atomic.Int64
+}
+
+// push queues an item, or reports false when the queue is full.
+func (q *inputQueue) push(it inputItem) bool {
+	n := int64(len(it.data))
+	if q.bytes.Add(n) > attachInputBytes {
+		q.bytes.Add(-n)
+		return false
+	}
+	select {
+	case q.items <- it:
+		return true
+	default:
+		q.bytes.Add(-n)
+		return false
+	}
+}
+
+// done releases the bytes of an item taken from the queue.
+func (q *inputQueue) done(it inputItem) { q.bytes.Add(-int64(len(it.data))) }
 
 // attachAfter parses the after query parameter: the sequence the client
 // already has.
@@ -320,7 +349,7 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request, t attachTar
 		defer t.attached()()
 	}
 
-	inputs := make(chan inputItem, attachInputQueue)
+	inputs := &inputQueue{items: make(chan inputItem, attachInputQueue)}
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
@@ -413,8 +442,8 @@ func (s *Server) attachOutput(ctx context.Context, conn *websocket.Conn, t attac
 
 // attachReader reads the client's frames into inputs, in order. It never
 // blocks on the engine, so pongs are always read.
-func (s *Server) attachReader(ctx context.Context, conn *websocket.Conn, t attachTarget, inputs chan<- inputItem, closeWith func(websocket.StatusCode, string)) {
-	defer close(inputs)
+func (s *Server) attachReader(ctx context.Context, conn *websocket.Conn, t attachTarget, inputs *inputQueue, closeWith func(websocket.StatusCode, string)) {
+	defer close(inputs.items)
 	for {
 		typ, rd, err := conn.Reader(ctx)
 		if err != nil {
@@ -444,9 +473,7 @@ func (s *Server) attachReader(ctx context.Context, conn *websocket.Conn, t attac
 			}
 			item = inputItem{control: &f}
 		}
-		select {
-		case inputs <- item:
-		default:
+		if !inputs.push(item) {
 			closeWith(websocket.StatusTryAgainLater, "input arrives faster than the "+t.what+" takes it")
 			return
 		}
@@ -464,8 +491,9 @@ func truncateReason(s string) string {
 
 // attachInput hands the client's frames to the target in order; a refusal
 // is reported to the client with an error frame and the connection stays.
-func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, t attachTarget, inputs <-chan inputItem) {
-	for item := range inputs {
+func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, t attachTarget, inputs *inputQueue) {
+	for item := range inputs.items {
+		inputs.done(item)
 		var err error
 		if item.control != nil {
 			err = t.control(ctx, *item.control)
