@@ -379,6 +379,24 @@ func methodCases() []methodCase {
 				s, err := c.ShellOutput(ctx, weirdVM, shellID, client.StreamOptions{})
 				return readOne(ctx, s, err, "stdout")
 			}},
+		{name: "ListShells", method: "GET", path: vmBase + "/shells", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"sh 1/x","shell":"sh","state":"running","cols":80,"rows":24,"startedAt":"2026-01-01T00:00:00Z"}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListShells(ctx, weirdVM)
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.Items[0].ID == shellID && l.Items[0].State == client.ShellRunning, "shells", l)
+			}},
+		{name: "GetShell", method: "GET", path: vmBase + "/shells/" + shellIDEsc, accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"id":"sh 1/x","shell":"bash","state":"exited","cols":120,"rows":40,"startedAt":"2026-01-01T00:00:00Z","exitedAt":"2026-01-01T00:00:09Z","exit":{"exitCode":3}}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				sh, err := c.GetShell(ctx, weirdVM, shellID)
+				if err != nil {
+					return err
+				}
+				return expect(sh.State == client.ShellExited && sh.Exit != nil && sh.Exit.ExitCode == 3 && sh.Cols == 120 && sh.ExitedAt != nil, "shell", sh)
+			}},
 		{name: "CloseShell", method: "DELETE", path: vmBase + "/shells/" + shellIDEsc, accept: jsonCT, resp: canned{status: 204},
 			call: func(ctx context.Context, c *client.Client) error { return c.CloseShell(ctx, weirdVM, shellID) }},
 		{name: "ReadFile", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",

@@ -139,6 +139,17 @@ func (e Event) Exit() (ExitEvent, error) {
 	return x, err
 }
 
+// ShellEnd decodes the final "end" event of a shell's output: its exit
+// status.
+func (e Event) ShellEnd() (ExitStatus, error) {
+	if err := e.want(EventEnd); err != nil {
+		return ExitStatus{}, err
+	}
+	var x ExitStatus
+	err := e.Decode(&x)
+	return x, err
+}
+
 // Gap is the data of a "gap" event: output sequence numbers From..To were
 // dropped from the gateway's buffer before they could be sent.
 type Gap struct {

@@ -206,6 +206,30 @@ type ShellRequest struct {
 	Env   map[string]string `json:"env,omitempty"`
 }
 
+// Shell states.
+const (
+	ShellRunning = "running"
+	ShellExited  = "exited"
+)
+
+// Shell describes a shell of a VM, ended ones included.
+type Shell struct {
+	ID        string     `json:"id"`
+	Shell     string     `json:"shell"`
+	State     string     `json:"state"` // ShellRunning or ShellExited
+	Cols      uint16     `json:"cols"`
+	Rows      uint16     `json:"rows"`
+	StartedAt time.Time  `json:"startedAt"`
+	ExitedAt  *time.Time `json:"exitedAt,omitempty"`
+	// Exit is set once the shell exited.
+	Exit *ExitStatus `json:"exit,omitempty"`
+	// Error says why the shell's end is unknowable (VM lost...).
+	Error string `json:"error,omitempty"`
+	// AnsweredQueries counts the terminal queries the gateway answered
+	// itself because no attached client did.
+	AnsweredQueries int `json:"answeredQueries"`
+}
+
 // DirEntry is one entry of a directory listing.
 type DirEntry struct {
 	Name      string `json:"name"`

@@ -232,13 +232,33 @@ func (c *Client) ResizeShell(ctx context.Context, vm, shell string, cols, rows u
 	return err
 }
 
-// ShellOutput streams a shell's output ("stdout"/"stderr" events, then "end"
-// or "error").
+// ShellOutput streams a shell's output ("stdout" events, then "end" with the
+// exit status, see Event.ShellEnd, or "error").
 func (c *Client) ShellOutput(ctx context.Context, vm, shell string, opts StreamOptions) (*Stream, error) {
 	return c.openStream(ctx, http.MethodGet, shellPath(vm, shell, "output"), nil, opts)
 }
 
-// CloseShell closes a shell.
+// ListShells lists a VM's shells, ended ones included, oldest first.
+func (c *Client) ListShells(ctx context.Context, vm string) (*List[Shell], error) {
+	var out List[Shell]
+	if _, err := c.do(ctx, http.MethodGet, vmPath(vm, "shells"), nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetShell describes a shell: its state, size and, once it ended, its exit
+// status or why that is unknowable.
+func (c *Client) GetShell(ctx context.Context, vm, shell string) (*Shell, error) {
+	var out Shell
+	if _, err := c.do(ctx, http.MethodGet, shellPath(vm, shell), nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CloseShell ends a running shell and removes its record, or removes the
+// record of one that ended.
 func (c *Client) CloseShell(ctx context.Context, vm, shell string) error {
 	_, err := c.do(ctx, http.MethodDelete, shellPath(vm, shell), nil, nil, nil, nil)
 	return err

@@ -129,7 +129,7 @@ func TestCheckResume(t *testing.T) {
 		after, last uint64
 		ok          bool
 	}{{0, 0, true}, {3, 3, true}, {2, 3, true}, {4, 3, false}, {1, 0, false}, {999, 2, false}} {
-		err := checkResume(tc.after, tc.last)
+		err := checkResume(tc.after, tc.last, "Last-Event-ID")
 		var ge *gateway.Error
 		if tc.ok != (err == nil) || (err != nil && (!errors.As(err, &ge) || ge.Code != gateway.CodeInvalidArgument ||
 			ge.Details["latestSequence"] != tc.last || !strings.Contains(ge.Message, "beyond"))) {

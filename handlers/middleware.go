@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"math"
 	"net/http"
@@ -140,12 +141,25 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		// The scheme name is case-insensitive (RFC 9110 §11.1).
 		scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		secret = strings.TrimSpace(secret)
-		if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
+		ok = ok && strings.EqualFold(scheme, "Bearer") && secret != ""
+		// Browsers cannot set Authorization on a WebSocket: an upgrade
+		// without one may carry the key as a subprotocol (attach.go).
+		fromProtocol := false
+		if !ok && r.Header.Get("Authorization") == "" && isWebSocketUpgrade(r) {
+			secret, ok = bearerFromProtocols(r)
+			fromProtocol = ok
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway"`)
 			writeError(w, r, gateway.Errorf(gateway.CodeUnauthenticated, "an API key is required: Authorization: Bearer <key>"))
 			return
 		}
 		key, tenant, err := s.store.LookupAPIKey(r.Context(), secret)
+		if fromProtocol && err != nil {
+			if decoded, derr := base64.RawURLEncoding.DecodeString(secret); derr == nil {
+				key, tenant, err = s.store.LookupAPIKey(r.Context(), string(decoded))
+			}
+		}
 		if err != nil {
 			if gateway.ErrorCode(err) == gateway.CodeUnauthenticated || gateway.ErrorCode(err) == gateway.CodeNotFound {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway", error="invalid_token"`)

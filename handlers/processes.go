@@ -95,7 +95,7 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	if err := checkResume(after, p.Output().LastSeq()); err != nil {
+	if err := checkResume(after, p.Output().LastSeq(), "Last-Event-ID"); err != nil {
 		writeError(w, r, err)
 		return
 	}

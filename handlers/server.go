@@ -77,6 +77,7 @@ type Server struct {
 	log      zerolog.Logger
 	router   chi.Router
 	sse      *sseHub
+	attach   attachHub
 	metrics  *metrics
 	limiter  limiter
 }
@@ -116,8 +117,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 // shutdown begins so that streaming handlers return.
 func (s *Server) DrainStreams() { s.sse.drain() }
 
-// Close ends the SSE machinery; call it after the HTTP server stopped.
-func (s *Server) Close() { s.sse.close() }
+// Close ends the SSE machinery and waits for the WebSocket connections,
+// which the HTTP server does not track, to end; call it after the HTTP
+// server stopped and DrainStreams.
+func (s *Server) Close() {
+	s.sse.drain()
+	s.attach.close()
+	s.sse.close()
+}
 
 // Router exposes the chi router, for the test that compares it with the
 // OpenAPI spec.
@@ -152,7 +159,11 @@ func (s *Server) routes() chi.Router {
 			r.Post("/processes/{pid}/stdin/close", s.processCloseStdin)
 			r.Post("/processes/{pid}/signal", s.processSignal)
 			r.Get("/processes/{pid}/wait", s.processWait)
+			r.Get("/processes/{pid}/attach", s.attachProcess)
 			r.Post("/shells", s.openShell)
+			r.Get("/shells", s.listShells)
+			r.Get("/shells/{shell}", s.getShell)
+			r.Get("/shells/{shell}/attach", s.attachShell)
 			r.Post("/shells/{shell}/input", s.shellInput)
 			r.Post("/shells/{shell}/resize", s.shellResize)
 			r.Get("/shells/{shell}/output", s.shellOutput)

@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"strconv"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -36,6 +38,24 @@ func (s *Server) openShell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"shellId": sh.ID()})
+}
+
+func (s *Server) listShells(w http.ResponseWriter, r *http.Request) {
+	shs, err := s.vms.Shells(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listJSON[vms.ShellInfo]{Items: shs})
+}
+
+func (s *Server) getShell(w http.ResponseWriter, r *http.Request) {
+	sh, release, ok := s.shell(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	writeJSON(w, http.StatusOK, sh.Info())
 }
 
 func (s *Server) shell(w http.ResponseWriter, r *http.Request) (*vms.Shell, func(), bool) {
@@ -87,6 +107,11 @@ func (s *Server) shellResize(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// shellOutput streams a shell's output. Event ids are output sequence
+// numbers; Last-Event-ID resumes from the shell's bounded buffer, with a gap
+// event when the point asked for was already dropped. The stream ends with
+// an end event carrying the exit status {exitCode, signal}, or error when
+// the shell's end is unknowable (VM disposed, sidecar died).
 func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
 	after, _, err := lastEventID(r)
 	if err != nil {
@@ -98,18 +123,41 @@ func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if err := checkResume(after, sh.Output().LastSeq(), "Last-Event-ID"); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
-		return followLog(ctx, sh.Output(), after, emit, outputEvent, nil)
+		return followLog(ctx, sh.Output(), after, emit, outputEvent, shellEnd(sh.Exit))
 	})
 }
 
-func (s *Server) closeShell(w http.ResponseWriter, r *http.Request) {
-	sh, release, ok := s.shell(w, r)
-	if !ok {
-		return
+// shellEnd renders the end of a shell's output: end with the exit status,
+// or error when the end is unknowable.
+func shellEnd(exit func() (*vms.ExitStatus, error)) func(last uint64, endErr error) []sseEvent {
+	return func(last uint64, endErr error) []sseEvent {
+		st, err := endStatus(exit)(endErr)
+		if err != nil {
+			return []sseEvent{endEvent(last, err)}
+		}
+		return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "end", Data: exitJSON(st)}}
 	}
-	defer release()
-	if err := sh.Close(r.Context()); err != nil {
+}
+
+// exitJSON is an exit status as the streams carry it: signal is null when
+// the program exited by itself.
+func exitJSON(exit *vms.ExitStatus) []byte {
+	var sig any
+	if exit.Signal != "" {
+		sig = exit.Signal
+	}
+	b, _ := json.Marshal(map[string]any{"exitCode": exit.ExitCode, "signal": sig})
+	return b
+}
+
+// closeShell kills a running shell or removes the record of an ended one.
+func (s *Server) closeShell(w http.ResponseWriter, r *http.Request) {
+	if err := s.vms.DeleteShell(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"), pathParam(r, "shell")); err != nil {
 		writeError(w, r, err)
 		return
 	}

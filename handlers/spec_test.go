@@ -465,7 +465,12 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	check("POST", exec, exitEvent(2, &vms.ExecResult{ExitCode: 0, Duration: time.Millisecond}, nil))
 	check("POST", exec, exitEvent(2, &vms.ExecResult{ExitCode: 137, Signal: "SIGKILL", StdoutTruncated: true}, nil))
 	check("POST", exec, exitEvent(2, nil, gateway.Errorf(gateway.CodeDeadlineExceeded, "exec: deadline exceeded")))
-	check("GET", shellOut, endEvent(3, nil))
+	shellExit := func(st *vms.ExitStatus) func() (*vms.ExitStatus, error) {
+		return func() (*vms.ExitStatus, error) { return st, nil }
+	}
+	check("GET", shellOut, shellEnd(shellExit(&vms.ExitStatus{ExitCode: 3}))(3, nil)[0])
+	check("GET", shellOut, shellEnd(shellExit(&vms.ExitStatus{ExitCode: 137, Signal: "SIGKILL"}))(3, nil)[0])
+	check("GET", shellOut, shellEnd(shellExit(nil))(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed"))[0])
 	check("GET", shellOut, endEvent(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed")))
 	check("GET", procOut, endEvent(3, errors.New("boom")))
 	check("GET", shellOut, sseEvent{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
@@ -477,7 +482,7 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	}
 	log.Close(nil)
 	var got []sseEvent
-	err := followLog(context.Background(), log, 0, func(ev sseEvent) error { got = append(got, ev); return nil }, outputEvent, nil)
+	err := followLog(context.Background(), log, 0, func(ev sseEvent) error { got = append(got, ev); return nil }, outputEvent, shellEnd(shellExit(&vms.ExitStatus{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,6 +634,9 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 		{"ArchiveExtracted", archiveExtractedJSON{}, true},
 		{"ProcessInfo", vms.ProcessInfo{}, true},
 		{"ExitStatus", vms.ExitStatus{}, true},
+		{"Shell", vms.ShellInfo{}, true},
+		{"ShellList", listJSON[vms.ShellInfo]{}, true},
+		{"AttachServerFrame", serverFrame{}, true},
 		{"VMEvent", vms.VMEvent{}, true},
 		{"DirEntry", agentos.DirEntry{}, true},
 		{"Tenant", gateway.Tenant{}, true},
@@ -706,6 +714,15 @@ func TestGoValuesValidate(t *testing.T) {
 		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Exit: exit, StartedAt: now, ExitedAt: &now}},
 		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Error: "the VM is lost", StartedAt: now}},
 		{"ExitStatus", vms.ExitStatus{ExitCode: 0}},
+		{"Shell", vms.ShellInfo{ID: "sh_1", Shell: "sh", State: vms.ShellRunning, Cols: 80, Rows: 24, StartedAt: now}},
+		{"Shell", vms.ShellInfo{ID: "sh_1", Shell: "bash", State: vms.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Exit: exit}},
+		{"Shell", vms.ShellInfo{ID: "sh_1", Shell: "bash", State: vms.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Error: "the VM is disposed"}},
+		{"ShellList", listJSON[vms.ShellInfo]{Items: []vms.ShellInfo{}}},
+		{"AttachServerFrame", serverFrame{Type: "hello", Seq: new(uint64)}},
+		{"AttachServerFrame", serverFrame{Type: "gap", From: 1, To: 7}},
+		{"AttachServerFrame", serverFrame{Type: "exit", Seq: new(uint64), ExitCode: &exit.ExitCode, Signal: &exit.Signal}},
+		{"AttachServerFrame", serverFrame{Type: "exit", Seq: new(uint64), Code: "conflict", Detail: "the VM is disposed"}},
+		{"AttachServerFrame", serverFrame{Type: "error", Code: "invalid_argument", Detail: "unknown signal"}},
 		{"ExitStatus", *exit},
 		{"ExecResult", execResultJSON{ExitCode: 1, Stdout: "a", Stderr: "", Encoding: "utf8", DurationMs: 3}},
 		{"Tenant", gateway.Tenant{ID: "default", Name: "default", CreatedAt: now, UpdatedAt: now}},

@@ -195,14 +195,15 @@ func lastEventID(r *http.Request) (uint64, bool, error) {
 	return n, true, nil
 }
 
-// checkResume refuses a resume position past the last sequence a stream
-// has produced: no event ever had that id, so resuming there would silently
-// skip output (a running stream) or invent an id (an ended one). The wording
-// matches the session streams' refusal.
-func checkResume(after, last uint64) error {
+// checkResume refuses a resume position (from field: Last-Event-ID, or an
+// attach's after) past the last sequence a stream has produced: no event
+// ever had that id, so resuming there would silently skip output (a
+// running stream) or invent an id (an ended one). The wording matches the
+// session streams' refusal.
+func checkResume(after, last uint64, field string) error {
 	if after <= last {
 		return nil
 	}
-	return gateway.Errorf(gateway.CodeInvalidArgument, "Last-Event-ID %d is beyond the stream's latest sequence %d", after, last).
-		WithDetail("field", "Last-Event-ID").WithDetail("latestSequence", last)
+	return gateway.Errorf(gateway.CodeInvalidArgument, "%s %d is beyond the stream's latest sequence %d", field, after, last).
+		WithDetail("field", field).WithDetail("latestSequence", last)
 }

@@ -185,6 +185,8 @@ type liveVM struct {
 	releaseOnce sync.Once
 	// done is closed once the VM's final state is in the store.
 	done chan struct{}
+	// exitedShells are the ids of ended shells, oldest first.
+	exitedShells []string
 }
 
 func newID(prefix string) string {
@@ -506,7 +508,7 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 		p.vmEnded(final)
 	}
 	for _, sh := range shells {
-		sh.out.Close(final)
+		sh.vmEnded(final)
 	}
 	lv.releaseOnce.Do(lv.lease.Release)
 }
@@ -660,7 +662,12 @@ func (lv *liveVM) idleSince(now time.Time) bool {
 			return false
 		}
 	}
-	return len(lv.shells) == 0
+	for _, sh := range lv.shells {
+		if sh.running() {
+			return false
+		}
+	}
+	return true
 }
 
 // Shutdown disposes every live VM (bounded by ctx), ends their streams with

@@ -2,9 +2,13 @@ package vms
 
 import (
 	"context"
+	"sort"
+	"sync"
+	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/terminal"
 )
 
 // ShellRequest opens an interactive shell.
@@ -15,18 +19,99 @@ type ShellRequest struct {
 	Env        map[string]string
 }
 
-// Shell is an interactive shell on a PTY in a VM.
+// Shell states.
+const (
+	ShellRunning = "running"
+	ShellExited  = "exited"
+)
+
+// ShellInfo describes a shell of a VM.
+type ShellInfo struct {
+	ID        string      `json:"id"`
+	Shell     string      `json:"shell"`
+	State     string      `json:"state"`
+	Cols      uint16      `json:"cols"`
+	Rows      uint16      `json:"rows"`
+	StartedAt time.Time   `json:"startedAt"`
+	ExitedAt  *time.Time  `json:"exitedAt,omitempty"`
+	Exit      *ExitStatus `json:"exit,omitempty"`
+	// Error says why the end of the shell is unknowable (the VM was
+	// disposed, its sidecar died).
+	Error string `json:"error,omitempty"`
+	// AnsweredQueries counts the terminal queries the gateway answered
+	// itself because no attached client did.
+	AnsweredQueries int `json:"answeredQueries"`
+}
+
+// Shell is an interactive shell on a PTY in a VM, with a model of its
+// terminal that answers the shell's terminal queries for clients that are
+// not terminal emulators.
 type Shell struct {
-	id  string
-	p   *agentos.Process
-	out *Log[Chunk]
+	id        string
+	shell     string
+	startedAt time.Time
+	p         *agentos.Process
+	out       *Log[Chunk]
+	term      *terminal.Terminal
+	done      chan struct{}
+
+	mu       sync.Mutex
+	exitedAt time.Time
+	exit     *ExitStatus
+	err      error
 }
 
 // ID returns the shell id.
 func (sh *Shell) ID() string { return sh.id }
 
-// Output returns the shell's output log.
+// Output returns the shell's output log; its sequence numbers are the
+// shell's output sequence numbers.
 func (sh *Shell) Output() *Log[Chunk] { return sh.out }
+
+// Done is closed when the shell ended.
+func (sh *Shell) Done() <-chan struct{} { return sh.done }
+
+// Exit returns the exit status once the shell ended (nil while it runs), or
+// the error that made its end unknowable.
+func (sh *Shell) Exit() (*ExitStatus, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.exit, sh.err
+}
+
+func (sh *Shell) running() bool {
+	select {
+	case <-sh.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Info describes the shell.
+func (sh *Shell) Info() ShellInfo {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	// The size is the model's: what the gateway answers queries from.
+	cols, rows := sh.term.Size()
+	info := ShellInfo{ID: sh.id, Shell: sh.shell, State: ShellRunning, Cols: uint16(cols), Rows: uint16(rows), StartedAt: sh.startedAt, Exit: sh.exit,
+		AnsweredQueries: sh.term.Answered()}
+	if !sh.exitedAt.IsZero() {
+		t := sh.exitedAt
+		info.ExitedAt = &t
+		info.State = ShellExited
+	}
+	if sh.err != nil {
+		info.Error = gateway.ErrorMessage(sh.err)
+	}
+	return info
+}
+
+// AttachTerminal records a client that answers terminal queries for itself
+// (a terminal emulator on a WebSocket): while one is attached, the gateway
+// waits a short grace for it before answering a query. Call detach when it
+// leaves.
+func (sh *Shell) AttachTerminal() (detach func()) { return sh.term.Attach() }
 
 // OpenShell starts a shell.
 func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID string, req ShellRequest) (*Shell, error) {
@@ -38,42 +123,121 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	if err != nil {
 		return nil, err
 	}
-	out := NewLog[Chunk](s.cfg.OutputBufferBytes)
+	shell := req.Shell
+	if shell == "" {
+		shell = "sh"
+	}
+	sh := &Shell{id: newID("sh_"), shell: shell, startedAt: s.cfg.Now().UTC(), out: NewLog[Chunk](s.cfg.OutputBufferBytes),
+		done: make(chan struct{})}
+	// The terminal's answers go to the process, which exists only once
+	// OpenShell returns: an answer to a query in the first output waits
+	// for it.
+	var started sync.WaitGroup
+	started.Add(1)
+	sh.term = terminal.New(terminal.Config{Cols: int(req.Cols), Rows: int(req.Rows), Reply: func(ctx context.Context, b []byte) error {
+		started.Wait()
+		if sh.p == nil {
+			return nil
+		}
+		_, err := sh.p.Write(ctx, b)
+		return err
+	}})
 	p, err := lv.vm.OpenShell(ctx, agentos.ShellOptions{
 		Shell: req.Shell, Cols: req.Cols, Rows: req.Rows, Cwd: req.Cwd, Env: req.Env,
 		OnOutput: func(o agentos.Output) {
-			out.Append(o.Seq, len(o.Data), Chunk{Stream: "stdout", Data: o.Data, Time: o.Time})
+			// The model sees the output before any client can: a client's
+			// answer to a query is then always matched with it.
+			sh.term.Output(o.Data)
+			sh.out.Append(o.Seq, len(o.Data), Chunk{Stream: "stdout", Data: o.Data, Time: o.Time})
 		},
 	})
+	sh.p = p
+	started.Done()
 	if err != nil {
+		sh.term.Close()
 		release()
 		return nil, EngineError(err, "open shell")
 	}
-	sh := &Shell{id: newID("sh_"), p: p, out: out}
 	lv.mu.Lock()
 	lv.shells[sh.id] = sh
 	lv.mu.Unlock()
 	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer release()
-		_, err := p.Wait(context.Background())
-		lv.mu.Lock()
-		delete(lv.shells, sh.id)
-		lv.mu.Unlock()
-		out.Close(engineErrorOrNil(err))
-	}()
+	go s.awaitShell(lv, sh, release)
 	return sh, nil
 }
 
-func engineErrorOrNil(err error) error {
-	if err == nil {
-		return nil
+// awaitShell records a shell's end and closes its log. Ended shells stay
+// listed, bounded like exited processes, so that a late request gets a
+// clear conflict and the exit status stays readable.
+func (s *Service) awaitShell(lv *liveVM, sh *Shell, release func()) {
+	defer s.wg.Done()
+	defer release()
+	st, err := sh.p.Wait(context.Background())
+	sh.term.Close()
+	sh.mu.Lock()
+	if err != nil {
+		if sh.err == nil {
+			sh.err = EngineError(err, "shell")
+		}
+	} else {
+		sh.exit = &ExitStatus{ExitCode: st.ExitCode, Signal: st.Signal}
 	}
-	return EngineError(err, "shell")
+	sh.exitedAt = s.cfg.Now().UTC()
+	perr := sh.err
+	sh.mu.Unlock()
+	close(sh.done)
+	sh.out.Close(perr)
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if _, ok := lv.shells[sh.id]; !ok {
+		return // deleted while it ended
+	}
+	lv.exitedShells = append(lv.exitedShells, sh.id)
+	for len(lv.exitedShells) > maxExitedShells {
+		delete(lv.shells, lv.exitedShells[0])
+		lv.exitedShells = lv.exitedShells[1:]
+	}
 }
 
-// Shell returns an open shell of a VM and a hold on the VM.
+// maxExitedShells bounds how many ended shells a VM keeps listed.
+const maxExitedShells = maxExitedProcesses
+
+// vmEnded records that the shell's VM ended: its end is unknowable.
+func (sh *Shell) vmEnded(err error) {
+	sh.mu.Lock()
+	if sh.exit == nil && sh.err == nil {
+		sh.err = err
+	}
+	sh.mu.Unlock()
+	sh.out.Close(err)
+}
+
+// Shells lists a VM's shells, ended ones included, oldest first.
+func (s *Service) Shells(ctx context.Context, tenantID, vmID string) ([]ShellInfo, error) {
+	lv, err := s.lookup(ctx, tenantID, vmID)
+	if err != nil {
+		return nil, err
+	}
+	lv.mu.Lock()
+	shs := make([]*Shell, 0, len(lv.shells))
+	for _, sh := range lv.shells {
+		shs = append(shs, sh)
+	}
+	lv.mu.Unlock()
+	out := make([]ShellInfo, len(shs))
+	for i, sh := range shs {
+		out[i] = sh.Info()
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].StartedAt.Equal(out[j].StartedAt) {
+			return out[i].StartedAt.Before(out[j].StartedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// Shell returns a shell of a VM, running or ended, and a hold on the VM.
 func (s *Service) Shell(ctx context.Context, tenantID, vmID, id string) (*Shell, func(), error) {
 	lv, err := s.lookup(ctx, tenantID, vmID)
 	if err != nil {
@@ -88,22 +252,86 @@ func (s *Service) Shell(ctx context.Context, tenantID, vmID, id string) (*Shell,
 	return sh, lv.hold(s.cfg.Now()), nil
 }
 
-// Input sends keystrokes.
+// DeleteShell kills a running shell, waiting for its end (bounded by ctx),
+// or removes the record of an ended one; either way the shell is gone
+// afterwards and a second delete is not_found.
+func (s *Service) DeleteShell(ctx context.Context, tenantID, vmID, id string) error {
+	sh, release, err := s.Shell(ctx, tenantID, vmID, id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if sh.running() {
+		if err := sh.p.Kill(ctx); err != nil && sh.running() {
+			return EngineError(err, "close shell")
+		}
+		select {
+		case <-sh.done:
+		case <-ctx.Done():
+			return gateway.Wrap(gateway.CodeDeadlineExceeded, ctx.Err(), "wait for shell %s to end", id)
+		}
+	}
+	lv, err := s.lookup(ctx, tenantID, vmID)
+	if err != nil {
+		return err
+	}
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if lv.shells[id] != sh {
+		return gateway.Errorf(gateway.CodeNotFound, "no shell %s in VM %s", id, vmID)
+	}
+	delete(lv.shells, id)
+	for i, x := range lv.exitedShells {
+		if x == id {
+			lv.exitedShells = append(lv.exitedShells[:i], lv.exitedShells[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+func (sh *Shell) exited() error {
+	return gateway.Errorf(gateway.CodeConflict, "shell %s has exited", sh.id).WithDetail("state", ShellExited)
+}
+
+// Input sends keystrokes. Replies to terminal queries among them settle the
+// queries, which the gateway then does not answer a second time.
 func (sh *Shell) Input(ctx context.Context, data []byte) error {
-	_, err := sh.p.Write(ctx, data)
-	return EngineError(err, "shell input")
+	sh.NoteReplies(data)
+	return sh.WriteInput(ctx, data)
+}
+
+// NoteReplies settles the terminal queries that replies in data answer. A
+// client connection calls it as soon as the bytes arrive, before they wait
+// their turn to be written (the engine may hold a write for seconds), so
+// that the gateway's grace is measured against the client, not the engine.
+func (sh *Shell) NoteReplies(data []byte) { sh.term.ClientInput(data) }
+
+// WriteInput sends keystrokes whose replies were noted already.
+func (sh *Shell) WriteInput(ctx context.Context, data []byte) error {
+	if !sh.running() {
+		return sh.exited()
+	}
+	if _, err := sh.p.Write(ctx, data); err != nil {
+		if !sh.running() {
+			return sh.exited()
+		}
+		return EngineError(err, "shell input")
+	}
+	return nil
 }
 
 // Resize changes the terminal size.
 func (sh *Shell) Resize(ctx context.Context, cols, rows uint16) error {
-	return EngineError(sh.p.Resize(ctx, cols, rows), "resize shell")
-}
-
-// Close kills the shell.
-func (sh *Shell) Close(ctx context.Context) error {
-	if err := sh.p.Kill(ctx); err != nil {
-		return EngineError(err, "close shell")
+	if !sh.running() {
+		return sh.exited()
 	}
-	_, _ = sh.p.Wait(ctx)
+	if err := sh.p.Resize(ctx, cols, rows); err != nil {
+		if !sh.running() {
+			return sh.exited()
+		}
+		return EngineError(err, "resize shell")
+	}
+	sh.term.Resize(int(cols), int(rows))
 	return nil
 }

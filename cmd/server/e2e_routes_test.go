@@ -631,9 +631,9 @@ func (e *e2e) shellSession(t *testing.T, vm, line, want string) (bool, string) {
 	if last.Type != client.EventEnd {
 		t.Fatalf("the stream of a shell that exited ends with %q %s", last.Type, last.Data)
 	}
-	// The shell is gone.
+	// The shell has exited: it stays listed, and input is a conflict.
 	err = c.ShellInput(ctx, vm, id, []byte("x"))
-	wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
+	wantCode(t, err, client.CodeConflict, http.StatusConflict)
 	return true, ""
 }
 

@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+)
+
+// screen follows a shell's SSE output from its start into a buffer, so a
+// test can wait for text to show.
+type screen struct {
+	t      testing.TB
+	s      *client.Stream
+	req    *http.Request
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	last   client.Event // the final event, once the stream ended
+	lastID uint64
+	ended  chan struct{}
+	wg     sync.WaitGroup
+}
+
+// followScreen reads the output of a shell in the background until the
+// stream ends or the test does.
+func (e *e2e) followScreen(t testing.TB, c *client.Client, vm, shell string) *screen {
+	t.Helper()
+	s, err := c.ShellOutput(ctxT(t), vm, shell, client.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &screen{t: t, s: s, req: e.eventReq("GET", "/v1/vms/"+vm+"/shells/"+shell+"/output"), ended: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*e2eTimeout)
+	sc.wg.Add(1)
+	go func() {
+		defer sc.wg.Done()
+		defer close(sc.ended)
+		for {
+			ev, err := s.Next(ctx)
+			if err != nil {
+				return
+			}
+			validateEvent(e, sc.req, ev)
+			sc.mu.Lock()
+			if id, err := strconv.ParseUint(ev.ID, 10, 64); err == nil {
+				sc.lastID = id
+			}
+			if ev.Final() {
+				sc.last = ev
+			} else if o, err := ev.Output(); err == nil {
+				sc.buf.Write(o.Data)
+			}
+			sc.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		s.Close()
+		sc.wg.Wait()
+	})
+	return sc
+}
+
+func (sc *screen) String() string {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.buf.String()
+}
+
+// waitFor waits until want shows on the screen, and reports false when the
+// stream ended first.
+func (sc *screen) waitFor(want string) bool {
+	sc.t.Helper()
+	deadline := time.After(e2eTimeout)
+	for !strings.Contains(sc.String(), want) {
+		select {
+		case <-sc.ended:
+			return strings.Contains(sc.String(), want)
+		case <-deadline:
+			sc.t.Fatalf("%q did not show in time; screen %q", want, sc.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+// end waits for the stream's final event.
+func (sc *screen) end() client.Event {
+	sc.t.Helper()
+	select {
+	case <-sc.ended:
+	case <-time.After(e2eTimeout):
+		sc.t.Fatalf("the shell's stream did not end; screen %q", sc.String())
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.last
+}
+
+// prompt is what the agentOS shells print as their prompt.
+const prompt = "$ "
+
+// openLiveShell opens a shell whose client never answers terminal queries
+// and waits for its prompt. The gateway answers the shell's queries at
+// once, but on the pinned engine input that arrives while the shell already
+// waits for the answer may be held until its 2 s wait is over (README,
+// known limits), so now and then a shell gives up at start through no
+// fault of the gateway; such a shell is opened again, a few times at most.
+func (e *e2e) openLiveShell(t testing.TB, c *client.Client, vm string, req client.ShellRequest) (string, *screen) {
+	t.Helper()
+	// A start lost this way costs about 2 s; on a loaded machine several
+	// in a row were seen.
+	const attempts = 10
+	for i := 1; ; i++ {
+		id, err := c.OpenShell(ctxT(t), vm, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := e.followScreen(t, c, vm, id)
+		if sc.waitFor(prompt) {
+			return id, sc
+		}
+		why := e.engineLostAnswer(t, c, vm, id, sc)
+		if i == attempts {
+			t.Fatalf("no shell showed its prompt in %d attempts; last: %s", attempts, why)
+		}
+		t.Logf("attempt %d: the shell ended at start: %s", i, why)
+	}
+}
+
+// engineLostAnswer explains the end of a shell that gave up waiting for a
+// cursor answer although the gateway answered every query it sent (the
+// engine held the answer, README, known limits), and fails t when the
+// shell ended otherwise or a query went unanswered: that is the gateway's
+// fault.
+func (e *e2e) engineLostAnswer(t testing.TB, c *client.Client, vm, id string, sc *screen) string {
+	t.Helper()
+	sc.end()
+	screen := sc.String()
+	sh, err := c.GetShell(ctxT(t), vm, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries := strings.Count(screen, "\x1b[6n")
+	if !strings.Contains(screen, "cursor position could not be read") || sh.AnsweredQueries < queries {
+		t.Fatalf("the shell ended (%s %s) with %d of its %d queries answered; screen %q", sc.last.Type, sc.last.Data, sh.AnsweredQueries, queries, screen)
+	}
+	return fmt.Sprintf("the engine lost an answer (%d queries, %d answered); screen %q", queries, sh.AnsweredQueries, screen)
+}
+
+// TestE2EShellWithoutTerminal: a client that never answers terminal queries
+// (plain HTTP: POST input, SSE output) drives a shell: the gateway answers
+// them, so the shell runs commands, is resized, outlives the engine's 2 s
+// wait for an answer, and ends with its exit status, which stays readable;
+// late requests are conflicts, DELETE removes the record.
+func TestE2EShellWithoutTerminal(t *testing.T) {
+	e := newE2E(t)
+	c := e.admin
+	vm := e.vm(c, client.CreateVMRequest{})
+	e.exec(c, vm.ID, "true") // warm the VM: its first process is slow to start
+
+	for _, shell := range []string{"sh", "bash"} {
+		t.Run(shell, func(t *testing.T) {
+			// The engine can lose an answer in the middle of a session too;
+			// such a run is started again with a new shell (see
+			// engineLostAnswer), a few times at most.
+			const attempts = 4
+			for i := 1; ; i++ {
+				why := e.shellWithoutTerminal(t, c, vm.ID, shell)
+				if why == "" {
+					return
+				}
+				if i == attempts {
+					t.Fatalf("%d attempts; last: %s", attempts, why)
+				}
+				t.Logf("attempt %d: %s", i, why)
+			}
+		})
+	}
+
+	t.Run("VM disposed", func(t *testing.T) {
+		ctx := ctxT(t)
+		vm2 := e.vm(c, client.CreateVMRequest{})
+		id, err := c.OpenShell(ctx, vm2.ID, client.ShellRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := e.followScreen(t, c, vm2.ID, id)
+		if _, err := c.DeleteVM(ctx, vm2.ID); err != nil {
+			t.Fatal(err)
+		}
+		last := sc.end()
+		if last.Type != client.EventError {
+			t.Fatalf("a shell whose VM was disposed ends with %s %s", last.Type, last.Data)
+		}
+		p, err := last.Problem()
+		if err != nil || p.Code != client.CodeConflict {
+			t.Fatalf("final error %s: %+v %v", last.Data, p, err)
+		}
+	})
+}
+
+// shellWithoutTerminal drives one shell of vm as TestE2EShellWithoutTerminal
+// describes, and returns why it must be run again ("" when it passed).
+func (e *e2e) shellWithoutTerminal(t *testing.T, c *client.Client, vm, shell string) string {
+	t.Helper()
+	ctx := ctxFor(t, 5*e2eTimeout)
+	// A shell that ended meanwhile makes input and resizes conflicts.
+	ended := func(err error) bool {
+		var ce *client.Error
+		return errors.As(err, &ce) && ce.Code == client.CodeConflict
+	}
+	id, sc := e.openLiveShell(t, c, vm, client.ShellRequest{Shell: shell, Cols: 100, Rows: 30})
+	got, err := c.GetShell(ctx, vm, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != id || got.Shell != shell || got.State != client.ShellRunning || got.Cols != 100 || got.Rows != 30 || got.Exit != nil || got.ExitedAt != nil {
+		t.Fatalf("running shell: %+v", got)
+	}
+
+	if err := c.ShellInput(ctx, vm, id, []byte("echo shell-$((6*7))-ok\r")); ended(err) {
+		return e.engineLostAnswer(t, c, vm, id, sc)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if !sc.waitFor("shell-42-ok") {
+		return e.engineLostAnswer(t, c, vm, id, sc)
+	}
+
+	// The guest has no stty or tput (its stty says terminal control
+	// is not supported in WASM), so the size is checked on the
+	// gateway's side.
+	if err := c.ResizeShell(ctx, vm, id, 120, 40); ended(err) {
+		return e.engineLostAnswer(t, c, vm, id, sc)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.GetShell(ctx, vm, id); err != nil || got.Cols != 120 || got.Rows != 40 {
+		t.Fatalf("after resize: %+v %v", got, err)
+	}
+
+	// Idle at the prompt well past the engine's 2 s wait for a cursor
+	// answer: the shell is still there and still runs commands.
+	time.Sleep(3 * time.Second)
+	if got, err := c.GetShell(ctx, vm, id); err != nil || got.State != client.ShellRunning {
+		return e.engineLostAnswer(t, c, vm, id, sc)
+	}
+	if err := c.ShellInput(ctx, vm, id, []byte("echo still-$((1+1))\r")); ended(err) {
+		return e.engineLostAnswer(t, c, vm, id, sc)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if !sc.waitFor("still-2") {
+		return e.engineLostAnswer(t, c, vm, id, sc)
+	}
+
+	// The shell may end before the write is acknowledged.
+	if err := c.ShellInput(ctx, vm, id, []byte("exit 3\r")); err != nil && !ended(err) {
+		t.Fatal(err)
+	}
+	last := sc.end()
+	if strings.Contains(sc.String(), "cursor position could not be read") {
+		return e.engineLostAnswer(t, c, vm, id, sc)
+	}
+	st, err := last.ShellEnd()
+	if err != nil || st.ExitCode != 3 || st.Signal != "" {
+		t.Fatalf("final event %s %s: %+v %v", last.Type, last.Data, st, err)
+	}
+	got, err = c.GetShell(ctx, vm, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != client.ShellExited || got.Exit == nil || got.Exit.ExitCode != 3 || got.ExitedAt == nil || got.ExitedAt.Before(got.StartedAt) {
+		t.Fatalf("ended shell: %+v", got)
+	}
+	list, err := c.ListShells(ctx, vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, it := range list.Items {
+		found = found || it.ID == id && it.State == client.ShellExited && it.Exit != nil && it.Exit.ExitCode == 3
+	}
+	if !found {
+		t.Fatalf("the ended shell is not listed with its exit: %+v", list.Items)
+	}
+
+	// The ended shell's output is still there to resume from, but not
+	// beyond its end; and the end comes again, with the status.
+	err = e.raw("GET", "/v1/vms/"+vm+"/shells/"+id+"/output", testAdminKey, nil,
+		map[string]string{"Last-Event-ID": strconv.FormatUint(sc.lastID+10, 10)})
+	wantCode(t, err, client.CodeInvalidArgument, http.StatusBadRequest)
+	s, err := c.ShellOutput(ctx, vm, id, client.StreamOptions{LastEventID: strconv.FormatUint(sc.lastID, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := e.collect(s, sc.req, e2eTimeout)
+	if st, err := evs[len(evs)-1].ShellEnd(); err != nil || st.ExitCode != 3 || len(evs) != 1 {
+		t.Fatalf("resumed at the end: %s", summarize(evs))
+	}
+
+	ce := wantCode(t, c.ResizeShell(ctx, vm, id, 80, 24), client.CodeConflict, http.StatusConflict)
+	if ce.Details["state"] != "exited" {
+		t.Fatalf("late resize: details %v", ce.Details)
+	}
+	ce = wantCode(t, c.ShellInput(ctx, vm, id, []byte("x")), client.CodeConflict, http.StatusConflict)
+	if ce.Details["state"] != "exited" {
+		t.Fatalf("late input: details %v", ce.Details)
+	}
+	if err := c.CloseShell(ctx, vm, id); err != nil {
+		t.Fatalf("DELETE of an ended shell: %v", err)
+	}
+	wantCode(t, c.CloseShell(ctx, vm, id), client.CodeNotFound, http.StatusNotFound)
+	_, err = c.GetShell(ctx, vm, id)
+	wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
+	return ""
+}
+
+// shellOutputUpTo reads the whole output of a shell over SSE up to sequence
+// upTo and returns it.
+func (e *e2e) shellOutputUpTo(t testing.TB, c *client.Client, vm, shell string, upTo uint64) []byte {
+	t.Helper()
+	s, err := c.ShellOutput(ctxT(t), vm, shell, client.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	req := e.eventReq("GET", "/v1/vms/"+vm+"/shells/"+shell+"/output")
+	var out bytes.Buffer
+	for {
+		ev, err := s.Next(ctxT(t))
+		if err == io.EOF {
+			t.Fatalf("the stream ended before sequence %d", upTo)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		validateEvent(e, req, ev)
+		if ev.Type == client.EventGap {
+			t.Fatalf("gap in a short shell's output: %s", ev.Data)
+		}
+		if o, err := ev.Output(); err == nil {
+			out.Write(o.Data)
+		}
+		if id, _ := strconv.ParseUint(ev.ID, 10, 64); id >= upTo {
+			if id != upTo {
+				t.Fatalf("the stream skipped from below %d to %d", upTo, id)
+			}
+			return out.Bytes()
+		}
+	}
+}
