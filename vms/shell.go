@@ -161,8 +161,16 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	lv.mu.Lock()
 	lv.shells[sh.id] = sh
 	lv.mu.Unlock()
-	s.wg.Add(1)
-	go s.awaitShell(lv, sh, release)
+	if !s.goTracked(func() { s.awaitShell(lv, sh, release) }) {
+		// Shutdown began while the shell started: it disposes the VM and
+		// the shell with it, and no watcher may start after its Wait.
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+		_ = p.Kill(kctx)
+		cancel()
+		sh.term.Close()
+		release()
+		return nil, errShuttingDown()
+	}
 	return sh, nil
 }
 
@@ -170,7 +178,6 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 // listed, bounded like exited processes, so that a late request gets a
 // clear conflict and the exit status stays readable.
 func (s *Service) awaitShell(lv *liveVM, sh *Shell, release func()) {
-	defer s.wg.Done()
 	defer release()
 	st, err := sh.p.Wait(context.Background())
 	sh.term.Close()
@@ -262,13 +269,17 @@ func (s *Service) DeleteShell(ctx context.Context, tenantID, vmID, id string) er
 	}
 	defer release()
 	if sh.running() {
-		if err := sh.p.Kill(ctx); err != nil && sh.running() {
+		// The engine can hold a kill for a while: the wait is bounded, so
+		// that a client is told instead of left hanging.
+		kctx, cancel := context.WithTimeout(ctx, killTimeout)
+		defer cancel()
+		if err := sh.p.Kill(kctx); err != nil && sh.running() {
 			return EngineError(err, "close shell")
 		}
 		select {
 		case <-sh.done:
-		case <-ctx.Done():
-			return gateway.Wrap(gateway.CodeDeadlineExceeded, ctx.Err(), "wait for shell %s to end", id)
+		case <-kctx.Done():
+			return gateway.Wrap(gateway.CodeDeadlineExceeded, kctx.Err(), "shell %s did not end within %s of SIGKILL; it may still end", id, killTimeout)
 		}
 	}
 	lv, err := s.lookup(ctx, tenantID, vmID)
