@@ -22,8 +22,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -372,4 +375,60 @@ func schemaOptions(doc *openapi3.T) []openapi3.SchemaValidationOption {
 		opts = append(opts, openapi3.EnableJSONSchema2020())
 	}
 	return opts
+}
+
+// JSONFields returns the JSON names of a struct type's fields, as
+// encoding/json marshals them (untagged embedded structs flattened, "-"
+// and unexported fields left out), each with whether it is omitempty.
+func JSONFields(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	out := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			maps.Copy(out, JSONFields(f.Type))
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = strings.Contains(opts, "omitempty")
+	}
+	return out
+}
+
+// CheckType reports where a Go type's JSON fields differ from the
+// properties of a schema of doc's components. With sends set, the type is
+// one its side of the API encodes, and a property must be required in the
+// schema exactly when the type always sends it (is not omitempty).
+func CheckType(t testing.TB, doc *openapi3.T, schema string, v any, sends bool) {
+	t.Helper()
+	ref := doc.Components.Schemas[schema]
+	if ref == nil {
+		t.Errorf("no schema %s", schema)
+		return
+	}
+	s := ref.Value
+	fields := JSONFields(reflect.TypeOf(v))
+	if got, want := slices.Sorted(maps.Keys(s.Properties)), slices.Sorted(maps.Keys(fields)); !slices.Equal(got, want) {
+		t.Errorf("%s: schema properties %v, Go %T fields %v", schema, got, v, want)
+	}
+	if !sends {
+		return
+	}
+	for name, omitempty := range fields {
+		if required := slices.Contains(s.Required, name); required == omitempty {
+			t.Errorf("%s.%s: required %v, but Go %T omitempty %v", schema, name, required, v, omitempty)
+		}
+	}
 }
