@@ -176,7 +176,9 @@ func unquote(line string, w *syntax.Word) (string, bool) {
 			}
 			b.WriteString(unescape(p.Value, ""))
 		case *syntax.SglQuoted:
-			s, err := expand.Literal(nil, &syntax.Word{Parts: []syntax.WordPart{p}})
+			// A config of its own each time: with nil, expand.Literal sets up
+			// a config shared by every caller, which races.
+			s, err := expand.Literal(&expand.Config{}, &syntax.Word{Parts: []syntax.WordPart{p}})
 			if err != nil {
 				return "", false
 			}

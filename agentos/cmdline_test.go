@@ -3,6 +3,7 @@ package agentos
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -164,4 +165,22 @@ func FuzzCommandArgv(f *testing.F) {
 			t.Fatalf("commandArgv(%q) = %q, but its quoted form %q gives %q", line, argv, again, got)
 		}
 	})
+}
+
+// TestCommandArgvConcurrently splits command lines from many goroutines at
+// once, as concurrent execs do; under -race it holds the splitter free of
+// shared state.
+func TestCommandArgvConcurrently(t *testing.T) {
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if got := commandArgv(`printf '%s\n' 'a b' "c"`); len(got) != 4 {
+					t.Errorf("commandArgv = %q", got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

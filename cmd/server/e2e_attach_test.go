@@ -602,16 +602,11 @@ func TestE2EAttachProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		settle := func() int {
-			e.tr.CloseIdleConnections()
-			runtime.GC()
-			return runtime.NumGoroutine()
-		}
 		warm := e.attach(t, procPath(pid), true, false)
 		warm.waitHello()
 		warm.drop()
 		time.Sleep(200 * time.Millisecond)
-		baseline := settle()
+		baseline := e.settledGoroutines()
 		const n = 10
 		var conns []*attachClient
 		for i := range n {
@@ -628,23 +623,6 @@ func TestE2EAttachProcess(t *testing.T) {
 		for _, a := range conns {
 			a.drop()
 		}
-		deadline := time.Now().Add(15 * time.Second)
-		var now int
-		for {
-			now = settle()
-			if now <= baseline+3 {
-				break
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Fatalf("goroutines: %d before, %d with %d attached, still %d after they left\n%s",
-					baseline, open, n, now, buf[:runtime.Stack(buf, true)])
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Logf("goroutines: %d before, %d with %d attached, %d after they left", baseline, open, n, now)
-		if open < baseline+n {
-			t.Errorf("only %d more goroutines with %d attached: were they attached?", open-baseline, n)
-		}
+		e.goroutinesBack(t, baseline, open, n, "attached")
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -331,4 +332,37 @@ func (e *e2e) raw(method, path, key string, body io.Reader, header map[string]st
 // uniq returns a name unique within the test.
 func (e *e2e) uniq(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, e.n.Add(1))
+}
+
+// settledGoroutines closes the test's idle client connections, collects
+// garbage and counts goroutines: the measure of the streams' leak checks.
+func (e *e2e) settledGoroutines() int {
+	e.tr.CloseIdleConnections()
+	runtime.GC()
+	return runtime.NumGoroutine()
+}
+
+// goroutinesBack waits until the goroutine count is back near baseline once
+// n streams (or connections) that raised it to open have gone, and fails
+// with every goroutine's stack if it is not within 15 s.
+func (e *e2e) goroutinesBack(t testing.TB, baseline, open, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var now int
+	for {
+		now = e.settledGoroutines()
+		if now <= baseline+3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d before, %d with %d %s, still %d after they left\n%s",
+				baseline, open, n, what, now, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("goroutines: %d before, %d with %d %s, %d after they left", baseline, open, n, what, now)
+	if open < baseline+n {
+		t.Errorf("only %d more goroutines with %d %s: were they there?", open-baseline, n, what)
+	}
 }

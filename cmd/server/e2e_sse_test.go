@@ -247,14 +247,9 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	settle := func() int {
-		e.tr.CloseIdleConnections()
-		runtime.GC()
-		return runtime.NumGoroutine()
-	}
 	eventually(t, 10*time.Second, "the warm-up stream to end", func() bool { return e.metric("agentos_gateway_sse_subscribers") == 0 })
 	time.Sleep(200 * time.Millisecond)
-	baseline := settle()
+	baseline := e.settledGoroutines()
 
 	const n = 20
 	var streams []*client.Stream
@@ -293,25 +288,8 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 	for _, s := range streams {
 		s.Close()
 	}
-	var now int
 	eventually(t, 15*time.Second, "the subscriber gauge to return to 0", func() bool { return e.metric("agentos_gateway_sse_subscribers") == 0 })
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		now = settle()
-		if now <= baseline+3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines: %d before, %d with %d streams open, still %d after they closed\n%s",
-				baseline, open, total, now, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Logf("goroutines: %d before, %d with %d streams open, %d after they closed", baseline, open, total, now)
-	if open < baseline+total {
-		t.Errorf("only %d more goroutines with %d streams open: were they open?", open-baseline, total)
-	}
+	e.goroutinesBack(t, baseline, open, total, "streams")
 	// The processes and the VM still serve new streams.
 	s, err = c.ProcessOutput(ctx, vm.ID, busy.Pid, client.StreamOptions{})
 	if err != nil {
