@@ -382,12 +382,46 @@ func TestE2EAttachAuth(t *testing.T) {
 // an exit frame and a normal close.
 func TestE2EAttachShell(t *testing.T) {
 	e := newE2E(t)
-	ctx := ctxFor(t, 5*e2eTimeout)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
 	e.exec(c, vm.ID, "true")
-	id, sc := e.openLiveShell(t, c, vm.ID, client.ShellRequest{Shell: "bash", Cols: 100, Rows: 30})
-	path := "/v1/vms/" + vm.ID + "/shells/" + id + "/attach"
+	// The engine can lose an answer in the middle of the scenario too (see
+	// engineLostAnswer); only then is it run again, with a new shell, a few
+	// times at most. Any other failure fails the test.
+	const attempts = 4
+	for i := 1; ; i++ {
+		var (
+			id string
+			sc *screen
+		)
+		failure := attempt(t, func(t testing.TB) { e.attachShellScenario(t, c, vm.ID, &id, &sc) })
+		if failure == "" {
+			return
+		}
+		if id == "" || sc == nil {
+			t.Fatal(failure)
+		}
+		if sh, err := c.GetShell(ctxT(t), vm.ID, id); err != nil || sh.State != client.ShellExited {
+			t.Fatalf("%s (the shell did not end: %+v %v)", failure, sh, err)
+		}
+		why := e.engineLostAnswer(t, c, vm.ID, id, sc)
+		if i == attempts {
+			t.Fatalf("%d attempts; last: %s", attempts, why)
+		}
+		t.Logf("attempt %d: %s", i, why)
+	}
+}
+
+// attachShellScenario attaches to a new shell of vm and drives it through
+// typing, resizing, dropping, resuming and two clients at once, to its end.
+// It hands the shell and its screen out through shellID and shellScreen as
+// soon as they exist, so that a failed run can be told apart from an engine
+// that lost an answer.
+func (e *e2e) attachShellScenario(t testing.TB, c *client.Client, vm string, shellID *string, shellScreen **screen) {
+	ctx := ctxFor(t, 5*e2eTimeout)
+	id, sc := e.openLiveShell(t, c, vm, client.ShellRequest{Shell: "bash", Cols: 100, Rows: 30})
+	*shellID, *shellScreen = id, sc
+	path := "/v1/vms/" + vm + "/shells/" + id + "/attach"
 
 	a := e.attach(t, path, false, true)
 	if seq := a.waitHello(); seq != 0 {
@@ -398,7 +432,7 @@ func TestE2EAttachShell(t *testing.T) {
 	a.waitFor(0, "attach-6")
 	a.control(map[string]any{"type": "resize", "cols": 90, "rows": 20})
 	eventually(t, e2eTimeout, "the resize", func() bool {
-		sh, err := c.GetShell(ctx, vm.ID, id)
+		sh, err := c.GetShell(ctx, vm, id)
 		return err == nil && sh.Cols == 90 && sh.Rows == 20
 	})
 
@@ -406,7 +440,7 @@ func TestE2EAttachShell(t *testing.T) {
 	// sequence received.
 	a.drop()
 	gotA, lastA := a.output(0)
-	if err := c.ShellInput(ctx, vm.ID, id, []byte("echo offline-$((3*3))\r")); err != nil {
+	if err := c.ShellInput(ctx, vm, id, []byte("echo offline-$((3*3))\r")); err != nil {
 		t.Fatal(err)
 	}
 	if !sc.waitFor("offline-9") {
@@ -418,7 +452,7 @@ func TestE2EAttachShell(t *testing.T) {
 	}
 	b.waitFor(0, "offline-9")
 	gotB, lastB := b.output(0)
-	if want := e.shellOutputUpTo(t, c, vm.ID, id, lastB); gotA+gotB != string(want) {
+	if want := e.shellOutputUpTo(t, c, vm, id, lastB); gotA+gotB != string(want) {
 		t.Fatalf("attached output up to #%d differs from the SSE output:\nws  %q\nsse %q", lastB, gotA+gotB, want)
 	}
 	if strings.Contains(gotA, "offline-9") {
@@ -447,7 +481,7 @@ func TestE2EAttachShell(t *testing.T) {
 	// does move when it answers.
 	answered := func() int {
 		t.Helper()
-		sh, err := c.GetShell(ctx, vm.ID, id)
+		sh, err := c.GetShell(ctx, vm, id)
 		if err != nil {
 			t.Fatal(err)
 		}

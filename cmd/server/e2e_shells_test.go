@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -359,4 +360,53 @@ func (e *e2e) shellOutputUpTo(t testing.TB, c *client.Client, vm, shell string, 
 			return out.Bytes()
 		}
 	}
+}
+
+// attempt runs f with a testing.TB whose failures end f, not the test, and
+// returns the first of them ("" when f passed), so that a scenario the
+// engine cut short can be told apart and run again. Everything else (logs,
+// cleanups, helpers) is t's.
+func attempt(t *testing.T, f func(t testing.TB)) string {
+	t.Helper()
+	st := &softT{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(st)
+	}()
+	<-done
+	return st.failure()
+}
+
+// softT records failures instead of failing its test; a fatal one ends the
+// goroutine it runs on, as testing.T's do.
+type softT struct {
+	testing.TB
+	mu  sync.Mutex
+	msg string
+}
+
+func (s *softT) fail(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.msg == "" {
+		s.msg = msg
+	}
+}
+
+func (s *softT) failure() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.msg
+}
+
+func (s *softT) Error(args ...any)                 { s.fail(fmt.Sprint(args...)) }
+func (s *softT) Errorf(format string, args ...any) { s.fail(fmt.Sprintf(format, args...)) }
+func (s *softT) Fail()                             { s.fail("failed") }
+func (s *softT) Failed() bool                      { return s.failure() != "" }
+func (s *softT) FailNow()                          { s.fail("failed"); runtime.Goexit() }
+func (s *softT) Fatal(args ...any)                 { s.fail(fmt.Sprint(args...)); runtime.Goexit() }
+func (s *softT) Fatalf(format string, args ...any) {
+	s.fail(fmt.Sprintf(format, args...))
+	runtime.Goexit()
 }
