@@ -20,24 +20,7 @@ import (
 // transport and returns the response with its whole body.
 func (e *e2e) fileGet(method, vm, path string, header map[string]string) (*http.Response, []byte) {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(e.t), method, e.gw.URL+"/v1/vms/"+vm+"/files?path="+path, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+testAdminKey)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := e.hc.Do(req)
-	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatalf("%s %s: body: %v", method, path, err)
-	}
-	return resp, b
+	return e.send(method, "/v1/vms/"+vm+"/files?path="+path, testAdminKey, nil, header)
 }
 
 // TestE2EFileRanges: Range forms give 206 with the right bytes and

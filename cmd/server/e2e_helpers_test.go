@@ -290,22 +290,7 @@ func summarize(evs []client.Event) string {
 // application/problem+json and carry the request id of X-Request-ID.
 func (e *e2e) raw(method, path, key string, body io.Reader, header map[string]string) error {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(e.t), method, e.gw.URL+path, body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := e.hc.Do(req)
-	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := e.send(method, path, key, body, header)
 	if resp.StatusCode < 300 {
 		return nil
 	}
@@ -365,4 +350,30 @@ func (e *e2e) goroutinesBack(t testing.TB, baseline, open, n int, what string) {
 	if open < baseline+n {
 		t.Errorf("only %d more goroutines with %d %s: were they there?", open-baseline, n, what)
 	}
+}
+
+// send makes a request through the validating transport and returns the
+// response with its whole body.
+func (e *e2e) send(method, path, key string, body io.Reader, header map[string]string) (*http.Response, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(e.t), method, e.gw.URL+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatalf("%s %s: body: %v", method, path, err)
+	}
+	return resp, b
 }
