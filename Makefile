@@ -58,7 +58,7 @@ bench: setup
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./agentos/protocol:FuzzUnmarshalFrame ./agentos/protocol:FuzzACP ./agentos/protocol:FuzzFrameReader \
-	./agentos:FuzzCommandArgv ./archive:FuzzExtract ./client:FuzzParseContentRange \
+	./agentos:FuzzCommandArgv ./archive:FuzzExtract ./client:FuzzParseContentRange ./client:FuzzSSE \
 	./handlers:FuzzDecodeJSON ./handlers:FuzzQueryParams ./handlers:FuzzLastEventID \
 	./handlers:FuzzEncodeBytes ./handlers:FuzzRewritePlainError ./sessions:FuzzValidateContent
 

@@ -1,15 +1,24 @@
-// Package client is a typed Go client for the agentos-gateway REST API,
+// Package client is a Go client for the agentos-gateway REST API, its
 // Server-Sent Event streams included.
 //
-// It depends on nothing of the server: the types here mirror the JSON the
-// gateway speaks. Every method takes a context first; every answer outside
-// 2xx becomes an *Error parsed from the gateway's application/problem+json
-// body.
+// A Client calls one gateway with one API key. Calls about one VM go
+// through its handle, c.VM(id), and calls about one process, shell or agent
+// session through theirs:
 //
-//	c := client.New("http://127.0.0.1:8080", os.Getenv("AGENTOS_GATEWAY_KEY"))
-//	vm, err := c.CreateVM(ctx, client.CreateVMRequest{})
-//	res, err := c.Exec(ctx, vm.ID, client.ExecRequest{Command: "echo hi"})
-//	out, _ := res.StdoutBytes()
+//	c, err := client.New("http://127.0.0.1:8080", os.Getenv("AGENTOS_GATEWAY_KEY"))
+//	created, err := c.CreateVM(ctx, client.CreateVMRequest{})
+//	vm := c.VM(created.ID)
+//	res, err := vm.Exec(ctx, client.ExecRequest{Command: "echo hi", Timeout: 10 * time.Second})
+//	fmt.Printf("%s", res.Stdout)
+//
+// Every method takes a context first. Every answer outside 2xx becomes an
+// *Error parsed from the gateway's application/problem+json body; branch on
+// its Code with errors.As or IsCode. Idempotent calls (reads, puts, deletes,
+// and calls made with WithIdempotencyKey) are retried on 429 and 503
+// answers, honouring Retry-After, and reads and keyed calls also on
+// transport failures (see RetryPolicy). Streams yield typed events (see
+// Event), and the Follow methods return iterators that reconnect with
+// Last-Event-ID so that no event is lost or repeated.
 package client
 
 import (
@@ -25,7 +34,7 @@ import (
 )
 
 // DefaultUserAgent is sent unless WithUserAgent says otherwise.
-const DefaultUserAgent = "agentos-gateway-go-client/1"
+const DefaultUserAgent = "agentos-gateway-go-client/2"
 
 // DefaultMaxEventSize bounds one Server-Sent Event (its data and any single
 // line) unless WithMaxEventSize says otherwise.
@@ -76,17 +85,32 @@ func WithStreamIdleTimeout(d time.Duration) Option {
 	return func(c *Client) { c.idleTimeout = d }
 }
 
-// WithRetryPolicy sets how the Follow* methods reconnect.
+// WithRetryPolicy sets how idempotent calls are retried and how the Follow
+// methods reconnect.
 func WithRetryPolicy(p RetryPolicy) Option {
 	return func(c *Client) { c.retry = p.withDefaults() }
 }
 
-// New returns a client for the gateway at baseURL (for example
-// "http://127.0.0.1:8080"; a path prefix is kept) that authenticates with
-// apiKey as a bearer token. An empty apiKey sends no Authorization header.
-func New(baseURL, apiKey string, opts ...Option) *Client {
+// New returns a client for the gateway at baseURL, an http or https URL
+// such as "http://127.0.0.1:8080" (a path prefix is kept), that
+// authenticates with apiKey as a bearer token. An empty apiKey sends no
+// Authorization header. A baseURL without a scheme or host, or with a query
+// or fragment, is an error.
+func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("client: base URL %q: %w", baseURL, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("client: base URL %q: the scheme must be http or https", baseURL)
+	case u.Host == "":
+		return nil, fmt.Errorf("client: base URL %q has no host", baseURL)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil:
+		return nil, fmt.Errorf("client: base URL %q may not carry a query, a fragment or user information", baseURL)
+	}
 	c := &Client{
-		base:         strings.TrimRight(baseURL, "/"),
+		base:         strings.TrimRight(u.String(), "/"),
 		apiKey:       apiKey,
 		hc:           &http.Client{},
 		userAgent:    DefaultUserAgent,
@@ -96,7 +120,7 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
-	return c
+	return c, nil
 }
 
 // BaseURL returns the gateway address the client calls.
@@ -111,8 +135,9 @@ type callOptions struct {
 }
 
 // WithIdempotencyKey sends an Idempotency-Key header: a retry with the same
-// key within 24 h gets the first outcome and never runs the command twice.
-// Accepted by Exec and SpawnProcess.
+// key within 24 h gets the first outcome and never runs the call twice, so
+// the client also retries such a call after a dropped connection. Accepted
+// by Exec, ExecStream and Spawn.
 func WithIdempotencyKey(key string) CallOption {
 	return func(o *callOptions) { o.idempotencyKey = key }
 }
@@ -170,6 +195,7 @@ type request struct {
 	accept  string
 	headers http.Header
 	opts    *callOptions
+	once    bool // never retried (see send)
 }
 
 func (c *Client) newRequest(ctx context.Context, r request) (*http.Request, error) {
@@ -206,21 +232,37 @@ func (c *Client) newRequest(ctx context.Context, r request) (*http.Request, erro
 }
 
 // send performs r and returns the response when its status is 2xx; any other
-// status is read, closed and returned as an *Error.
+// status is read, closed and returned as an *Error. An idempotent request
+// is retried as the RetryPolicy says (see retryCall).
 func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	req, err := c.newRequest(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		resp, err := c.hc.Do(req)
+		if err == nil && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+			return resp, nil
+		}
+		if err == nil {
+			err = parseError(resp)
+			resp.Body.Close()
+		}
+		if attempt >= c.retry.MaxAttempts || r.once || !retryCall(req, err) || ctx.Err() != nil {
+			return nil, err
+		}
+		if req.Body != nil && req.Body != http.NoBody {
+			body, berr := req.GetBody()
+			if berr != nil {
+				return nil, err
+			}
+			req = req.Clone(ctx)
+			req.Body = body
+		}
+		if serr := sleep(ctx, backoff(c.retry, attempt, err)); serr != nil {
+			return nil, err
+		}
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
-		return nil, parseError(resp)
-	}
-	return resp, nil
 }
 
 // maxDrain is how much of an unread body is drained so that the connection
@@ -256,11 +298,37 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return resp, nil
 }
 
+// get decodes the JSON answer of GET path into a new T.
+func get[T any](ctx context.Context, c *Client, path string, query url.Values) (*T, error) {
+	var out T
+	if _, err := c.do(ctx, http.MethodGet, path, query, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// call sends in (nil for no body) with method and decodes the answer into a
+// new T.
+func call[T any](ctx context.Context, c *Client, method, path string, in any, opts *callOptions) (*T, *http.Response, error) {
+	var out T
+	resp, err := c.do(ctx, method, path, nil, in, &out, opts)
+	if err != nil {
+		return nil, resp, err
+	}
+	return &out, resp, nil
+}
+
 func decodeJSONBody(resp *http.Response, out any) error {
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("client: decode the answer of %s %s: %w", resp.Request.Method, resp.Request.URL.Path, err)
 	}
 	return nil
+}
+
+// replayed reports whether the gateway answered from the record of an
+// earlier call with the same Idempotency-Key.
+func replayed(resp *http.Response) bool {
+	return resp != nil && resp.Header.Get("Idempotent-Replayed") == "true"
 }
 
 // Health calls GET /healthz: nil when the process serves.

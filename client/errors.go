@@ -13,27 +13,31 @@ import (
 	"unicode/utf8"
 )
 
-// The gateway's stable error codes.
+// Code is one of the gateway's stable error codes. Branch on it, never on
+// an error's text.
+type Code string
+
+// The gateway's error codes.
 const (
-	CodeInvalidArgument   = "invalid_argument"
-	CodeUnauthenticated   = "unauthenticated"
-	CodePermissionDenied  = "permission_denied"
-	CodeNotFound          = "not_found"
-	CodeConflict          = "conflict"
-	CodePayloadTooLarge   = "payload_too_large"
-	CodeUnprocessable     = "unprocessable"
-	CodeResourceExhausted = "resource_exhausted"
-	CodeInternal          = "internal"
-	CodeUnavailable       = "unavailable"
-	CodeDeadlineExceeded  = "deadline_exceeded"
-	CodeMethodNotAllowed  = "method_not_allowed"
-	CodeRequestTimeout    = "request_timeout"
-	CodeHeadersTooLarge   = "headers_too_large"
-	CodeNotImplemented    = "not_implemented"
+	CodeInvalidArgument   Code = "invalid_argument"
+	CodeUnauthenticated   Code = "unauthenticated"
+	CodePermissionDenied  Code = "permission_denied"
+	CodeNotFound          Code = "not_found"
+	CodeConflict          Code = "conflict"
+	CodePayloadTooLarge   Code = "payload_too_large"
+	CodeUnprocessable     Code = "unprocessable"
+	CodeResourceExhausted Code = "resource_exhausted"
+	CodeInternal          Code = "internal"
+	CodeUnavailable       Code = "unavailable"
+	CodeDeadlineExceeded  Code = "deadline_exceeded"
+	CodeMethodNotAllowed  Code = "method_not_allowed"
+	CodeRequestTimeout    Code = "request_timeout"
+	CodeHeadersTooLarge   Code = "headers_too_large"
+	CodeNotImplemented    Code = "not_implemented"
 
 	// Conditional and range requests of file downloads.
-	CodePreconditionFailed  = "precondition_failed"
-	CodeRangeNotSatisfiable = "range_not_satisfiable"
+	CodePreconditionFailed  Code = "precondition_failed"
+	CodeRangeNotSatisfiable Code = "range_not_satisfiable"
 )
 
 // Error is an answer of the gateway outside 2xx (an RFC 9457 problem), or the
@@ -41,9 +45,9 @@ const (
 type Error struct {
 	// Status is the HTTP status (0 for a stream's error event).
 	Status int
-	// Code is the gateway's stable code, such as "not_found". When the body
-	// was not a problem, it is derived from the status.
-	Code   string
+	// Code is the gateway's stable code, such as CodeNotFound. When the
+	// body was not a problem, it is derived from the status.
+	Code   Code
 	Title  string
 	Detail string
 	// Details holds extra facts, for example a VM's "state" on conflict or
@@ -69,7 +73,7 @@ func (e *Error) Error() string {
 		b.WriteString(strconv.Itoa(e.Status))
 		b.WriteByte(' ')
 	}
-	b.WriteString(e.Code)
+	b.WriteString(string(e.Code))
 	if msg != "" {
 		b.WriteString(": ")
 		b.WriteString(msg)
@@ -83,13 +87,13 @@ func (e *Error) Error() string {
 }
 
 // IsCode reports whether err is, or wraps, an *Error with the given code.
-func IsCode(err error, code string) bool {
+func IsCode(err error, code Code) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code
 }
 
 // CodeOf returns the code of err's *Error, or "" when it has none.
-func CodeOf(err error) string {
+func CodeOf(err error) Code {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
@@ -99,10 +103,18 @@ func CodeOf(err error) string {
 
 // codeForStatus is the gateway's code for a status, for answers that carry
 // no problem (HEAD, proxies, a server that is not the gateway).
-func codeForStatus(status int) string {
+func codeForStatus(status int) Code {
 	switch status {
-	case http.StatusBadRequest, http.StatusMethodNotAllowed:
+	case http.StatusBadRequest:
 		return CodeInvalidArgument
+	case http.StatusMethodNotAllowed:
+		return CodeMethodNotAllowed
+	case http.StatusRequestTimeout:
+		return CodeRequestTimeout
+	case http.StatusRequestHeaderFieldsTooLarge:
+		return CodeHeadersTooLarge
+	case http.StatusNotImplemented:
+		return CodeNotImplemented
 	case http.StatusUnauthorized:
 		return CodeUnauthenticated
 	case http.StatusForbidden:
@@ -123,7 +135,7 @@ func codeForStatus(status int) string {
 		return CodeResourceExhausted
 	case http.StatusBadGateway, http.StatusServiceUnavailable:
 		return CodeUnavailable
-	case http.StatusGatewayTimeout, http.StatusRequestTimeout:
+	case http.StatusGatewayTimeout:
 		return CodeDeadlineExceeded
 	}
 	if status >= 500 {
@@ -145,7 +157,7 @@ type problemJSON struct {
 	Status    int            `json:"status"`
 	Detail    string         `json:"detail"`
 	Instance  string         `json:"instance"`
-	Code      string         `json:"code"`
+	Code      Code           `json:"code"`
 	RequestID string         `json:"requestId"`
 	Details   map[string]any `json:"details"`
 }

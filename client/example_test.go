@@ -2,164 +2,265 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
 )
 
-// Create a VM, run a command, and dispose of the VM. (Compiled, not run:
-// it needs a gateway.)
+// These examples run against a real gateway that TestMain starts; a
+// program of your own reads the same variables.
+
+// exampleClient is how the examples connect.
+func exampleClient() *client.Client {
+	c, err := client.New(os.Getenv("AGENTOS_GATEWAY_URL"), os.Getenv("AGENTOS_GATEWAY_KEY"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c
+}
+
+// Create a VM, run a command in it, and dispose of the VM.
 func Example() {
 	ctx := context.Background()
-	c := client.New("http://127.0.0.1:8080", os.Getenv("AGENTOS_GATEWAY_KEY"))
-	vm, err := c.CreateVM(ctx, client.CreateVMRequest{Labels: map[string]string{"team": "docs"}})
+	c, err := client.New(os.Getenv("AGENTOS_GATEWAY_URL"), os.Getenv("AGENTOS_GATEWAY_KEY"))
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	defer c.DeleteVM(ctx, vm.ID)
+	created, err := c.CreateVM(ctx, client.CreateVMRequest{Labels: map[string]string{"team": "docs"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	vm := c.VM(created.ID)
+	defer vm.Delete(ctx)
 
-	res, err := c.Exec(ctx, vm.ID, client.ExecRequest{Command: "echo hi", TimeoutMs: 10_000}, client.WithIdempotencyKey("greet-1"))
+	res, err := vm.Exec(ctx, client.ExecRequest{Command: "echo hello; exit 3", Timeout: 10 * time.Second})
 	switch {
 	case client.IsCode(err, client.CodeDeadlineExceeded):
 		fmt.Println("too slow")
 	case err != nil:
-		fmt.Println(err)
+		log.Fatal(err)
 	default:
-		out, _ := res.StdoutBytes()
-		fmt.Printf("exit %d: %s", res.ExitCode, out)
+		fmt.Printf("exit %d: %s", res.ExitCode, res.Stdout)
 	}
+	// Output: exit 3: hello
 }
 
-// Follow a process's output to its end, surviving dropped connections.
-func ExampleClient_FollowProcessOutput() {
+// Branch on the gateway's error codes, never on the text of an error.
+func ExampleError() {
 	ctx := context.Background()
-	c := client.New("http://127.0.0.1:8080", os.Getenv("AGENTOS_GATEWAY_KEY"),
-		client.WithRetryPolicy(client.RetryPolicy{MaxAttempts: 10, MaxBackoff: 2 * time.Second}))
-	p, err := c.SpawnProcess(ctx, "vm_123", client.SpawnRequest{Argv: []string{"make", "test"}})
-	if err != nil {
-		fmt.Println(err)
-		return
+	c := exampleClient()
+	_, err := c.VM("vm_that_does_not_exist").Get(ctx)
+	var e *client.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Status, e.Code)
 	}
-	err = c.FollowProcessOutput(ctx, "vm_123", p.Pid, func(ev client.Event) error {
-		switch ev.Type {
-		case client.EventStdout, client.EventStderr:
-			o, err := ev.Output()
-			if err != nil {
-				return err
-			}
-			os.Stdout.Write(o.Data)
-		case client.EventGap:
-			g, _ := ev.Gap()
-			fmt.Printf("[output %d..%d lost]\n", g.From, g.To)
-		case client.EventExit:
-			x, _ := ev.Exit()
-			fmt.Println("exit", x.ExitCode, x.Signal)
-		}
-		return nil
-	})
-	if err != nil {
-		fmt.Println(err)
-	}
+	fmt.Println(client.IsCode(err, client.CodeNotFound))
+	// Output:
+	// 404 not_found
+	// true
 }
 
-// Read events one by one, resuming by hand.
-func ExampleStream() {
+// Stream a command's output into writers as it comes.
+func ExampleVMHandle_Exec_writers() {
 	ctx := context.Background()
-	c := client.New("http://127.0.0.1:8080", os.Getenv("AGENTOS_GATEWAY_KEY"))
-	s, err := c.ProcessOutput(ctx, "vm_123", 7, client.StreamOptions{LastEventID: "41", IdleTimeout: time.Minute})
+	c := exampleClient()
+	created, err := c.CreateVM(ctx, client.CreateVMRequest{})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	defer s.Close()
-	for {
-		ev, err := s.Next(ctx)
-		if err == io.EOF {
-			return
-		}
+	vm := c.VM(created.ID)
+	defer vm.Delete(ctx)
+
+	var stderr strings.Builder
+	res, err := vm.Exec(ctx, client.ExecRequest{
+		Command: `for i in 1 2 3; do echo line $i; done; echo done >&2`,
+		Stdout:  os.Stdout,
+		Stderr:  &stderr,
+	}, client.WithIdempotencyKey("example-lines-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("exit %d, stderr %q\n", res.ExitCode, stderr.String())
+	// Output:
+	// line 1
+	// line 2
+	// line 3
+	// exit 0, stderr "done\n"
+}
+
+// Follow a process's output to its end with a type switch over its events;
+// the iterator reconnects after a dropped connection without losing or
+// repeating output.
+func ExampleProcessHandle_Follow() {
+	ctx := context.Background()
+	c := exampleClient()
+	created, err := c.CreateVM(ctx, client.CreateVMRequest{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	vm := c.VM(created.ID)
+	defer vm.Delete(ctx)
+
+	p, err := vm.Spawn(ctx, client.SpawnRequest{Command: `sh -c "while read l; do echo got $l; done"`})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := p.WriteStdin(ctx, []byte("hello\n")); err != nil {
+		log.Fatal(err)
+	}
+	if err := p.CloseStdin(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for ev, err := range p.Follow(ctx) {
 		if err != nil {
-			fmt.Println("reconnect after", s.LastEventID(), "because", err)
-			return
+			log.Fatal(err)
 		}
-		fmt.Println(ev.ID, ev.Type, len(ev.Data))
+		switch ev := ev.(type) {
+		case *client.Output:
+			fmt.Printf("%s: %s", ev.Stream, ev.Data)
+		case *client.Gap:
+			fmt.Printf("[output %d..%d lost]\n", ev.From, ev.To)
+		case *client.Exit:
+			fmt.Println("exit", ev.ExitCode)
+		}
 	}
+	// Output:
+	// stdout: got hello
+	// exit 0
+}
+
+// Iterate over every VM a label selects; the pages are fetched as the loop
+// goes on.
+func ExampleClient_VMs() {
+	ctx := context.Background()
+	c := exampleClient()
+	for range 2 {
+		created, err := c.CreateVM(ctx, client.CreateVMRequest{Labels: map[string]string{"example": "vms"}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer c.VM(created.ID).Delete(ctx)
+	}
+	n := 0
+	for vm, err := range c.VMs(ctx, client.ListVMsOptions{Labels: map[string]string{"example": "vms"}, Limit: 1}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		if vm.State == client.VMReady {
+			n++
+		}
+	}
+	fmt.Println(n, "ready VMs")
+	// Output: 2 ready VMs
 }
 
 // Upload and download files without holding them in memory.
-func ExampleClient_WriteFile() {
+func ExampleVMHandle_WriteFile() {
 	ctx := context.Background()
-	c := client.New("http://127.0.0.1:8080", os.Getenv("AGENTOS_GATEWAY_KEY"))
-	if _, err := c.WriteFile(ctx, "vm_123", "/work/notes.txt", strings.NewReader("hello\n"), client.WriteFileOptions{Mkdirs: true}); err != nil {
-		fmt.Println(err)
-		return
-	}
-	rc, err := c.ReadFile(ctx, "vm_123", "/work/notes.txt")
+	c := exampleClient()
+	created, err := c.CreateVM(ctx, client.CreateVMRequest{})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	defer rc.Close()
+	vm := c.VM(created.ID)
+	defer vm.Delete(ctx)
+
+	if _, err := vm.WriteFile(ctx, "/workspace/notes/hello.txt", strings.NewReader("hello\n"), client.WriteFileOptions{Mkdirs: true}); err != nil {
+		log.Fatal(err)
+	}
+	rc, err := vm.ReadFile(ctx, "/workspace/notes/hello.txt")
+	if err != nil {
+		log.Fatal(err)
+	}
 	_, _ = io.Copy(os.Stdout, rc)
+	rc.Close()
+	entries, err := vm.ListDir(ctx, "/workspace/notes", client.ListDirOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range entries {
+		st, err := vm.Stat(ctx, e.Path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(e.Name, st.Size)
+	}
+	// Output:
+	// hello
+	// hello.txt 6
 }
 
-// Run an agent turn that asks before it runs tools: follow the session's
-// events (resuming after dropped connections) and answer each permission
-// request as it comes while the prompt waits for the end of the turn.
-// (Compiled, not run: it needs a gateway and a model.)
-func ExampleClient_FollowSessionEvents() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := client.New("http://127.0.0.1:8080", os.Getenv("AGENTOS_GATEWAY_KEY"))
-	vm, err := c.CreateVM(ctx, client.CreateVMRequest{Agents: []string{"claude"}})
+// Run an agent turn while its events stream in: the text deltas as they
+// come, then the durable record of the turn. The stream is opened before
+// the prompt, since deltas are live only (durable events are also
+// replayed). (The gateway of the examples points the agent at a mock model;
+// a real key and no ANTHROPIC_BASE_URL reach Anthropic.)
+func ExampleSessionHandle_Events() {
+	ctx := context.Background()
+	c := exampleClient()
+	port, _ := strconv.Atoi(os.Getenv("MOCK_MODEL_PORT"))
+	created, err := c.CreateVM(ctx, client.CreateVMRequest{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(port)}})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	defer c.DeleteVM(context.Background(), vm.ID)
-	s, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{
-		Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask",
-		PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 300},
-		Env:               map[string]string{"ANTHROPIC_API_KEY": os.Getenv("ANTHROPIC_API_KEY")},
-	})
+	vm := c.VM(created.ID)
+	defer vm.Delete(ctx)
+	s, err := vm.OpenSession(ctx, client.OpenSessionRequest{Agent: "pi", Env: map[string]string{
+		"ANTHROPIC_API_KEY":  os.Getenv("ANTHROPIC_API_KEY"),
+		"ANTHROPIC_BASE_URL": os.Getenv("ANTHROPIC_BASE_URL"),
+	}})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	followed := make(chan error, 1)
+	session := vm.Session(s.ID)
+	events, err := session.Events(ctx, client.StreamOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer events.Close()
+
+	streamed := make(chan string)
 	go func() {
-		followed <- c.FollowSessionEvents(ctx, vm.ID, s.ID, func(ev client.Event) error {
-			switch ev.Type {
-			case client.EventEphemeral:
-				d, _ := ev.EphemeralEvent()
-				fmt.Printf("%s", d.Update) // streamed text, as it comes
-			case client.EventDurable:
-				e, err := ev.SessionEvent()
-				if err != nil || e.Type != "permission_request" {
-					return err
+		var text strings.Builder
+		for {
+			ev, err := events.Next(ctx)
+			if err != nil {
+				log.Fatal(err)
+			}
+			switch ev := ev.(type) {
+			case *client.EphemeralEvent:
+				var u struct {
+					Content struct{ Text string } `json:"content"`
 				}
-				for _, o := range e.Options {
-					if o.Kind == "allow_once" {
-						_, err := c.AnswerPermission(ctx, vm.ID, s.ID, e.RequestID, o.OptionID)
-						return err
-					}
+				if json.Unmarshal(ev.Update, &u) == nil {
+					text.WriteString(u.Content.Text)
+				}
+			case *client.SessionEvent:
+				fmt.Println(ev.Sequence, ev.Type)
+				if ev.Type == "agent_message_chunk" {
+					streamed <- text.String()
+					return
 				}
 			}
-			return nil
-		})
+		}
 	}()
-	res, err := c.Prompt(ctx, vm.ID, s.ID, client.PromptRequest{
-		Content: client.TextPrompt("Create hello.txt saying hi"), IdempotencyKey: "hello-1",
-	})
+	res, err := session.Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("Say hello"), IdempotencyKey: "hello-1"})
 	if err != nil {
-		fmt.Println(err)
-	} else {
-		fmt.Println("\nturn ended:", res.StopReason)
+		log.Fatal(err)
 	}
-	cancel()
-	<-followed
+	fmt.Printf("streamed %q\n", <-streamed)
+	fmt.Println("turn ended:", res.StopReason)
+	// Output:
+	// 1 user_message_chunk
+	// 2 agent_message_chunk
+	// streamed "Hello from the mock LLM."
+	// turn ended: end_turn
 }

@@ -21,19 +21,19 @@ func pathQuery(p string) url.Values { return url.Values{"path": {p}} }
 // never buffered: the caller reads it and must Close it. A transfer the
 // gateway cuts short reads as io.ErrUnexpectedEOF (the length is known up
 // front). ctx bounds the whole read.
-func (c *Client) ReadFile(ctx context.Context, vm, path string) (io.ReadCloser, error) {
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: vmPath(vm, "files"), query: pathQuery(path), accept: "*/*"})
+func (v *VMHandle) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
+	resp, err := v.c.send(ctx, request{method: http.MethodGet, path: vmPath(v.id, "files"), query: pathQuery(path), accept: "*/*"})
 	if err != nil {
 		return nil, err
 	}
 	return resp.Body, nil
 }
 
-// StatFileHead asks HEAD /files for a path's size and content type. As HEAD
+// HeadFile asks HEAD /files for a path's size and content type. As HEAD
 // answers carry no body, an *Error from it has only the status and the code
 // derived from it.
-func (c *Client) StatFileHead(ctx context.Context, vm, path string) (*FileHead, error) {
-	resp, err := c.send(ctx, request{method: http.MethodHead, path: vmPath(vm, "files"), query: pathQuery(path), accept: "*/*"})
+func (v *VMHandle) HeadFile(ctx context.Context, path string) (*FileHead, error) {
+	resp, err := v.c.send(ctx, request{method: http.MethodHead, path: vmPath(v.id, "files"), query: pathQuery(path), accept: "*/*"})
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ type FileRange struct {
 // ReadFileRange reads part of a file (Range: bytes=...), with the
 // conditional headers of opts. A range outside the file is an *Error with
 // code range_not_satisfiable (416).
-func (c *Client) ReadFileRange(ctx context.Context, vm, path string, opts ReadRangeOptions) (*FileRange, error) {
+func (v *VMHandle) ReadFileRange(ctx context.Context, path string, opts ReadRangeOptions) (*FileRange, error) {
 	h := http.Header{}
 	switch {
 	case opts.Offset < 0:
@@ -105,11 +105,11 @@ func (c *Client) ReadFileRange(ctx context.Context, vm, path string, opts ReadRa
 	if opts.IfNoneMatch != "" {
 		h.Set("If-None-Match", opts.IfNoneMatch)
 	}
-	req, err := c.newRequest(ctx, request{method: http.MethodGet, path: vmPath(vm, "files"), query: pathQuery(path), accept: "*/*", headers: h})
+	req, err := v.c.newRequest(ctx, request{method: http.MethodGet, path: vmPath(v.id, "files"), query: pathQuery(path), accept: "*/*", headers: h})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := v.c.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -206,9 +206,9 @@ func archiveQuery(path string, opts ArchiveOptions) url.Values {
 // with opts.Gzip, tar.gz) archive. The body is handed over as it arrives;
 // the caller reads it and must Close it. An archive the gateway cuts short
 // reads as an error, never as a complete archive.
-func (c *Client) DownloadArchive(ctx context.Context, vm, path string, opts ArchiveOptions) (io.ReadCloser, error) {
+func (v *VMHandle) DownloadArchive(ctx context.Context, path string, opts ArchiveOptions) (io.ReadCloser, error) {
 	opts.Mkdirs = false
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: vmPath(vm, "archive"), query: archiveQuery(path, opts), accept: "*/*"})
+	resp, err := v.c.send(ctx, request{method: http.MethodGet, path: vmPath(v.id, "archive"), query: archiveQuery(path, opts), accept: "*/*"})
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (c *Client) DownloadArchive(ctx context.Context, vm, path string, opts Arch
 // UploadArchive streams the tar (or, with opts.Gzip, tar.gz) archive r into
 // the directory at path, all or nothing. r is read to its end and not
 // closed.
-func (c *Client) UploadArchive(ctx context.Context, vm, path string, r io.Reader, opts ArchiveOptions) (*ArchiveResult, error) {
+func (v *VMHandle) UploadArchive(ctx context.Context, path string, r io.Reader, opts ArchiveOptions) (*ArchiveResult, error) {
 	ctype := "application/x-tar"
 	if opts.Gzip {
 		ctype = "application/gzip"
@@ -231,7 +231,7 @@ func (c *Client) UploadArchive(ctx context.Context, vm, path string, r io.Reader
 	default:
 		body = nonClosing{r}
 	}
-	resp, err := c.send(ctx, request{method: http.MethodPut, path: vmPath(vm, "archive"), query: archiveQuery(path, opts), body: body,
+	resp, err := v.c.send(ctx, request{method: http.MethodPut, path: vmPath(v.id, "archive"), query: archiveQuery(path, opts), body: body,
 		size: opts.Size, ctype: ctype, accept: "application/json"})
 	if err != nil {
 		return nil, err
@@ -250,7 +250,7 @@ type nonClosing struct{ io.Reader }
 
 // WriteFile streams r into a file of a VM (PUT /files). r is read to its end
 // and not closed. See WriteFileOptions for Content-Length.
-func (c *Client) WriteFile(ctx context.Context, vm, path string, r io.Reader, opts WriteFileOptions) (*WriteResult, error) {
+func (v *VMHandle) WriteFile(ctx context.Context, path string, r io.Reader, opts WriteFileOptions) (*WriteResult, error) {
 	q := pathQuery(path)
 	if opts.Mkdirs {
 		q.Set("mkdirs", "true")
@@ -264,7 +264,7 @@ func (c *Client) WriteFile(ctx context.Context, vm, path string, r io.Reader, op
 	default:
 		body = nonClosing{r}
 	}
-	resp, err := c.send(ctx, request{method: http.MethodPut, path: vmPath(vm, "files"), query: q, body: body,
+	resp, err := v.c.send(ctx, request{method: http.MethodPut, path: vmPath(v.id, "files"), query: q, body: body,
 		size: opts.Size, ctype: "application/octet-stream", accept: "application/json"})
 	if err != nil {
 		return nil, err
@@ -278,50 +278,45 @@ func (c *Client) WriteFile(ctx context.Context, vm, path string, r io.Reader, op
 }
 
 // DeleteFile removes a file, or a directory (with its content when
-// recursive).
-func (c *Client) DeleteFile(ctx context.Context, vm, path string, recursive bool) error {
+// opts.Recursive).
+func (v *VMHandle) DeleteFile(ctx context.Context, path string, opts DeleteFileOptions) error {
 	q := pathQuery(path)
-	if recursive {
+	if opts.Recursive {
 		q.Set("recursive", "true")
 	}
-	_, err := c.do(ctx, http.MethodDelete, vmPath(vm, "files"), q, nil, nil, nil)
+	_, err := v.c.do(ctx, http.MethodDelete, vmPath(v.id, "files"), q, nil, nil, nil)
 	return err
 }
 
-// ListDir lists a directory; recursive descends at most maxDepth levels
-// (0: the gateway's default).
-func (c *Client) ListDir(ctx context.Context, vm, path string, recursive bool, maxDepth int) (*List[DirEntry], error) {
+// ListDir lists a directory, and its subdirectories with opts.Recursive.
+func (v *VMHandle) ListDir(ctx context.Context, path string, opts ListDirOptions) ([]DirEntry, error) {
 	q := pathQuery(path)
-	if recursive {
+	if opts.Recursive {
 		q.Set("recursive", "true")
 	}
-	if maxDepth > 0 {
-		q.Set("maxDepth", strconv.Itoa(maxDepth))
+	if opts.MaxDepth > 0 {
+		q.Set("maxDepth", strconv.Itoa(opts.MaxDepth))
 	}
-	var out List[DirEntry]
-	if _, err := c.do(ctx, http.MethodGet, vmPath(vm, "dirs"), q, nil, &out, nil); err != nil {
+	l, err := get[List[DirEntry]](ctx, v.c, vmPath(v.id, "dirs"), q)
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return l.Items, nil
 }
 
 // Mkdir creates a directory and its missing parents.
-func (c *Client) Mkdir(ctx context.Context, vm, path string) error {
-	_, err := c.do(ctx, http.MethodPost, vmPath(vm, "dirs"), nil, map[string]string{"path": path}, nil, nil)
+func (v *VMHandle) Mkdir(ctx context.Context, path string) error {
+	_, err := v.c.do(ctx, http.MethodPost, vmPath(v.id, "dirs"), nil, map[string]string{"path": path}, nil, nil)
 	return err
 }
 
 // Move renames a file or directory.
-func (c *Client) Move(ctx context.Context, vm, from, to string) error {
-	_, err := c.do(ctx, http.MethodPost, vmPath(vm, "fs", "move"), nil, map[string]string{"from": from, "to": to}, nil, nil)
+func (v *VMHandle) Move(ctx context.Context, from, to string) error {
+	_, err := v.c.do(ctx, http.MethodPost, vmPath(v.id, "fs", "move"), nil, map[string]string{"from": from, "to": to}, nil, nil)
 	return err
 }
 
 // Stat returns a path's metadata.
-func (c *Client) Stat(ctx context.Context, vm, path string) (*FileStat, error) {
-	var out FileStat
-	if _, err := c.do(ctx, http.MethodGet, vmPath(vm, "fs", "stat"), pathQuery(path), nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+func (v *VMHandle) Stat(ctx context.Context, path string) (*FileStat, error) {
+	return get[FileStat](ctx, v.c, vmPath(v.id, "fs", "stat"), pathQuery(path))
 }

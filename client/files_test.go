@@ -59,7 +59,7 @@ func TestReadFileStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	rc, err := client.New(srv.URL, apiKey).ReadFile(ctx, "vm", "/big.bin")
+	rc, err := newClient(t, srv.URL).VM("vm").ReadFile(ctx, "/big.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestReadFileCutShort(t *testing.T) {
 		panic(http.ErrAbortHandler)
 	}))
 	defer srv.Close()
-	rc, err := client.New(srv.URL, apiKey).ReadFile(context.Background(), "vm", "/f")
+	rc, err := newClient(t, srv.URL).VM("vm").ReadFile(context.Background(), "/f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestReadFileEarlyCloseFreesConnection(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	rc, err := client.New(srv.URL, apiKey).ReadFile(context.Background(), "vm", "/endless")
+	rc, err := newClient(t, srv.URL).VM("vm").ReadFile(context.Background(), "/endless")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestReadFileProblem(t *testing.T) {
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 	rec.reset(canned{status: 400, ctype: "application/problem+json", body: `{"code":"invalid_argument","detail":"/tmp is a directory; use /dirs","details":{"field":"path"}}`})
-	_, err := client.New(srv.URL, apiKey).ReadFile(context.Background(), "vm", "/tmp")
+	_, err := newClient(t, srv.URL).VM("vm").ReadFile(context.Background(), "/tmp")
 	var e *client.Error
 	if !errors.As(err, &e) || e.Code != client.CodeInvalidArgument || e.Details["field"] != "path" {
 		t.Fatalf("err %v", err)
@@ -164,14 +164,14 @@ func TestWriteFileStreams(t *testing.T) {
 		io.WriteString(w, `{"path":"/big","size":`+strconv.FormatInt(n, 10)+`}`)
 	}))
 	defer srv.Close()
-	c := client.New(srv.URL, apiKey)
+	c := newClient(t, srv.URL)
 	want := patternCRC(size)
 	for _, sized := range []bool{true, false} {
 		opts := client.WriteFileOptions{}
 		if sized {
 			opts.Size = size
 		}
-		res, err := c.WriteFile(context.Background(), "vm", "/big", io.LimitReader(&pattern{}, size), opts)
+		res, err := c.VM("vm").WriteFile(context.Background(), "/big", io.LimitReader(&pattern{}, size), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestWriteFileTooLarge(t *testing.T) {
 		io.WriteString(w, `{"code":"payload_too_large","detail":"the file exceeds 1024 bytes","details":{"limit":1024}}`)
 	}))
 	defer srv.Close()
-	_, err := client.New(srv.URL, apiKey).WriteFile(context.Background(), "vm", "/big", io.LimitReader(&pattern{}, 4<<20), client.WriteFileOptions{Size: 4 << 20})
+	_, err := newClient(t, srv.URL).VM("vm").WriteFile(context.Background(), "/big", io.LimitReader(&pattern{}, 4<<20), client.WriteFileOptions{Size: 4 << 20})
 	var e *client.Error
 	if !errors.As(err, &e) || e.Code != client.CodePayloadTooLarge || e.Details["limit"] != float64(1024) {
 		t.Fatalf("err %v", err)

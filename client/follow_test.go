@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -58,8 +59,56 @@ func out(seq int, data string) string {
 	return fmt.Sprintf("id: %d\ndata: {\"seq\":%d,\"stream\":\"stdout\",\"data\":%q,\"encoding\":\"utf8\",\"ts\":\"2025-01-02T03:04:05Z\"}\nevent: stdout\n\n", seq, seq, data)
 }
 
-func fastRetry(max int) client.Option {
-	return client.WithRetryPolicy(client.RetryPolicy{MaxAttempts: max, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+// describe names an event for the tests' expectations.
+func describe(ev client.Event) string {
+	switch ev := ev.(type) {
+	case *client.Output:
+		return fmt.Sprintf("%s:%d", ev.Stream, ev.Seq)
+	case *client.Gap:
+		return fmt.Sprintf("gap:%d-%d", ev.From, ev.To)
+	case *client.Exit:
+		return fmt.Sprintf("exit:%d", ev.ExitCode)
+	case *client.ShellEnd:
+		return fmt.Sprintf("end:%d", ev.ExitCode)
+	case *client.VMEvent:
+		return fmt.Sprintf("%s:%s", ev.Type, ev.State)
+	case *client.SessionEvent:
+		return fmt.Sprintf("durable:%d", ev.Sequence)
+	case *client.EphemeralEvent:
+		return fmt.Sprintf("ephemeral:%d", ev.AfterSequence)
+	case *client.AgentStderr:
+		return "agent_stderr:" + ev.Text
+	case *client.AgentExit:
+		return fmt.Sprintf("agent_exit:%v:%s", ev.ExitCode, ev.Restart)
+	case *client.Overflow:
+		return "overflow:" + ev.Reason
+	case *client.SessionEnd:
+		return "end:" + string(ev.State)
+	case *client.UnknownEvent:
+		return "unknown:" + ev.Type
+	}
+	return fmt.Sprintf("%T", ev)
+}
+
+// drain runs a followed stream to its end: the events it yielded, and the
+// error it ended with.
+func drain(seq iter.Seq2[client.Event, error]) ([]string, error) {
+	var seen []string
+	var last error
+	for ev, err := range seq {
+		if last != nil {
+			return seen, fmt.Errorf("a value after the error %v: %v, %v", last, ev, err)
+		}
+		if err != nil {
+			if ev != nil {
+				return seen, fmt.Errorf("an event with the error %v", err)
+			}
+			last = err
+			continue
+		}
+		seen = append(seen, describe(ev))
+	}
+	return seen, last
 }
 
 func TestFollowProcessOutputResumes(t *testing.T) {
@@ -88,39 +137,30 @@ func TestFollowProcessOutputResumes(t *testing.T) {
 	}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	c := client.New(srv.URL, apiKey, fastRetry(3))
+	c := newClient(t, srv.URL, fastRetry(3))
 
-	var ids []string
+	var seen []string
 	var data strings.Builder
-	var exit *client.ExitEvent
-	err := c.FollowProcessOutput(context.Background(), weirdVM, 42, func(ev client.Event) error {
-		ids = append(ids, ev.Type+":"+ev.ID)
-		switch ev.Type {
-		case client.EventStdout:
-			o, err := ev.Output()
-			if err != nil {
-				return err
-			}
-			data.Write(o.Data)
-		case client.EventExit:
-			x, err := ev.Exit()
-			if err != nil {
-				return err
-			}
-			exit = &x
+	var exit *client.Exit
+	for ev, err := range c.VM(weirdVM).Process(42).Follow(context.Background()) {
+		if err != nil {
+			t.Fatalf("follow: %v", err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("follow: %v", err)
+		seen = append(seen, describe(ev))
+		switch ev := ev.(type) {
+		case *client.Output:
+			data.Write(ev.Data)
+		case *client.Exit:
+			exit = ev
+		}
 	}
-	if got, want := strings.Join(ids, " "), "stdout:1 stdout:2 stdout:3 stdout:4 gap:6 stdout:7 exit:7"; got != want {
+	if got, want := strings.Join(seen, " "), "stdout:1 stdout:2 stdout:3 stdout:4 gap:5-6 stdout:7 exit:2"; got != want {
 		t.Fatalf("events %q, want %q", got, want)
 	}
 	if data.String() != "abcdg" {
 		t.Fatalf("data %q", data.String())
 	}
-	if exit == nil || exit.ExitCode != 2 {
+	if exit == nil || exit.ExitCode != 2 || exit.Signal != "" {
 		t.Fatalf("exit %+v", exit)
 	}
 	if got := f.lastEventIDs(); strings.Join(got, ",") != ",3,4" {
@@ -133,76 +173,95 @@ func TestFollowProcessOutputResumes(t *testing.T) {
 	}
 }
 
-func TestFollowProcessOutputErrorEvent(t *testing.T) {
-	f := &flakyServer{scripts: []func(http.ResponseWriter, *http.Request){
-		func(w http.ResponseWriter, r *http.Request) {
-			send := startSSE(w)
-			send(out(1, "a"))
-			send("id: 1\nevent: error\ndata: {\"code\":\"unavailable\",\"detail\":\"the gateway is shutting down\"}\n\n")
-		},
-	}}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	var types []string
-	err := client.New(srv.URL, apiKey, fastRetry(3)).FollowProcessOutput(context.Background(), "vm", 1, func(ev client.Event) error {
-		types = append(types, ev.Type)
-		return nil
-	})
-	var e *client.Error
-	if !errors.As(err, &e) || e.Code != client.CodeUnavailable || e.Detail != "the gateway is shutting down" {
-		t.Fatalf("err %v", err)
-	}
-	if strings.Join(types, ",") != "stdout,error" {
-		t.Fatalf("events %v", types)
-	}
-	if n := len(f.lastEventIDs()); n != 1 {
-		t.Fatalf("%d connections after an error event", n)
-	}
-}
-
-func TestFollowProcessOutputDoesNotRetryClientErrors(t *testing.T) {
-	var calls int
-	var mu sync.Mutex
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls++
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, `{"code":"not_found","detail":"no process 1"}`)
-	}))
-	defer srv.Close()
-	err := client.New(srv.URL, apiKey, fastRetry(5)).FollowProcessOutput(context.Background(), "vm", 1, func(client.Event) error { return nil })
-	if !client.IsCode(err, client.CodeNotFound) {
-		t.Fatalf("err %v", err)
-	}
-	if calls != 1 {
-		t.Fatalf("%d calls", calls)
-	}
-}
-
-func TestFollowProcessOutputGivesUp(t *testing.T) {
-	var calls int
-	var mu sync.Mutex
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls++
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, `{"code":"unavailable","detail":"sidecar restarting"}`)
-	}))
-	defer srv.Close()
-	err := client.New(srv.URL, apiKey, fastRetry(3)).FollowProcessOutput(context.Background(), "vm", 1, func(client.Event) error { return nil })
-	if !client.IsCode(err, client.CodeUnavailable) || !strings.Contains(err.Error(), "giving up after 3 attempts") {
-		t.Fatalf("err %v", err)
-	}
-	if calls != 3 {
-		t.Fatalf("%d calls, want 3", calls)
+// TestFollowErrorEvent checks that a final error event ends a followed
+// stream with its *Error, without a reconnection, whatever the stream;
+// only a VM's conflict (the VM ended) is a normal end.
+func TestFollowErrorEvent(t *testing.T) {
+	shutdown := "id: 1\nevent: error\ndata: {\"code\":\"unavailable\",\"detail\":\"the gateway is shutting down\"}\n\n"
+	ended := "id: 1\nevent: error\ndata: {\"code\":\"conflict\",\"detail\":\"the VM is disposed\"}\n\n"
+	ctx := context.Background()
+	vmState := "id: 1\nevent: state\ndata: {\"type\":\"state\",\"time\":\"2025-01-02T03:04:05Z\",\"state\":\"disposed\"}\n\n"
+	for _, tc := range []struct {
+		name   string
+		first  string
+		end    string
+		follow func(vm *client.VMHandle) iter.Seq2[client.Event, error]
+		code   client.Code // "" for a clean end
+	}{
+		{"process, shutdown", out(1, "a"), shutdown,
+			func(vm *client.VMHandle) iter.Seq2[client.Event, error] { return vm.Process(1).Follow(ctx) }, client.CodeUnavailable},
+		{"process, VM ended", out(1, "a"), ended,
+			func(vm *client.VMHandle) iter.Seq2[client.Event, error] { return vm.Process(1).Follow(ctx) }, client.CodeConflict},
+		{"shell, VM ended", out(1, "a"), ended,
+			func(vm *client.VMHandle) iter.Seq2[client.Event, error] { return vm.Shell("sh").Follow(ctx) }, client.CodeConflict},
+		{"session, shutdown", durable(1, "agent_message_chunk"), shutdown,
+			func(vm *client.VMHandle) iter.Seq2[client.Event, error] { return vm.Session("ses").Follow(ctx) }, client.CodeUnavailable},
+		{"session, conflict", durable(1, "agent_message_chunk"), ended,
+			func(vm *client.VMHandle) iter.Seq2[client.Event, error] { return vm.Session("ses").Follow(ctx) }, client.CodeConflict},
+		{"VM, shutdown", vmState, shutdown,
+			func(vm *client.VMHandle) iter.Seq2[client.Event, error] { return vm.FollowEvents(ctx) }, client.CodeUnavailable},
+		{"VM, ended", vmState, ended,
+			func(vm *client.VMHandle) iter.Seq2[client.Event, error] { return vm.FollowEvents(ctx) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &flakyServer{scripts: []func(http.ResponseWriter, *http.Request){
+				func(w http.ResponseWriter, r *http.Request) {
+					send := startSSE(w)
+					send(tc.first)
+					send(tc.end)
+				},
+			}}
+			srv := httptest.NewServer(f)
+			defer srv.Close()
+			seen, err := drain(tc.follow(newClient(t, srv.URL, fastRetry(3)).VM("vm")))
+			var e *client.Error
+			switch {
+			case tc.code == "" && err != nil:
+				t.Fatalf("err %v, want a clean end", err)
+			case tc.code != "" && (!errors.As(err, &e) || e.Code != tc.code || e.Status != 0):
+				t.Fatalf("err %v, want the error event's %s", err, tc.code)
+			}
+			if len(seen) != 1 {
+				t.Fatalf("events %v", seen)
+			}
+			if n := len(f.lastEventIDs()); n != 1 {
+				t.Fatalf("%d connections after an error event", n)
+			}
+		})
 	}
 }
 
-func TestFollowProcessOutputProgressResetsRetries(t *testing.T) {
+// TestFollowOpenFails checks that a followed stream that cannot open gives
+// up at once on an answer that cannot change, and after MaxAttempts
+// requests (the open itself is not retried besides) on one that can.
+func TestFollowOpenFails(t *testing.T) {
+	for _, tc := range []struct {
+		answer   canned
+		code     client.Code
+		requests int
+		message  string
+	}{
+		{problem(404, "not_found", "no process 1"), client.CodeNotFound, 1, "no process 1"},
+		{problem(503, "unavailable", "sidecar restarting"), client.CodeUnavailable, 3, "giving up after 3 attempts"},
+		{problem(429, "resource_exhausted", "slow down"), client.CodeResourceExhausted, 3, "giving up after 3 attempts"},
+	} {
+		t.Run(string(tc.code), func(t *testing.T) {
+			rec := &recorder{}
+			srv := httptest.NewServer(rec)
+			defer srv.Close()
+			rec.reset(tc.answer)
+			_, err := drain(newClient(t, srv.URL, fastRetry(3)).VM("vm").Process(1).Follow(context.Background()))
+			if !client.IsCode(err, tc.code) || !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("err %v", err)
+			}
+			if n := len(rec.requests()); n != tc.requests {
+				t.Fatalf("%d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}
+
+func TestFollowProgressResetsRetries(t *testing.T) {
 	var scripts []func(http.ResponseWriter, *http.Request)
 	for i := 1; i <= 5; i++ {
 		scripts = append(scripts, func(w http.ResponseWriter, r *http.Request) {
@@ -217,34 +276,40 @@ func TestFollowProcessOutputProgressResetsRetries(t *testing.T) {
 	f := &flakyServer{scripts: scripts}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	n := 0
-	err := client.New(srv.URL, apiKey, fastRetry(2)).FollowProcessOutput(context.Background(), "vm", 1, func(client.Event) error { n++; return nil })
+	seen, err := drain(newClient(t, srv.URL, fastRetry(2)).VM("vm").Process(1).Follow(context.Background()))
 	if err != nil {
 		t.Fatalf("follow: %v", err)
 	}
-	if n != 6 {
-		t.Fatalf("%d events", n)
+	if len(seen) != 6 {
+		t.Fatalf("events %v", seen)
 	}
 	if got := strings.Join(f.lastEventIDs(), ","); got != ",1,2,3,4,5" {
 		t.Fatalf("Last-Event-IDs %s", got)
 	}
 }
 
-func TestFollowProcessOutputCallbackErrorStops(t *testing.T) {
+// TestFollowBreakCloses checks that leaving the loop closes the stream.
+func TestFollowBreakCloses(t *testing.T) {
 	gone := make(chan struct{})
 	f := &flakyServer{scripts: []func(http.ResponseWriter, *http.Request){
 		func(w http.ResponseWriter, r *http.Request) {
-			startSSE(w)(out(1, "a"))
+			startSSE(w)(out(1, "a") + out(2, "b"))
 			<-r.Context().Done()
 			close(gone)
 		},
 	}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	stop := errors.New("seen enough")
-	err := client.New(srv.URL, apiKey, fastRetry(3)).FollowProcessOutput(context.Background(), "vm", 1, func(client.Event) error { return stop })
-	if !errors.Is(err, stop) {
-		t.Fatalf("err %v", err)
+	n := 0
+	for _, err := range newClient(t, srv.URL, fastRetry(3)).VM("vm").Process(1).Follow(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatalf("%d events", n)
 	}
 	select {
 	case <-gone:
@@ -253,18 +318,18 @@ func TestFollowProcessOutputCallbackErrorStops(t *testing.T) {
 	}
 }
 
-func TestFollowProcessOutputContext(t *testing.T) {
+func TestFollowContext(t *testing.T) {
 	srv := httptest.NewServer(sseHandler(func(w io.Writer, flush func(), r *http.Request) { <-r.Context().Done() }))
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := client.New(srv.URL, apiKey, fastRetry(3)).FollowProcessOutput(ctx, "vm", 1, func(client.Event) error { return nil })
+	_, err := drain(newClient(t, srv.URL, fastRetry(3)).VM("vm").Process(1).Follow(ctx))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v", err)
 	}
 }
 
-func TestFollowProcessOutputReconnectsWhenIdle(t *testing.T) {
+func TestFollowReconnectsWhenIdle(t *testing.T) {
 	f := &flakyServer{scripts: []func(http.ResponseWriter, *http.Request){
 		func(w http.ResponseWriter, r *http.Request) {
 			startSSE(w)(out(1, "a"))
@@ -276,8 +341,8 @@ func TestFollowProcessOutputReconnectsWhenIdle(t *testing.T) {
 	}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	c := client.New(srv.URL, apiKey, client.WithRetryPolicy(client.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Millisecond, IdleTimeout: 100 * time.Millisecond}))
-	if err := c.FollowProcessOutput(context.Background(), "vm", 1, func(client.Event) error { return nil }); err != nil {
+	c := newClient(t, srv.URL, client.WithRetryPolicy(client.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Millisecond, IdleTimeout: 100 * time.Millisecond}))
+	if _, err := drain(c.VM("vm").Process(1).Follow(context.Background())); err != nil {
 		t.Fatalf("follow: %v", err)
 	}
 	if got := strings.Join(f.lastEventIDs(), ","); got != ",1" {
@@ -300,31 +365,23 @@ func TestFollowVMEventsAndShellOutput(t *testing.T) {
 		func(w http.ResponseWriter, r *http.Request) {
 			send := startSSE(w)
 			send(out(1, "$ "))
-			send("id: 1\nevent: end\ndata: {}\n\n")
+			send("id: 1\nevent: end\ndata: {\"exitCode\":0}\n\n")
 		},
 	}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	c := client.New(srv.URL, apiKey, fastRetry(3))
-	var states []client.VMState
-	err := c.FollowVMEvents(context.Background(), weirdVM, func(ev client.Event) error {
-		if ev.Type == "state" {
-			v, err := ev.VMEvent()
-			if err != nil {
-				return err
-			}
-			states = append(states, v.State)
-		}
-		return nil
-	})
-	if !client.IsCode(err, client.CodeConflict) {
-		t.Fatalf("err %v", err)
+	vm := newClient(t, srv.URL, fastRetry(3)).VM(weirdVM)
+	// The conflict error event after the final state is the normal end.
+	seen, err := drain(vm.FollowEvents(context.Background()))
+	if err != nil {
+		t.Fatalf("vm events: %v", err)
 	}
-	if len(states) != 2 || states[1] != client.VMDisposed {
-		t.Fatalf("states %v", states)
+	if got := strings.Join(seen, " "); got != "state:ready state:disposed" {
+		t.Fatalf("events %q", got)
 	}
-	if err := c.FollowShellOutput(context.Background(), weirdVM, shellID, func(client.Event) error { return nil }); err != nil {
-		t.Fatalf("shell: %v", err)
+	seen, err = drain(vm.Shell(shellID).Follow(context.Background()))
+	if err != nil || strings.Join(seen, " ") != "stdout:1 end:0" {
+		t.Fatalf("shell: %v, %v", seen, err)
 	}
 	want := []string{"/v1/vms/" + weirdVMEsc + "/events", "/v1/vms/" + weirdVMEsc + "/events", "/v1/vms/" + weirdVMEsc + "/shells/" + shellIDEsc + "/output"}
 	f.mu.Lock()
@@ -383,52 +440,15 @@ func TestFollowSessionEventsResumes(t *testing.T) {
 	}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	c := client.New(srv.URL, apiKey, fastRetry(3))
+	c := newClient(t, srv.URL, fastRetry(3))
 
-	var seen []string
-	var seqs []uint64
-	var endState string
-	err := c.FollowSessionEvents(context.Background(), weirdVM, sessionID, func(ev client.Event) error {
-		seen = append(seen, ev.Type+":"+ev.ID)
-		switch ev.Type {
-		case client.EventDurable:
-			d, err := ev.SessionEvent()
-			if err != nil {
-				return err
-			}
-			if ev.ID != fmt.Sprint(d.Sequence) {
-				return fmt.Errorf("durable event id %s, sequence %d", ev.ID, d.Sequence)
-			}
-			seqs = append(seqs, d.Sequence)
-		case client.EventEphemeral:
-			e, err := ev.EphemeralEvent()
-			if err != nil {
-				return err
-			}
-			if fmt.Sprint(e.AfterSequence) != ev.ID && !(ev.ID == "" && e.AfterSequence == 0) {
-				return fmt.Errorf("ephemeral event id %q after %d", ev.ID, e.AfterSequence)
-			}
-		case client.EventEnd:
-			var end struct{ State string }
-			if err := ev.Decode(&end); err != nil {
-				return err
-			}
-			endState = end.State
-		}
-		return nil
-	})
+	seen, err := drain(c.VM(weirdVM).Session(sessionID).Follow(context.Background()))
 	if err != nil {
 		t.Fatalf("follow: %v", err)
 	}
-	if fmt.Sprint(seqs) != "[1 2 3 4]" {
-		t.Fatalf("durable sequences %v, want each of 1..4 once", seqs)
-	}
-	want := "ephemeral: durable:1 ephemeral:1 durable:2 ephemeral:2 agent_stderr:2 durable:3 ephemeral:3 overflow:3 durable:4 agent_exit:4 end:4"
+	want := "ephemeral:0 durable:1 ephemeral:1 durable:2 ephemeral:2 agent_stderr:w durable:3 ephemeral:3 overflow:slow client durable:4 agent_exit:<nil>:no end:closed"
 	if got := strings.Join(seen, " "); got != want {
 		t.Fatalf("events %q, want %q", got, want)
-	}
-	if endState != "closed" {
-		t.Fatalf("end state %q", endState)
 	}
 	if got := strings.Join(f.lastEventIDs(), ","); got != ",,2,3" {
 		t.Fatalf("Last-Event-IDs %q, want \"\", \"\", 2, 3", got)
@@ -437,29 +457,5 @@ func TestFollowSessionEventsResumes(t *testing.T) {
 		if p != "/v1/vms/"+weirdVMEsc+"/sessions/"+sessionIDEsc+"/events" {
 			t.Fatalf("path %s", p)
 		}
-	}
-}
-
-func TestFollowSessionEventsErrorEvent(t *testing.T) {
-	f := &flakyServer{scripts: []func(http.ResponseWriter, *http.Request){
-		func(w http.ResponseWriter, r *http.Request) {
-			send := startSSE(w)
-			send(durable(1, "agent_message_chunk"))
-			send("id: 1\nevent: error\ndata: {\"code\":\"unavailable\",\"detail\":\"the gateway is shutting down\"}\n\n")
-		},
-	}}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	var types []string
-	err := client.New(srv.URL, apiKey, fastRetry(3)).FollowSessionEvents(context.Background(), "vm", "ses", func(ev client.Event) error {
-		types = append(types, ev.Type)
-		return nil
-	})
-	var e *client.Error
-	if !errors.As(err, &e) || e.Code != client.CodeUnavailable {
-		t.Fatalf("err %v", err)
-	}
-	if strings.Join(types, ",") != "durable,error" || len(f.lastEventIDs()) != 1 {
-		t.Fatalf("events %v, %d connections", types, len(f.lastEventIDs()))
 	}
 }

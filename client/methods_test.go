@@ -6,73 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
 )
-
-// recorded is what the recording handler saw of one request.
-type recorded struct {
-	Method      string
-	EscapedPath string
-	Query       url.Values
-	Header      http.Header
-	Body        []byte
-	ContentLen  int64
-}
-
-// canned is the answer the recording handler gives.
-type canned struct {
-	status int
-	ctype  string
-	header map[string]string
-	body   string
-}
-
-type recorder struct {
-	mu   sync.Mutex
-	got  []recorded
-	resp canned
-}
-
-func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	rc.mu.Lock()
-	rc.got = append(rc.got, recorded{Method: r.Method, EscapedPath: r.URL.EscapedPath(), Query: r.URL.Query(),
-		Header: r.Header.Clone(), Body: body, ContentLen: r.ContentLength})
-	resp := rc.resp
-	rc.mu.Unlock()
-	for k, v := range resp.header {
-		w.Header().Set(k, v)
-	}
-	if resp.ctype != "" {
-		w.Header().Set("Content-Type", resp.ctype)
-	}
-	if resp.status == 0 {
-		resp.status = http.StatusOK
-	}
-	w.WriteHeader(resp.status)
-	_, _ = io.WriteString(w, resp.body)
-}
-
-func (rc *recorder) reset(c canned) {
-	rc.mu.Lock()
-	rc.got, rc.resp = nil, c
-	rc.mu.Unlock()
-}
-
-func (rc *recorder) requests() []recorded {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]recorded(nil), rc.got...)
-}
 
 const (
 	weirdVM            = "vm/ 1?#%"
@@ -102,10 +46,15 @@ const (
 	durableChunkJSON   = `{"sequence":6,"timestamp":"2025-01-02T03:04:05.25Z","type":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`
 	durableAskJSON     = `{"sequence":7,"timestamp":"2025-01-02T03:04:06Z","type":"permission_request","requestId":"req/1 #","options":[{"optionId":"allow-once","name":"Allow once","kind":"allow_once"}],"toolCall":{"toolCallId":"tc_1"}}`
 	durableReplyJSON   = `{"sequence":8,"timestamp":"2025-01-02T03:04:07Z","type":"permission_response","requestId":"req/1 #","status":"accepted","response":{"outcome":{"outcome":"selected","optionId":"allow-once"}},"decision":{"by":"timeout","optionId":"allow-once","status":"accepted","at":"2025-01-02T03:04:07Z"}}`
+	day                = 24 * time.Hour
 )
 
+// methodCase is one call and what it must send. name is the method, as
+// Type.Method for a handle's ("VM.Exec") and bare for the Client's; variant
+// tells apart several cases of one method.
 type methodCase struct {
 	name     string
+	variant  string
 	call     func(ctx context.Context, c *client.Client) error
 	resp     canned
 	method   string
@@ -127,25 +76,8 @@ func pathQ(extra ...string) url.Values {
 	return q
 }
 
-// check fails the test when cond is false; the calls use it on their answers.
-func expect(cond bool, format string, args ...any) error {
-	if !cond {
-		return &checkError{msg: format, args: args}
-	}
-	return nil
-}
-
-type checkError struct {
-	msg  string
-	args []any
-}
-
-func (e *checkError) Error() string {
-	b, _ := json.Marshal(e.args)
-	return e.msg + " " + string(b)
-}
-
-func readOne(ctx context.Context, s *client.Stream, err error, wantType string) error {
+// readOne reads the outputSSE event from a stream.
+func readOne(ctx context.Context, s *client.Stream, err error) error {
 	if err != nil {
 		return err
 	}
@@ -154,18 +86,30 @@ func readOne(ctx context.Context, s *client.Stream, err error, wantType string) 
 	if err != nil {
 		return err
 	}
-	if ev.Type != wantType || ev.ID != "8" {
-		return expect(false, "event", ev.Type, ev.ID)
+	o, ok := ev.(*client.Output)
+	if !ok {
+		return expect(false, "event", ev)
 	}
-	o, err := ev.Output()
-	if err != nil {
-		return err
+	return expect(string(o.Data) == "hi\n" && o.Seq == 8 && o.Stream == client.Stdout && !o.Time.IsZero() && s.LastEventID() == "8", "output", o)
+}
+
+// follow reads a followed stream to its end into a list of the events'
+// Go types.
+func follow(seq iter.Seq2[client.Event, error]) ([]string, error) {
+	var types []string
+	for ev, err := range seq {
+		if err != nil {
+			return types, err
+		}
+		types = append(types, reflect.TypeOf(ev).String())
 	}
-	return expect(string(o.Data) == "hi\n" && o.Seq == 8 && o.Stream == "stdout" && !o.Time.IsZero(), "output", o)
+	return types, nil
 }
 
 func methodCases() []methodCase {
 	vmBase := "/v1/vms/" + weirdVMEsc
+	sesBase := vmBase + "/sessions/" + sessionIDEsc
+	shBase := vmBase + "/shells/" + shellIDEsc
 	return []methodCase{
 		{name: "Health", method: "GET", path: "/healthz", accept: jsonCT, resp: canned{ctype: jsonCT, body: `{"status":"ok"}`},
 			call: func(ctx context.Context, c *client.Client) error { return c.Health(ctx) }},
@@ -192,57 +136,100 @@ func methodCases() []methodCase {
 			resp:     canned{status: 201, ctype: jsonCT, body: vmJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				vm, err := c.CreateVM(ctx, client.CreateVMRequest{Labels: map[string]string{"a": "b"}, Permissions: map[string]any{"fs": "allow"},
-					Software: []string{"@agentos-software/pi"}, IdleTimeoutSeconds: 30})
+					Software: []string{"@agentos-software/pi"}, IdleTimeout: 30 * time.Second})
 				if err != nil {
 					return err
 				}
-				return expect(vm.ID == "vm_1" && vm.State == client.VMReady && vm.Labels["a"] == "b" && vm.CreatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 5, 123e6, time.UTC)), "vm", vm)
+				return expect(vm.ID == "vm_1" && vm.State == client.VMReady && vm.Labels["a"] == "b" && vm.IdleTimeout == 30*time.Second &&
+					vm.CreatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 5, 123e6, time.UTC)), "vm", vm)
 			}},
-		{name: "GetVM", method: "GET", path: vmBase, accept: jsonCT, resp: canned{ctype: jsonCT, body: vmJSON},
+		{name: "CreateVM", variant: "idle timeout rounded up to a second", method: "POST", path: "/v1/vms", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"idleTimeoutSeconds":2}`, resp: canned{status: 201, ctype: jsonCT, body: vmJSON},
 			call: func(ctx context.Context, c *client.Client) error {
-				vm, err := c.GetVM(ctx, weirdVM)
+				_, err := c.CreateVM(ctx, client.CreateVMRequest{IdleTimeout: 1200 * time.Millisecond})
+				return err
+			}},
+		{name: "CreateVM", variant: "empty", method: "POST", path: "/v1/vms", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{}`, resp: canned{status: 201, ctype: jsonCT, body: vmJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.CreateVM(ctx, client.CreateVMRequest{})
+				return err
+			}},
+		{name: "VM.Get", method: "GET", path: vmBase, accept: jsonCT, resp: canned{ctype: jsonCT, body: vmJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				vm := c.VM(weirdVM)
+				if vm.ID() != weirdVM {
+					return expect(false, "handle id", vm.ID())
+				}
+				got, err := vm.Get(ctx)
 				if err != nil {
 					return err
 				}
-				return expect(vm.SidecarID == "sc_1" && vm.IdleTimeoutSeconds == 30, "vm", vm)
+				return expect(got.SidecarID == "sc_1" && got.IdleTimeout == 30*time.Second && got.UpdatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)), "vm", got)
 			}},
 		{name: "ListVMs", method: "GET", path: "/v1/vms", accept: jsonCT,
 			query: url.Values{"state": {"ready", "lost"}, "label": {"a=1", "b=x:y", "c!=z"}, "cursor": {"c/1"}, "limit": {"10"}},
 			resp:  canned{ctype: jsonCT, body: `{"items":[` + vmJSON + `],"nextCursor":"c2"}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.ListVMs(ctx, client.ListVMsOptions{State: client.VMReady, States: []client.VMState{client.VMLost},
+				l, err := c.ListVMs(ctx, client.ListVMsOptions{States: []client.VMState{client.VMReady, client.VMLost},
 					Labels: map[string]string{"b": "x:y", "a": "1"}, NotLabels: map[string]string{"c": "z"}, Cursor: "c/1", Limit: 10})
 				if err != nil {
 					return err
 				}
-				return expect(len(l.Items) == 1 && l.NextCursor == "c2", "list", l)
+				return expect(len(l.Items) == 1 && l.Items[0].IdleTimeout == 30*time.Second && l.NextCursor == "c2", "list", l)
 			}},
-		{name: "ListVMsNoFilter", method: "GET", path: "/v1/vms", accept: jsonCT, query: url.Values{},
+		{name: "ListVMs", variant: "all states", method: "GET", path: "/v1/vms", accept: jsonCT, query: url.Values{"state": {"all"}},
+			resp: canned{ctype: jsonCT, body: `{"items":[]}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListVMs(ctx, client.ListVMsOptions{AllStates: true, States: []client.VMState{client.VMReady}})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 0 && l.NextCursor == "", "list", l)
+			}},
+		{name: "ListVMs", variant: "no filter", method: "GET", path: "/v1/vms", accept: jsonCT, query: url.Values{},
 			resp: canned{ctype: jsonCT, body: `{"items":[],"nextCursor":""}`},
 			call: func(ctx context.Context, c *client.Client) error {
 				_, err := c.ListVMs(ctx, client.ListVMsOptions{})
 				return err
 			}},
-		{name: "DeleteVM", method: "DELETE", path: vmBase, accept: jsonCT, resp: canned{ctype: jsonCT, body: strings.Replace(vmJSON, "ready", "disposed", 1)},
+		{name: "VMs", method: "GET", path: "/v1/vms", accept: jsonCT, query: url.Values{"label": {"a=1"}, "limit": {"2"}},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + vmJSON + `,` + vmJSON + `],"nextCursor":""}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				vm, err := c.DeleteVM(ctx, weirdVM)
+				n := 0
+				// The iterator starts at the first page whatever Cursor says.
+				for vm, err := range c.VMs(ctx, client.ListVMsOptions{Labels: map[string]string{"a": "1"}, Limit: 2, Cursor: "ignored"}) {
+					if err != nil {
+						return err
+					}
+					if vm.ID != "vm_1" {
+						return expect(false, "vm", vm)
+					}
+					n++
+				}
+				return expect(n == 2, "count", n)
+			}},
+		{name: "VM.Delete", method: "DELETE", path: vmBase, accept: jsonCT, resp: canned{ctype: jsonCT, body: strings.Replace(vmJSON, "ready", "disposed", 1)},
+			call: func(ctx context.Context, c *client.Client) error {
+				vm, err := c.VM(weirdVM).Delete(ctx)
 				if err != nil {
 					return err
 				}
 				return expect(vm.State == client.VMDisposed && vm.State.Final(), "vm", vm)
 			}},
-		{name: "DeleteVMRecord", method: "DELETE", path: vmBase, accept: jsonCT, resp: canned{status: 204},
+		{name: "VM.Delete", variant: "record", method: "DELETE", path: vmBase, accept: jsonCT, resp: canned{status: 204},
 			call: func(ctx context.Context, c *client.Client) error {
-				vm, err := c.DeleteVM(ctx, weirdVM)
+				vm, err := c.VM(weirdVM).Delete(ctx)
 				if err != nil {
 					return err
 				}
 				return expect(vm == nil, "vm", vm)
 			}},
-		{name: "VMEvents", method: "GET", path: vmBase + "/events", accept: sseCT, headers: map[string]string{"Last-Event-ID": "5"},
-			resp: canned{ctype: sseCT, body: "id: 6\nevent: state\ndata: {\"type\":\"state\",\"time\":\"2025-01-02T03:04:05Z\",\"state\":\"lost\",\"reason\":\"sidecar died\"}\n\n"},
+		{name: "VM.Events", method: "GET", path: vmBase + "/events", accept: sseCT, headers: map[string]string{"Last-Event-ID": "5", "Cache-Control": "no-cache"},
+			resp: canned{ctype: sseCT, body: "id: 6\nevent: state\ndata: {\"type\":\"state\",\"time\":\"2025-01-02T03:04:05Z\",\"state\":\"lost\",\"reason\":\"sidecar died\"}\n\n" +
+				"id: 6\nevent: error\ndata: {\"code\":\"conflict\",\"detail\":\"the VM is lost\"}\n\n"},
 			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.VMEvents(ctx, weirdVM, client.StreamOptions{LastEventID: "5"})
+				s, err := c.VM(weirdVM).Events(ctx, client.StreamOptions{LastEventID: "5"})
 				if err != nil {
 					return err
 				}
@@ -251,158 +238,230 @@ func methodCases() []methodCase {
 				if err != nil {
 					return err
 				}
-				v, err := ev.VMEvent()
-				if err != nil {
+				v, ok := ev.(*client.VMEvent)
+				if err := expect(ok && s.LastEventID() == "6" && v.Type == client.VMEventState && v.State == client.VMLost && v.Reason == "sidecar died", "event", ev); err != nil {
 					return err
 				}
-				return expect(ev.ID == "6" && s.LastEventID() == "6" && v.State == client.VMLost && v.Reason == "sidecar died", "event", ev, v)
+				if raw := s.Raw(); raw.ID != "6" || raw.Type != "state" || !bytes.HasPrefix(raw.Data, []byte(`{"type":"state"`)) {
+					return expect(false, "raw event", raw.ID, raw.Type, string(raw.Data))
+				}
+				ev, err = s.Next(ctx)
+				var e *client.Error
+				if !errors.As(err, &e) || ev != nil || e.Code != client.CodeConflict || e.Status != 0 {
+					return expect(false, "end", ev, err)
+				}
+				_, err = s.Next(ctx)
+				return expect(err == e, "error after the end", err)
 			}},
-		{name: "Exec", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
+		{name: "VM.FollowEvents", method: "GET", path: vmBase + "/events", accept: sseCT,
+			resp: canned{ctype: sseCT, body: "id: 6\nevent: state\ndata: {\"type\":\"state\",\"time\":\"2025-01-02T03:04:05Z\",\"state\":\"disposed\"}\n\n" +
+				"id: 6\nevent: error\ndata: {\"code\":\"conflict\",\"detail\":\"the VM is disposed\"}\n\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				types, err := follow(c.VM(weirdVM).FollowEvents(ctx))
+				return expect(err == nil && strings.Join(types, " ") == "*client.VMEvent", "events", types, err)
+			}},
+		{name: "VM.Exec", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
 			headers:  map[string]string{"Idempotency-Key": "k-1", "X-Request-ID": "rid-1"},
 			bodyJSON: `{"command":"cat","cwd":"/tmp","env":{"A":"1"},"stdin":"hello","timeoutMs":1000,"maxOutputBytes":10}`,
 			resp: canned{ctype: jsonCT, header: map[string]string{"Idempotent-Replayed": "true"},
 				body: `{"exitCode":0,"stdout":"AP8=","stderr":"ZXJy","encoding":"base64","truncated":true,"durationMs":12}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				res, err := c.Exec(ctx, weirdVM, client.ExecRequest{Command: "cat", Cwd: "/tmp", Env: map[string]string{"A": "1"},
-					Stdin: []byte("hello"), TimeoutMs: 1000, MaxOutputBytes: 10}, client.WithIdempotencyKey("k-1"), client.WithRequestID("rid-1"))
+				res, err := c.VM(weirdVM).Exec(ctx, client.ExecRequest{Command: "cat", Cwd: "/tmp", Env: map[string]string{"A": "1"},
+					Stdin: []byte("hello"), Timeout: time.Second, MaxOutputBytes: 10}, client.WithIdempotencyKey("k-1"), client.WithRequestID("rid-1"))
 				if err != nil {
 					return err
 				}
-				out, err := res.StdoutBytes()
-				if err != nil {
-					return err
-				}
-				errb, err := res.StderrBytes()
-				if err != nil {
-					return err
-				}
-				return expect(bytes.Equal(out, []byte{0, 0xff}) && string(errb) == "err" && res.Truncated && res.Replayed && res.DurationMs == 12, "result", res)
+				return expect(bytes.Equal(res.Stdout, []byte{0, 0xff}) && string(res.Stderr) == "err" && res.Truncated && res.Replayed &&
+					res.Duration == 12*time.Millisecond, "result", res)
 			}},
-		{name: "ExecArgvBinaryStdin", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
-			absent:   []string{"Idempotency-Key"},
-			bodyJSON: `{"argv":["od","-c"],"stdin":"AP8=","stdinEncoding":"base64"}`,
-			resp:     canned{ctype: jsonCT, body: `{"exitCode":1,"stdout":"a","stderr":"","encoding":"utf8","truncated":false,"durationMs":1}`},
+		{name: "VM.Exec", variant: "timeout rounded up to a millisecond", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"command":"true","timeoutMs":2}`,
+			resp:     canned{ctype: jsonCT, body: `{"exitCode":0,"stdout":"","stderr":"","encoding":"utf8","truncated":false,"durationMs":0}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				res, err := c.Exec(ctx, weirdVM, client.ExecRequest{Argv: []string{"od", "-c"}, Stdin: []byte{0, 0xff}})
-				if err != nil {
-					return err
-				}
-				out, _ := res.StdoutBytes()
-				return expect(res.ExitCode == 1 && string(out) == "a" && !res.Replayed, "result", res)
-			}},
-		{name: "ExecStream", method: "POST", path: vmBase + "/exec", accept: sseCT, ctype: jsonCT, absent: []string{"Idempotency-Key", "Last-Event-ID"},
-			bodyJSON: `{"command":"echo hi","stdin":""}`, resp: canned{ctype: sseCT, body: outputSSE},
-			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.ExecStream(ctx, weirdVM, client.ExecRequest{Command: "echo hi", Stdin: []byte{}})
-				return readOne(ctx, s, err, "stdout")
-			}},
-		{name: "SpawnProcess", method: "POST", path: vmBase + "/processes", accept: jsonCT, ctype: jsonCT,
-			headers: map[string]string{"Idempotency-Key": "spawn-1"}, bodyJSON: `{"argv":["sleep","10"],"cwd":"/"}`,
-			resp: canned{status: 201, ctype: jsonCT, body: processJSON},
-			call: func(ctx context.Context, c *client.Client) error {
-				p, err := c.SpawnProcess(ctx, weirdVM, client.SpawnRequest{Argv: []string{"sleep", "10"}, Cwd: "/"}, client.WithIdempotencyKey("spawn-1"))
-				if err != nil {
-					return err
-				}
-				return expect(p.Pid == 42 && p.Exit != nil && p.Exit.ExitCode == 3 && p.ExitedAt != nil, "process", p)
-			}},
-		{name: "ListProcesses", method: "GET", path: vmBase + "/processes", accept: jsonCT,
-			resp: canned{ctype: jsonCT, body: `{"items":[` + processJSON + `],"nextCursor":""}`},
-			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.ListProcesses(ctx, weirdVM)
-				if err != nil {
-					return err
-				}
-				return expect(len(l.Items) == 1 && l.Items[0].Args[0] == "10", "list", l)
-			}},
-		{name: "GetProcess", method: "GET", path: processTrail, accept: jsonCT, resp: canned{ctype: jsonCT, body: processJSON},
-			call: func(ctx context.Context, c *client.Client) error {
-				p, err := c.GetProcess(ctx, weirdVM, 42)
-				if err != nil {
-					return err
-				}
-				return expect(p.Command == "sleep" && p.Exit.Signal == "SIGTERM", "process", p)
-			}},
-		{name: "ProcessOutput", method: "GET", path: processTrail + "/output", accept: sseCT, headers: map[string]string{"Last-Event-ID": "7", "Cache-Control": "no-cache"},
-			resp: canned{ctype: sseCT, body: outputSSE},
-			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.ProcessOutput(ctx, weirdVM, 42, client.StreamOptions{LastEventID: "7"})
-				return readOne(ctx, s, err, "stdout")
-			}},
-		{name: "WriteStdin", method: "POST", path: processTrail + "/stdin", accept: jsonCT, ctype: "application/octet-stream",
-			bodyRaw: []byte("\x00\x01bin\n"), resp: canned{ctype: jsonCT, body: `{"written":6}`},
-			call: func(ctx context.Context, c *client.Client) error {
-				return c.WriteStdin(ctx, weirdVM, 42, []byte("\x00\x01bin\n"))
-			}},
-		{name: "CloseStdin", method: "POST", path: processTrail + "/stdin/close", accept: jsonCT, resp: canned{status: 204},
-			call: func(ctx context.Context, c *client.Client) error { return c.CloseStdin(ctx, weirdVM, 42) }},
-		{name: "Signal", method: "POST", path: processTrail + "/signal", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"signal":"SIGTERM"}`,
-			resp: canned{status: 204},
-			call: func(ctx context.Context, c *client.Client) error { return c.Signal(ctx, weirdVM, 42, "SIGTERM") }},
-		{name: "WaitProcess", method: "GET", path: processTrail + "/wait", accept: jsonCT, query: url.Values{"timeoutMs": {"1501"}},
-			resp: canned{ctype: jsonCT, body: `{"exitCode":3,"signal":"SIGKILL"}`},
-			call: func(ctx context.Context, c *client.Client) error {
-				st, err := c.WaitProcess(ctx, weirdVM, 42, 1500*time.Millisecond+time.Microsecond)
-				if err != nil {
-					return err
-				}
-				return expect(st.ExitCode == 3 && st.Signal == "SIGKILL", "status", st)
-			}},
-		{name: "WaitProcessNoTimeout", method: "GET", path: processTrail + "/wait", accept: jsonCT, query: url.Values{"timeoutMs": {"0"}},
-			resp: canned{ctype: jsonCT, body: `{"exitCode":0}`},
-			call: func(ctx context.Context, c *client.Client) error {
-				_, err := c.WaitProcess(ctx, weirdVM, 42, 0)
+				_, err := c.VM(weirdVM).Exec(ctx, client.ExecRequest{Command: "true", Timeout: 1500 * time.Microsecond})
 				return err
 			}},
-		{name: "OpenShell", method: "POST", path: vmBase + "/shells", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"shell":"bash","cols":100,"rows":30}`,
-			resp: canned{status: 201, ctype: jsonCT, body: `{"shellId":"sh 1/x"}`},
+		{name: "VM.Exec", variant: "argv, binary stdin", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"argv":["od","-c"],"stdin":"AP8=","stdinEncoding":"base64"}`,
+			resp:     canned{ctype: jsonCT, body: `{"exitCode":1,"signal":"SIGTERM","stdout":"a","stderr":"","encoding":"utf8","truncated":false,"durationMs":1}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				id, err := c.OpenShell(ctx, weirdVM, client.ShellRequest{Shell: "bash", Cols: 100, Rows: 30})
+				res, err := c.VM(weirdVM).Exec(ctx, client.ExecRequest{Argv: []string{"od", "-c"}, Stdin: []byte{0, 0xff}})
 				if err != nil {
 					return err
 				}
-				return expect(id == shellID, "shell id", id)
+				return expect(res.ExitCode == 1 && res.Signal == client.SIGTERM && string(res.Stdout) == "a" && len(res.Stderr) == 0 && !res.Replayed, "result", res)
 			}},
-		{name: "ShellInput", method: "POST", path: vmBase + "/shells/" + shellIDEsc + "/input", accept: jsonCT, ctype: "application/octet-stream",
-			bodyRaw: []byte("ls\r"), resp: canned{status: 204},
+		{name: "VM.Exec", variant: "command with args", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"command":"ls","args":["-l","a b"]}`,
+			resp:     canned{ctype: jsonCT, body: `{"exitCode":0,"stdout":"","stderr":"","encoding":"utf8","truncated":false,"durationMs":1}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				return c.ShellInput(ctx, weirdVM, shellID, []byte("ls\r"))
+				_, err := c.VM(weirdVM).Exec(ctx, client.ExecRequest{Command: "ls", Args: []string{"-l", "a b"}})
+				return err
 			}},
-		{name: "ResizeShell", method: "POST", path: vmBase + "/shells/" + shellIDEsc + "/resize", accept: jsonCT, ctype: jsonCT,
-			bodyJSON: `{"cols":120,"rows":40}`, resp: canned{status: 204},
+		{name: "VM.Exec", variant: "into writers", method: "POST", path: vmBase + "/exec", accept: sseCT, ctype: jsonCT,
+			headers: map[string]string{"Idempotency-Key": "k-2"}, bodyJSON: `{"command":"echo hi"}`,
+			resp: canned{ctype: sseCT, header: map[string]string{"Idempotent-Replayed": "true"},
+				body: outputSSE + "id: 8\nevent: exit\ndata: {\"exitCode\":0,\"truncated\":false,\"durationMs\":3}\n\n"},
 			call: func(ctx context.Context, c *client.Client) error {
-				return c.ResizeShell(ctx, weirdVM, shellID, 120, 40)
+				var out bytes.Buffer
+				res, err := c.VM(weirdVM).Exec(ctx, client.ExecRequest{Command: "echo hi", Stdout: &out}, client.WithIdempotencyKey("k-2"))
+				if err != nil {
+					return err
+				}
+				return expect(out.String() == "hi\n" && res.ExitCode == 0 && res.Duration == 3*time.Millisecond && res.Stdout == nil && res.Replayed, "result", res, out.String())
 			}},
-		{name: "ShellOutput", method: "GET", path: vmBase + "/shells/" + shellIDEsc + "/output", accept: sseCT, absent: []string{"Last-Event-ID"},
+		{name: "VM.ExecStream", method: "POST", path: vmBase + "/exec", accept: sseCT, ctype: jsonCT, headers: map[string]string{"Idempotency-Key": "k-3"},
+			bodyJSON: `{"command":"echo hi","stdin":""}`, resp: canned{ctype: sseCT, body: outputSSE},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.VM(weirdVM).ExecStream(ctx, client.ExecRequest{Command: "echo hi", Stdin: []byte{}}, client.WithIdempotencyKey("k-3"))
+				return readOne(ctx, s, err)
+			}},
+		{name: "VM.Spawn", method: "POST", path: vmBase + "/processes", accept: jsonCT, ctype: jsonCT,
+			headers: map[string]string{"Idempotency-Key": "spawn-1"}, bodyJSON: `{"argv":["sleep","10"],"cwd":"/"}`,
+			resp: canned{status: 201, ctype: jsonCT, header: map[string]string{"Idempotent-Replayed": "true"}, body: processJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				p, err := c.VM(weirdVM).Spawn(ctx, client.SpawnRequest{Argv: []string{"sleep", "10"}, Cwd: "/"}, client.WithIdempotencyKey("spawn-1"))
+				if err != nil {
+					return err
+				}
+				return expect(p.Pid() == 42 && p.Replayed(), "process", p.Pid(), p.Replayed())
+			}},
+		{name: "VM.Spawn", variant: "fresh", method: "POST", path: vmBase + "/processes", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"command":"sleep 10","env":{"A":"1"}}`, resp: canned{status: 201, ctype: jsonCT, body: processJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				p, err := c.VM(weirdVM).Spawn(ctx, client.SpawnRequest{Command: "sleep 10", Env: map[string]string{"A": "1"}})
+				if err != nil {
+					return err
+				}
+				return expect(p.Pid() == 42 && !p.Replayed(), "process", p.Pid(), p.Replayed())
+			}},
+		{name: "VM.Processes", method: "GET", path: vmBase + "/processes", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[` + processJSON + `],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.VM(weirdVM).Processes(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(len(l) == 1 && l[0].Args[0] == "10", "list", l)
+			}},
+		{name: "Process.Get", method: "GET", path: processTrail, accept: jsonCT, resp: canned{ctype: jsonCT, body: processJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				h := c.VM(weirdVM).Process(42)
+				if h.Pid() != 42 || h.Replayed() {
+					return expect(false, "handle", h.Pid(), h.Replayed())
+				}
+				p, err := h.Get(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(p.Pid == 42 && p.Command == "sleep" && p.Exit != nil && p.Exit.ExitCode == 3 && p.Exit.Signal == client.SIGTERM && p.ExitedAt != nil, "process", p)
+			}},
+		{name: "Process.Output", method: "GET", path: processTrail + "/output", accept: sseCT, headers: map[string]string{"Last-Event-ID": "7", "Cache-Control": "no-cache"},
 			resp: canned{ctype: sseCT, body: outputSSE},
 			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.ShellOutput(ctx, weirdVM, shellID, client.StreamOptions{})
-				return readOne(ctx, s, err, "stdout")
+				s, err := c.VM(weirdVM).Process(42).Output(ctx, client.StreamOptions{LastEventID: "7"})
+				return readOne(ctx, s, err)
 			}},
-		{name: "ListShells", method: "GET", path: vmBase + "/shells", accept: jsonCT,
-			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"sh 1/x","shell":"sh","state":"running","cols":80,"rows":24,"startedAt":"2026-01-01T00:00:00Z"}],"nextCursor":""}`},
+		{name: "Process.Follow", method: "GET", path: processTrail + "/output", accept: sseCT, headers: map[string]string{"Cache-Control": "no-cache"},
+			resp: canned{ctype: sseCT, body: outputSSE + "id: 8\nevent: exit\ndata: {\"exitCode\":0,\"signal\":null}\n\n"},
 			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.ListShells(ctx, weirdVM)
+				types, err := follow(c.VM(weirdVM).Process(42).Follow(ctx))
+				return expect(err == nil && strings.Join(types, " ") == "*client.Output *client.Exit", "events", types, err)
+			}},
+		{name: "Process.WriteStdin", method: "POST", path: processTrail + "/stdin", accept: jsonCT, ctype: "application/octet-stream",
+			bodyRaw: []byte("\x00\x01bin\n"), resp: canned{ctype: jsonCT, body: `{"written":6}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				return c.VM(weirdVM).Process(42).WriteStdin(ctx, []byte("\x00\x01bin\n"))
+			}},
+		{name: "Process.CloseStdin", method: "POST", path: processTrail + "/stdin/close", accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Process(42).CloseStdin(ctx) }},
+		{name: "Process.Signal", method: "POST", path: processTrail + "/signal", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"signal":"SIGTERM"}`,
+			resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error {
+				return c.VM(weirdVM).Process(42).Signal(ctx, client.SIGTERM)
+			}},
+		{name: "Process.Wait", method: "GET", path: processTrail + "/wait", accept: jsonCT, query: url.Values{"timeoutMs": {"1501"}},
+			resp: canned{ctype: jsonCT, body: `{"exitCode":3,"signal":"SIGKILL"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				st, err := c.VM(weirdVM).Process(42).Wait(ctx, 1500*time.Millisecond+time.Microsecond)
 				if err != nil {
 					return err
 				}
-				return expect(len(l.Items) == 1 && l.Items[0].ID == shellID && l.Items[0].State == client.ShellRunning, "shells", l)
+				return expect(st.ExitCode == 3 && st.Signal == client.SIGKILL, "status", st)
 			}},
-		{name: "GetShell", method: "GET", path: vmBase + "/shells/" + shellIDEsc, accept: jsonCT,
+		{name: "Process.Wait", variant: "no timeout", method: "GET", path: processTrail + "/wait", accept: jsonCT, query: url.Values{"timeoutMs": {"0"}},
+			resp: canned{ctype: jsonCT, body: `{"exitCode":0}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.VM(weirdVM).Process(42).Wait(ctx, 0)
+				return err
+			}},
+		{name: "VM.OpenShell", method: "POST", path: vmBase + "/shells", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"shell":"bash","cols":100,"rows":30}`,
+			resp: canned{status: 201, ctype: jsonCT, body: `{"shellId":"sh 1/x"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				sh, err := c.VM(weirdVM).OpenShell(ctx, client.ShellRequest{Shell: "bash", Cols: 100, Rows: 30})
+				if err != nil {
+					return err
+				}
+				return expect(sh.ID() == shellID, "shell id", sh.ID())
+			}},
+		{name: "Shell.Input", method: "POST", path: shBase + "/input", accept: jsonCT, ctype: "application/octet-stream",
+			bodyRaw: []byte("ls\r"), resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error {
+				return c.VM(weirdVM).Shell(shellID).Input(ctx, []byte("ls\r"))
+			}},
+		{name: "Shell.Resize", method: "POST", path: shBase + "/resize", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"cols":120,"rows":40}`, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error {
+				return c.VM(weirdVM).Shell(shellID).Resize(ctx, 120, 40)
+			}},
+		{name: "Shell.Output", method: "GET", path: shBase + "/output", accept: sseCT,
+			resp: canned{ctype: sseCT, body: outputSSE},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.VM(weirdVM).Shell(shellID).Output(ctx, client.StreamOptions{})
+				return readOne(ctx, s, err)
+			}},
+		{name: "Shell.Follow", method: "GET", path: shBase + "/output", accept: sseCT,
+			resp: canned{ctype: sseCT, body: outputSSE + "id: 8\nevent: end\ndata: {\"exitCode\":0,\"signal\":\"SIGHUP\"}\n\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				var end *client.ShellEnd
+				for ev, err := range c.VM(weirdVM).Shell(shellID).Follow(ctx) {
+					if err != nil {
+						return err
+					}
+					if e, ok := ev.(*client.ShellEnd); ok {
+						end = e
+					}
+				}
+				return expect(end != nil && end.Signal == client.SIGHUP, "end", end)
+			}},
+		{name: "VM.Shells", method: "GET", path: vmBase + "/shells", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"sh 1/x","shell":"sh","state":"running","cols":80,"rows":24,"startedAt":"2026-01-01T00:00:00Z","answeredQueries":2}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.VM(weirdVM).Shells(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(len(l) == 1 && l[0].ID == shellID && l[0].State == client.ShellRunning && l[0].AnsweredQueries == 2, "shells", l)
+			}},
+		{name: "Shell.Get", method: "GET", path: shBase, accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"id":"sh 1/x","shell":"bash","state":"exited","cols":120,"rows":40,"startedAt":"2026-01-01T00:00:00Z","exitedAt":"2026-01-01T00:00:09Z","exit":{"exitCode":3}}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				sh, err := c.GetShell(ctx, weirdVM, shellID)
+				h := c.VM(weirdVM).Shell(shellID)
+				if h.ID() != shellID {
+					return expect(false, "handle id", h.ID())
+				}
+				sh, err := h.Get(ctx)
 				if err != nil {
 					return err
 				}
 				return expect(sh.State == client.ShellExited && sh.Exit != nil && sh.Exit.ExitCode == 3 && sh.Cols == 120 && sh.ExitedAt != nil, "shell", sh)
 			}},
-		{name: "CloseShell", method: "DELETE", path: vmBase + "/shells/" + shellIDEsc, accept: jsonCT, resp: canned{status: 204},
-			call: func(ctx context.Context, c *client.Client) error { return c.CloseShell(ctx, weirdVM, shellID) }},
-		{name: "ReadFile", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+		{name: "Shell.Close", method: "DELETE", path: shBase, accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Shell(shellID).Close(ctx) }},
+		{name: "VM.ReadFile", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
 			resp: canned{ctype: "text/plain", body: "file content"},
 			call: func(ctx context.Context, c *client.Client) error {
-				rc, err := c.ReadFile(ctx, weirdVM, guestPath)
+				rc, err := c.VM(weirdVM).ReadFile(ctx, guestPath)
 				if err != nil {
 					return err
 				}
@@ -413,46 +472,52 @@ func methodCases() []methodCase {
 				}
 				return expect(string(b) == "file content", "content", string(b))
 			}},
-		{name: "StatFileHead", method: "HEAD", path: vmBase + "/files", query: pathQ(), accept: "*/*",
-			resp: canned{ctype: "text/plain; charset=utf-8", header: map[string]string{"Content-Length": "1234", "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT"}},
+		{name: "VM.HeadFile", method: "HEAD", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+			resp: canned{ctype: "text/plain; charset=utf-8", header: map[string]string{"Content-Length": "1234", "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT", "ETag": `"e1"`}},
 			call: func(ctx context.Context, c *client.Client) error {
-				h, err := c.StatFileHead(ctx, weirdVM, guestPath)
+				h, err := c.VM(weirdVM).HeadFile(ctx, guestPath)
 				if err != nil {
 					return err
 				}
-				return expect(h.Size == 1234 && h.ContentType == "text/plain; charset=utf-8" && !h.IsDir &&
+				return expect(h.Size == 1234 && h.ContentType == "text/plain; charset=utf-8" && !h.IsDir && h.ETag == `"e1"` &&
 					h.ModTime.Equal(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), "head", h)
 			}},
-		{name: "StatFileHeadDir", method: "HEAD", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+		{name: "VM.HeadFile", variant: "directory", method: "HEAD", path: vmBase + "/files", query: pathQ(), accept: "*/*",
 			resp: canned{ctype: "inode/directory", header: map[string]string{"Content-Length": "4096"}},
 			call: func(ctx context.Context, c *client.Client) error {
-				h, err := c.StatFileHead(ctx, weirdVM, guestPath)
+				h, err := c.VM(weirdVM).HeadFile(ctx, guestPath)
 				if err != nil {
 					return err
 				}
 				return expect(h.IsDir && h.Size == 4096, "head", h)
 			}},
-		{name: "WriteFile", method: "PUT", path: vmBase + "/files", query: pathQ("mkdirs", "true"), accept: jsonCT, ctype: "application/octet-stream",
+		{name: "VM.WriteFile", method: "PUT", path: vmBase + "/files", query: pathQ("mkdirs", "true"), accept: jsonCT, ctype: "application/octet-stream",
 			headers: map[string]string{"Content-Length": "7"}, bodyRaw: []byte("payload"),
 			resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","size":7}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				res, err := c.WriteFile(ctx, weirdVM, guestPath, io.MultiReader(strings.NewReader("pay"), strings.NewReader("load")), client.WriteFileOptions{Mkdirs: true, Size: 7})
+				res, err := c.VM(weirdVM).WriteFile(ctx, guestPath, io.MultiReader(strings.NewReader("pay"), strings.NewReader("load")), client.WriteFileOptions{Mkdirs: true, Size: 7})
 				if err != nil {
 					return err
 				}
 				return expect(res.Size == 7 && res.Path == "/tmp/x", "result", res)
 			}},
-		{name: "WriteFileChunked", method: "PUT", path: vmBase + "/files", query: pathQ(), accept: jsonCT, ctype: "application/octet-stream",
+		{name: "VM.WriteFile", variant: "chunked", method: "PUT", path: vmBase + "/files", query: pathQ(), accept: jsonCT, ctype: "application/octet-stream",
 			bodyRaw: []byte("payload"), resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","size":7}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				_, err := c.WriteFile(ctx, weirdVM, guestPath, io.MultiReader(strings.NewReader("payload")), client.WriteFileOptions{})
+				_, err := c.VM(weirdVM).WriteFile(ctx, guestPath, io.MultiReader(strings.NewReader("payload")), client.WriteFileOptions{})
 				return err
 			}},
-		{name: "ReadFileRange", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+		{name: "VM.WriteFile", variant: "known length", method: "PUT", path: vmBase + "/files", query: pathQ(), accept: jsonCT, ctype: "application/octet-stream",
+			headers: map[string]string{"Content-Length": "7"}, bodyRaw: []byte("payload"), resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","size":7}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.VM(weirdVM).WriteFile(ctx, guestPath, bytes.NewReader([]byte("payload")), client.WriteFileOptions{})
+				return err
+			}},
+		{name: "VM.ReadFileRange", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
 			headers: map[string]string{"Range": "bytes=10-13", "If-Range": `"e1"`},
 			resp:    canned{status: 206, ctype: "text/plain", header: map[string]string{"Content-Range": "bytes 10-13/100", "ETag": `"e1"`}, body: "abcd"},
 			call: func(ctx context.Context, c *client.Client) error {
-				fr, err := c.ReadFileRange(ctx, weirdVM, guestPath, client.ReadRangeOptions{Offset: 10, Length: 4, IfRange: `"e1"`})
+				fr, err := c.VM(weirdVM).ReadFileRange(ctx, guestPath, client.ReadRangeOptions{Offset: 10, Length: 4, IfRange: `"e1"`})
 				if err != nil {
 					return err
 				}
@@ -463,31 +528,53 @@ func methodCases() []methodCase {
 				}
 				return expect(string(b) == "abcd" && fr.Partial && fr.Start == 10 && fr.Length == 4 && fr.Size == 100 && fr.ETag == `"e1"`, "range", fr)
 			}},
-		{name: "ReadFileRangeSuffix", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+		{name: "VM.ReadFileRange", variant: "suffix", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
 			headers: map[string]string{"Range": "bytes=-5"},
 			resp:    canned{status: 206, ctype: "text/plain", header: map[string]string{"Content-Range": "bytes 95-99/100"}, body: "vwxyz"},
 			call: func(ctx context.Context, c *client.Client) error {
-				fr, err := c.ReadFileRange(ctx, weirdVM, guestPath, client.ReadRangeOptions{Offset: -5})
+				fr, err := c.VM(weirdVM).ReadFileRange(ctx, guestPath, client.ReadRangeOptions{Offset: -5})
 				if err != nil {
 					return err
 				}
 				fr.Body.Close()
 				return expect(fr.Start == 95 && fr.Length == 5, "range", fr)
 			}},
-		{name: "ReadFileRangeNotModified", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+		{name: "VM.ReadFileRange", variant: "from an offset, whole file sent", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+			headers: map[string]string{"Range": "bytes=3-"},
+			resp:    canned{ctype: "text/plain", body: "whole"},
+			call: func(ctx context.Context, c *client.Client) error {
+				fr, err := c.VM(weirdVM).ReadFileRange(ctx, guestPath, client.ReadRangeOptions{Offset: 3})
+				if err != nil {
+					return err
+				}
+				defer fr.Body.Close()
+				b, err := io.ReadAll(fr.Body)
+				if err != nil {
+					return err
+				}
+				return expect(string(b) == "whole" && !fr.Partial && fr.Start == 0 && fr.Size == 5, "range", fr)
+			}},
+		{name: "VM.ReadFileRange", variant: "not modified", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
 			headers: map[string]string{"If-None-Match": `"e1"`}, absent: []string{"Range"},
 			resp: canned{status: 304, header: map[string]string{"ETag": `"e1"`}},
 			call: func(ctx context.Context, c *client.Client) error {
-				fr, err := c.ReadFileRange(ctx, weirdVM, guestPath, client.ReadRangeOptions{IfNoneMatch: `"e1"`})
+				fr, err := c.VM(weirdVM).ReadFileRange(ctx, guestPath, client.ReadRangeOptions{IfNoneMatch: `"e1"`})
 				if err != nil {
 					return err
 				}
 				return expect(fr.NotModified && fr.Body == nil && fr.ETag == `"e1"`, "not modified", fr)
 			}},
-		{name: "DownloadArchive", method: "GET", path: vmBase + "/archive", query: pathQ("format", "tar.gz"), accept: "*/*",
+		{name: "VM.ReadFileRange", variant: "not satisfiable", method: "GET", path: vmBase + "/files", query: pathQ(), accept: "*/*",
+			headers: map[string]string{"Range": "bytes=1000-"},
+			resp:    problem(416, "range_not_satisfiable", "the file has 100 bytes"),
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.VM(weirdVM).ReadFileRange(ctx, guestPath, client.ReadRangeOptions{Offset: 1000})
+				return expect(client.IsCode(err, client.CodeRangeNotSatisfiable), "error", err)
+			}},
+		{name: "VM.DownloadArchive", method: "GET", path: vmBase + "/archive", query: pathQ("format", "tar.gz"), accept: "*/*",
 			resp: canned{ctype: "application/gzip", body: "gz bytes"},
 			call: func(ctx context.Context, c *client.Client) error {
-				rc, err := c.DownloadArchive(ctx, weirdVM, guestPath, client.ArchiveOptions{Gzip: true, Mkdirs: true})
+				rc, err := c.VM(weirdVM).DownloadArchive(ctx, guestPath, client.ArchiveOptions{Gzip: true, Mkdirs: true})
 				if err != nil {
 					return err
 				}
@@ -498,89 +585,118 @@ func methodCases() []methodCase {
 				}
 				return expect(string(b) == "gz bytes", "archive", string(b))
 			}},
-		{name: "UploadArchive", method: "PUT", path: vmBase + "/archive", query: pathQ("mkdirs", "true"), accept: jsonCT, ctype: "application/x-tar",
+		{name: "VM.UploadArchive", method: "PUT", path: vmBase + "/archive", query: pathQ("mkdirs", "true"), accept: jsonCT, ctype: "application/x-tar",
 			bodyRaw: []byte("tar bytes"), resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","files":2,"dirs":1,"symlinks":1,"bytes":9}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				res, err := c.UploadArchive(ctx, weirdVM, guestPath, strings.NewReader("tar bytes"), client.ArchiveOptions{Mkdirs: true})
+				res, err := c.VM(weirdVM).UploadArchive(ctx, guestPath, strings.NewReader("tar bytes"), client.ArchiveOptions{Mkdirs: true})
 				if err != nil {
 					return err
 				}
 				return expect(*res == client.ArchiveResult{Path: "/tmp/x", Files: 2, Dirs: 1, Symlinks: 1, Bytes: 9}, "result", res)
 			}},
-		{name: "DeleteFile", method: "DELETE", path: vmBase + "/files", query: pathQ("recursive", "true"), accept: jsonCT, resp: canned{status: 204},
-			call: func(ctx context.Context, c *client.Client) error { return c.DeleteFile(ctx, weirdVM, guestPath, true) }},
-		{name: "DeleteFileFlat", method: "DELETE", path: vmBase + "/files", query: pathQ(), accept: jsonCT, resp: canned{status: 204},
-			call: func(ctx context.Context, c *client.Client) error { return c.DeleteFile(ctx, weirdVM, guestPath, false) }},
-		{name: "ListDir", method: "GET", path: vmBase + "/dirs", query: pathQ("recursive", "true", "maxDepth", "3"), accept: jsonCT,
+		{name: "VM.UploadArchive", variant: "gzip", method: "PUT", path: vmBase + "/archive", query: pathQ("format", "tar.gz"), accept: jsonCT, ctype: "application/gzip",
+			bodyRaw: []byte("gz"), resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","files":0,"dirs":0,"symlinks":0,"bytes":0}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.VM(weirdVM).UploadArchive(ctx, guestPath, io.MultiReader(strings.NewReader("gz")), client.ArchiveOptions{Gzip: true})
+				return err
+			}},
+		{name: "VM.DeleteFile", method: "DELETE", path: vmBase + "/files", query: pathQ("recursive", "true"), accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error {
+				return c.VM(weirdVM).DeleteFile(ctx, guestPath, client.DeleteFileOptions{Recursive: true})
+			}},
+		{name: "VM.DeleteFile", variant: "flat", method: "DELETE", path: vmBase + "/files", query: pathQ(), accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error {
+				return c.VM(weirdVM).DeleteFile(ctx, guestPath, client.DeleteFileOptions{})
+			}},
+		{name: "VM.ListDir", method: "GET", path: vmBase + "/dirs", query: pathQ("recursive", "true", "maxDepth", "3"), accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"items":[{"name":"a","path":"/tmp/a","isDirectory":true,"isSymbolicLink":false,"size":0}],"nextCursor":""}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.ListDir(ctx, weirdVM, guestPath, true, 3)
+				l, err := c.VM(weirdVM).ListDir(ctx, guestPath, client.ListDirOptions{Recursive: true, MaxDepth: 3})
 				if err != nil {
 					return err
 				}
-				return expect(len(l.Items) == 1 && l.Items[0].IsDir && l.Items[0].Path == "/tmp/a", "list", l)
+				return expect(len(l) == 1 && l[0].IsDir && l[0].Path == "/tmp/a", "list", l)
 			}},
-		{name: "Mkdir", method: "POST", path: vmBase + "/dirs", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"path":"/tmp/a b&c=d?e#.txt"}`,
+		{name: "VM.ListDir", variant: "flat", method: "GET", path: vmBase + "/dirs", query: pathQ(), accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.VM(weirdVM).ListDir(ctx, guestPath, client.ListDirOptions{})
+				return err
+			}},
+		{name: "VM.Mkdir", method: "POST", path: vmBase + "/dirs", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"path":"/tmp/a b&c=d?e#.txt"}`,
 			resp: canned{status: 201, ctype: jsonCT, body: `{"path":"/tmp/a"}`},
-			call: func(ctx context.Context, c *client.Client) error { return c.Mkdir(ctx, weirdVM, guestPath) }},
-		{name: "Move", method: "POST", path: vmBase + "/fs/move", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"from":"/a","to":"/b c"}`,
+			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Mkdir(ctx, guestPath) }},
+		{name: "VM.Move", method: "POST", path: vmBase + "/fs/move", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"from":"/a","to":"/b c"}`,
 			resp: canned{ctype: jsonCT, body: `{"from":"/a","to":"/b c"}`},
-			call: func(ctx context.Context, c *client.Client) error { return c.Move(ctx, weirdVM, "/a", "/b c") }},
-		{name: "Stat", method: "GET", path: vmBase + "/fs/stat", query: pathQ(), accept: jsonCT,
+			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Move(ctx, "/a", "/b c") }},
+		{name: "VM.Stat", method: "GET", path: vmBase + "/fs/stat", query: pathQ(), accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"path":"/tmp/x","size":5,"mode":33188,"isDirectory":false,"isSymbolicLink":false,"mtime":"2025-01-02T03:04:05Z","uid":1,"gid":2}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				st, err := c.Stat(ctx, weirdVM, guestPath)
+				st, err := c.VM(weirdVM).Stat(ctx, guestPath)
 				if err != nil {
 					return err
 				}
 				return expect(st.Size == 5 && st.Mode == 0o100644 && st.UID == 1 && st.GID == 2 && !st.ModTime.IsZero(), "stat", st)
 			}},
-		{name: "Agents", method: "GET", path: vmBase + "/agents", accept: jsonCT,
+		{name: "VM.Agents", method: "GET", path: vmBase + "/agents", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"pi","installed":true},{"id":"claude","installed":false}],"nextCursor":""}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.Agents(ctx, weirdVM)
+				l, err := c.VM(weirdVM).Agents(ctx)
 				if err != nil {
 					return err
 				}
-				return expect(len(l.Items) == 2 && l.Items[0] == client.Agent{ID: "pi", Installed: true} && l.Items[1] == client.Agent{ID: "claude"}, "agents", l)
+				return expect(len(l) == 2 && l[0] == client.Agent{ID: "pi", Installed: true} && l[1] == client.Agent{ID: "claude"}, "agents", l)
 			}},
-		{name: "OpenSession", method: "POST", path: vmBase + "/sessions", accept: jsonCT, ctype: jsonCT,
+		{name: "VM.OpenSession", method: "POST", path: vmBase + "/sessions", accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"sessionId":"fix-flaky-test","agent":"claude","cwd":"/work/repo","env":{"CI":"1"},"additionalDirectories":["/data"],` +
 				`"mcpServers":[{"name":"fs","command":"mcp-fs","args":[],"env":[]}],"permissionPolicy":"ask",` +
 				`"permissionDefault":{"decision":"allow","timeoutSeconds":300},"additionalInstructions":"Be brief."}`,
 			resp: canned{status: 201, ctype: jsonCT, header: map[string]string{"Location": "/v1/vms/" + weirdVMEsc + "/sessions/" + sessionIDEsc},
 				body: strings.Replace(sessionJSON, `"state":"waiting"`, `"state":"idle"`, 1)},
 			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.OpenSession(ctx, weirdVM, client.OpenSessionRequest{SessionID: "fix-flaky-test", Agent: "claude", Cwd: "/work/repo",
+				s, err := c.VM(weirdVM).OpenSession(ctx, client.OpenSessionRequest{SessionID: "fix-flaky-test", Agent: "claude", Cwd: "/work/repo",
 					Env: map[string]string{"CI": "1"}, AdditionalDirectories: []string{"/data"},
 					MCPServers:       json.RawMessage(`[{"name":"fs","command":"mcp-fs","args":[],"env":[]}]`),
-					PermissionPolicy: "ask", PermissionDefault: &client.PermissionDefault{Decision: "allow", TimeoutSeconds: 300},
+					PermissionPolicy: client.PolicyAsk, PermissionDefault: &client.PermissionDefault{Decision: "allow", Timeout: 300 * time.Second},
 					AdditionalInstructions: "Be brief."})
 				if err != nil {
 					return err
 				}
-				return expect(s.ID == sessionID && s.VMID == weirdVM && s.State == client.SessionIdle && s.PermissionPolicy == "ask" &&
-					s.PermissionDefault != nil && *s.PermissionDefault == client.PermissionDefault{Decision: "allow", TimeoutSeconds: 300}, "session", s)
+				return expect(s.ID == sessionID && s.VMID == weirdVM && s.State == client.SessionIdle && s.PermissionPolicy == client.PolicyAsk &&
+					s.PermissionDefault != nil && *s.PermissionDefault == client.PermissionDefault{Decision: "allow", Timeout: 300 * time.Second}, "session", s)
 			}},
-		{name: "OpenSessionMinimal", method: "POST", path: vmBase + "/sessions", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"agent":"pi"}`,
+		{name: "VM.OpenSession", variant: "minimal", method: "POST", path: vmBase + "/sessions", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"agent":"pi"}`,
 			resp: canned{status: 201, ctype: jsonCT, body: idleSessionJSON},
 			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.OpenSession(ctx, weirdVM, client.OpenSessionRequest{Agent: "pi"})
+				s, err := c.VM(weirdVM).OpenSession(ctx, client.OpenSessionRequest{Agent: "pi"})
 				if err != nil {
 					return err
 				}
 				return expect(s.Agent == "pi" && s.PermissionDefault == nil && s.AdditionalDirectories != nil && len(s.PendingPermissions) == 0 &&
-					s.LatestSequence == 0, "session", s)
+					s.PermissionPolicy == client.PolicyAllowAll && s.LatestSequence == 0, "session", s)
 			}},
-		{name: "GetSession", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc, accept: jsonCT, resp: canned{ctype: jsonCT, body: sessionJSON},
+		{name: "VM.OpenSession", variant: "permission default timeout rounded up to a second", method: "POST", path: vmBase + "/sessions", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"agent":"pi","permissionPolicy":"reject_all","permissionDefault":{"decision":"reject","timeoutSeconds":2}}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: idleSessionJSON},
 			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.GetSession(ctx, weirdVM, sessionID)
+				_, err := c.VM(weirdVM).OpenSession(ctx, client.OpenSessionRequest{Agent: "pi", PermissionPolicy: client.PolicyRejectAll,
+					PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: 1001 * time.Millisecond}})
+				return err
+			}},
+		{name: "Session.Get", method: "GET", path: sesBase, accept: jsonCT, resp: canned{ctype: jsonCT, body: sessionJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				h := c.VM(weirdVM).Session(sessionID)
+				if h.ID() != sessionID {
+					return expect(false, "handle id", h.ID())
+				}
+				s, err := h.Get(ctx)
 				if err != nil {
 					return err
 				}
 				if err := expect(s.ID == sessionID && s.Agent == "claude" && s.Cwd == "/work/repo" && reflect.DeepEqual(s.AdditionalDirectories, []string{"/data"}) &&
 					s.State == client.SessionWaiting && s.LatestSequence == 12 && s.CreatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 5, 5e8, time.UTC)) &&
-					s.UpdatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)) && len(s.PendingPermissions) == 1, "session", s); err != nil {
+					s.UpdatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)) && len(s.PendingPermissions) == 1 &&
+					s.PermissionDefault != nil && s.PermissionDefault.Timeout == 5*time.Minute, "session", s); err != nil {
 					return err
 				}
 				p := s.PendingPermissions[0]
@@ -588,172 +704,193 @@ func methodCases() []methodCase {
 					p.Option("reject_once") == "reject-once" && p.Option("allow_always") == "" && len(p.Options) == 2 && p.Options[0].Name == "Allow once" &&
 					string(p.ToolCall) == `{"toolCallId":"tc_1","title":"rm -rf /tmp/x","kind":"execute"}` && !p.AskedAt.IsZero(), "permission", p)
 			}},
-		{name: "ListSessions", method: "GET", path: vmBase + "/sessions", accept: jsonCT, query: url.Values{"cursor": {"c/1"}, "limit": {"2"}},
+		{name: "VM.ListSessions", method: "GET", path: vmBase + "/sessions", accept: jsonCT, query: url.Values{"cursor": {"c/1"}, "limit": {"2"}},
 			resp: canned{ctype: jsonCT, body: `{"items":[` + idleSessionJSON + `,` + sessionJSON + `],"nextCursor":"c2"}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.ListSessions(ctx, weirdVM, client.ListOptions{Cursor: "c/1", Limit: 2})
+				l, err := c.VM(weirdVM).ListSessions(ctx, client.ListOptions{Cursor: "c/1", Limit: 2})
 				if err != nil {
 					return err
 				}
 				return expect(len(l.Items) == 2 && l.NextCursor == "c2" && l.Items[0].State == client.SessionIdle && l.Items[1].State == client.SessionWaiting, "list", l)
 			}},
-		{name: "ListSessionsFirstPage", method: "GET", path: vmBase + "/sessions", accept: jsonCT, query: url.Values{},
+		{name: "VM.ListSessions", variant: "first page", method: "GET", path: vmBase + "/sessions", accept: jsonCT, query: url.Values{},
 			resp: canned{ctype: jsonCT, body: `{"items":[],"nextCursor":""}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.ListSessions(ctx, weirdVM, client.ListOptions{})
+				l, err := c.VM(weirdVM).ListSessions(ctx, client.ListOptions{})
 				if err != nil {
 					return err
 				}
 				return expect(len(l.Items) == 0 && l.NextCursor == "", "list", l)
 			}},
-		{name: "DeleteSession", method: "DELETE", path: vmBase + "/sessions/" + sessionIDEsc, accept: jsonCT, resp: canned{status: 204},
-			call: func(ctx context.Context, c *client.Client) error { return c.DeleteSession(ctx, weirdVM, sessionID) }},
-		{name: "UnloadSession", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/unload", accept: jsonCT,
+		{name: "VM.Sessions", method: "GET", path: vmBase + "/sessions", accept: jsonCT, query: url.Values{},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + idleSessionJSON + `,` + sessionJSON + `]}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				var states []client.SessionState
+				for s, err := range c.VM(weirdVM).Sessions(ctx) {
+					if err != nil {
+						return err
+					}
+					states = append(states, s.State)
+				}
+				return expect(reflect.DeepEqual(states, []client.SessionState{client.SessionIdle, client.SessionWaiting}), "states", states)
+			}},
+		{name: "Session.Delete", method: "DELETE", path: sesBase, accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Session(sessionID).Delete(ctx) }},
+		{name: "Session.Unload", method: "POST", path: sesBase + "/unload", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: strings.Replace(idleSessionJSON, `"state":"idle"`, `"state":"unloaded"`, 1)},
 			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.UnloadSession(ctx, weirdVM, sessionID)
+				s, err := c.VM(weirdVM).Session(sessionID).Unload(ctx)
 				if err != nil {
 					return err
 				}
 				return expect(s.State == client.SessionUnloaded, "session", s)
 			}},
-		{name: "Prompt", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/prompt", accept: jsonCT, ctype: jsonCT, absent: []string{"Prefer"},
+		{name: "Session.Prompt", method: "POST", path: sesBase + "/prompt", accept: jsonCT, ctype: jsonCT, absent: []string{"Prefer"},
 			bodyJSON: `{"content":[{"type":"text","text":"Make the tests pass."}],"idempotencyKey":"turn-1"}`,
 			resp: canned{ctype: jsonCT, header: map[string]string{"Idempotent-Replayed": "true"},
 				body: `{"stopReason":"end_turn","message":{"role":"assistant","content":[{"type":"text","text":"done"}]}}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				res, err := c.Prompt(ctx, weirdVM, sessionID, client.PromptRequest{Content: client.TextPrompt("Make the tests pass."), IdempotencyKey: "turn-1"})
+				res, err := c.VM(weirdVM).Session(sessionID).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("Make the tests pass."), IdempotencyKey: "turn-1"})
 				if err != nil {
 					return err
 				}
 				return expect(res.StopReason == "end_turn" && res.Replayed &&
 					string(res.Message) == `{"role":"assistant","content":[{"type":"text","text":"done"}]}`, "result", res)
 			}},
-		{name: "PromptFresh", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/prompt", accept: jsonCT, ctype: jsonCT, absent: []string{"Prefer"},
+		{name: "Session.Prompt", variant: "fresh", method: "POST", path: sesBase + "/prompt", accept: jsonCT, ctype: jsonCT, absent: []string{"Prefer"},
 			bodyJSON: `{"content":[{"type":"text","text":"a"},{"type":"image","mimeType":"image/png","data":"iVBORw0KGgo="}]}`,
 			resp:     canned{ctype: jsonCT, body: `{"stopReason":"cancelled","message":null}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				res, err := c.Prompt(ctx, weirdVM, sessionID, client.PromptRequest{
+				res, err := c.VM(weirdVM).Session(sessionID).Prompt(ctx, client.PromptRequest{
 					Content: json.RawMessage(`[{"type":"text","text":"a"},{"type":"image","mimeType":"image/png","data":"iVBORw0KGgo="}]`)})
 				if err != nil {
 					return err
 				}
 				return expect(res.StopReason == "cancelled" && !res.Replayed && string(res.Message) == "null", "result", res)
 			}},
-		{name: "PromptAsync", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/prompt", accept: jsonCT, ctype: jsonCT,
+		{name: "Session.PromptAsync", method: "POST", path: sesBase + "/prompt", accept: jsonCT, ctype: jsonCT,
 			headers:  map[string]string{"Prefer": "respond-async"},
 			bodyJSON: `{"content":[{"type":"text","text":"go"}],"idempotencyKey":"turn-2"}`,
 			resp: canned{status: 202, ctype: jsonCT, body: `{"status":"accepted"}`,
 				header: map[string]string{"Preference-Applied": "respond-async", "Location": "/v1/vms/" + weirdVMEsc + "/sessions/" + sessionIDEsc}},
 			call: func(ctx context.Context, c *client.Client) error {
-				res, err := c.PromptAsync(ctx, weirdVM, sessionID, client.PromptRequest{Content: client.TextPrompt("go"), IdempotencyKey: "turn-2"})
+				res, err := c.VM(weirdVM).Session(sessionID).PromptAsync(ctx, client.PromptRequest{Content: client.TextPrompt("go"), IdempotencyKey: "turn-2"})
 				if err != nil {
 					return err
 				}
 				return expect(res == nil, "result of an accepted turn", res)
 			}},
-		{name: "PromptAsyncReplayed", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/prompt", accept: jsonCT, ctype: jsonCT,
+		{name: "Session.PromptAsync", variant: "replayed", method: "POST", path: sesBase + "/prompt", accept: jsonCT, ctype: jsonCT,
 			headers:  map[string]string{"Prefer": "respond-async"},
 			bodyJSON: `{"content":[{"type":"text","text":"go"}],"idempotencyKey":"turn-2"}`,
 			resp: canned{ctype: jsonCT, header: map[string]string{"Idempotent-Replayed": "true"},
 				body: `{"stopReason":"max_tokens","message":{"text":"cut"}}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				res, err := c.PromptAsync(ctx, weirdVM, sessionID, client.PromptRequest{Content: client.TextPrompt("go"), IdempotencyKey: "turn-2"})
+				res, err := c.VM(weirdVM).Session(sessionID).PromptAsync(ctx, client.PromptRequest{Content: client.TextPrompt("go"), IdempotencyKey: "turn-2"})
 				if err != nil {
 					return err
 				}
 				return expect(res != nil && res.StopReason == "max_tokens" && res.Replayed && string(res.Message) == `{"text":"cut"}`, "result", res)
 			}},
-		{name: "CancelPrompt", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/cancel", accept: jsonCT,
+		{name: "Session.Cancel", method: "POST", path: sesBase + "/cancel", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"status":"no_active_prompt"}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				st, err := c.CancelPrompt(ctx, weirdVM, sessionID)
+				st, err := c.VM(weirdVM).Session(sessionID).Cancel(ctx)
 				if err != nil {
 					return err
 				}
-				return expect(st == "no_active_prompt", "status", st)
+				return expect(st == client.NoActivePrompt, "status", st)
 			}},
-		{name: "Permissions", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/permissions", accept: jsonCT,
+		{name: "Session.Cancel", variant: "cancelled", method: "POST", path: sesBase + "/cancel", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"status":"cancelled"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				st, err := c.VM(weirdVM).Session(sessionID).Cancel(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(st == client.Cancelled, "status", st)
+			}},
+		{name: "Session.Permissions", method: "GET", path: sesBase + "/permissions", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"items":[` + permissionJSON + `,` +
 				`{"requestId":"r2","options":null,"toolCall":null,"askedAt":"2025-01-02T03:04:05Z","status":"answered",` +
 				`"decision":{"by":"api","keyId":"key_1","optionId":"allow-once","status":"accepted","at":"2025-01-02T03:04:07Z"}}],"nextCursor":""}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.Permissions(ctx, weirdVM, sessionID)
+				l, err := c.VM(weirdVM).Session(sessionID).Permissions(ctx)
 				if err != nil {
 					return err
 				}
-				if err := expect(len(l.Items) == 2 && l.Items[0].RequestID == requestID && l.Items[0].Decision == nil, "list", l); err != nil {
+				if err := expect(len(l) == 2 && l[0].RequestID == requestID && l[0].Decision == nil, "list", l); err != nil {
 					return err
 				}
-				p := l.Items[1]
+				p := l[1]
 				return expect(p.Options == nil && string(p.ToolCall) == "null" && p.Option("allow_once") == "" && p.Decision != nil &&
 					*p.Decision == client.PermissionDecision{By: "api", KeyID: "key_1", OptionID: "allow-once", Status: "accepted", At: time.Date(2025, 1, 2, 3, 4, 7, 0, time.UTC)},
 					"permission", p)
 			}},
-		{name: "AnswerPermission", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/permissions/" + requestIDEsc, accept: jsonCT, ctype: jsonCT,
+		{name: "Session.AnswerPermission", method: "POST", path: sesBase + "/permissions/" + requestIDEsc, accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"optionId":"allow-once"}`, resp: canned{ctype: jsonCT, body: `{"status":"accepted"}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				a, err := c.AnswerPermission(ctx, weirdVM, sessionID, requestID, "allow-once")
+				a, err := c.VM(weirdVM).Session(sessionID).AnswerPermission(ctx, requestID, "allow-once")
 				if err != nil {
 					return err
 				}
 				return expect(*a == client.PermissionAnswer{Status: "accepted"}, "answer", a)
 			}},
-		{name: "AnswerPermissionNotPending", method: "POST", path: vmBase + "/sessions/" + sessionIDEsc + "/permissions/" + requestIDEsc, accept: jsonCT, ctype: jsonCT,
+		{name: "Session.AnswerPermission", variant: "not pending", method: "POST", path: sesBase + "/permissions/" + requestIDEsc, accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"optionId":"reject-once"}`, resp: canned{ctype: jsonCT, body: `{"status":"not_pending","reason":"already_resolved"}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				a, err := c.AnswerPermission(ctx, weirdVM, sessionID, requestID, "reject-once")
+				a, err := c.VM(weirdVM).Session(sessionID).AnswerPermission(ctx, requestID, "reject-once")
 				if err != nil {
 					return err
 				}
 				return expect(a.Status == "not_pending" && a.Reason == "already_resolved", "answer", a)
 			}},
-		{name: "SessionConfig", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/config", accept: jsonCT,
+		{name: "Session.Config", method: "GET", path: sesBase + "/config", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"revision":3,"options":[{"id":"model","name":"Model","type":"select","currentValue":"a"}]}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				cfg, err := c.SessionConfig(ctx, weirdVM, sessionID)
+				cfg, err := c.VM(weirdVM).Session(sessionID).Config(ctx)
 				if err != nil {
 					return err
 				}
 				return expect(cfg.Revision == 3 && string(cfg.Options) == `[{"id":"model","name":"Model","type":"select","currentValue":"a"}]`, "config", cfg)
 			}},
-		{name: "SetSessionConfig", method: "PUT", path: vmBase + "/sessions/" + sessionIDEsc + "/config/model%2Fx", accept: jsonCT, ctype: jsonCT,
+		{name: "Session.SetConfig", method: "PUT", path: sesBase + "/config/model%2Fx", accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"value":"claude-sonnet-4-5"}`, resp: canned{ctype: jsonCT, body: `{"revision":4,"options":null}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				cfg, err := c.SetSessionConfig(ctx, weirdVM, sessionID, "model/x", "claude-sonnet-4-5")
+				cfg, err := c.VM(weirdVM).Session(sessionID).SetConfig(ctx, "model/x", "claude-sonnet-4-5")
 				if err != nil {
 					return err
 				}
 				return expect(cfg.Revision == 4 && string(cfg.Options) == "null", "config", cfg)
 			}},
-		{name: "SetSessionConfigJSON", method: "PUT", path: vmBase + "/sessions/" + sessionIDEsc + "/config/effort", accept: jsonCT, ctype: jsonCT,
+		{name: "Session.SetConfig", variant: "JSON value", method: "PUT", path: sesBase + "/config/effort", accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"value":{"level":2,"fast":true}}`, resp: canned{ctype: jsonCT, body: `{"revision":5,"options":[]}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				_, err := c.SetSessionConfig(ctx, weirdVM, sessionID, "effort", json.RawMessage(`{"level":2,"fast":true}`))
+				_, err := c.VM(weirdVM).Session(sessionID).SetConfig(ctx, "effort", json.RawMessage(`{"level":2,"fast":true}`))
 				return err
 			}},
-		{name: "SessionCapabilities", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/capabilities", accept: jsonCT,
+		{name: "Session.Capabilities", method: "GET", path: sesBase + "/capabilities", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"loadSession":true,"promptCapabilities":{"image":true}}` + "\n"},
 			call: func(ctx context.Context, c *client.Client) error {
-				raw, err := c.SessionCapabilities(ctx, weirdVM, sessionID)
+				raw, err := c.VM(weirdVM).Session(sessionID).Capabilities(ctx)
 				if err != nil {
 					return err
 				}
 				return expect(string(raw) == `{"loadSession":true,"promptCapabilities":{"image":true}}`, "capabilities", string(raw))
 			}},
-		{name: "SessionCapabilitiesNull", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/capabilities", accept: jsonCT,
+		{name: "Session.Capabilities", variant: "null", method: "GET", path: sesBase + "/capabilities", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: "null\n"},
 			call: func(ctx context.Context, c *client.Client) error {
-				raw, err := c.SessionCapabilities(ctx, weirdVM, sessionID)
+				raw, err := c.VM(weirdVM).Session(sessionID).Capabilities(ctx)
 				if err != nil {
 					return err
 				}
 				return expect(string(raw) == "null", "capabilities", string(raw))
 			}},
-		{name: "SessionAgentInfo", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/agent-info", accept: jsonCT,
+		{name: "Session.AgentInfo", method: "GET", path: sesBase + "/agent-info", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"name":"pi","version":"1.2.3"}` + "\n"},
 			call: func(ctx context.Context, c *client.Client) error {
-				raw, err := c.SessionAgentInfo(ctx, weirdVM, sessionID)
+				raw, err := c.VM(weirdVM).Session(sessionID).AgentInfo(ctx)
 				if err != nil {
 					return err
 				}
@@ -763,11 +900,11 @@ func methodCases() []methodCase {
 				}
 				return expect(info.Name == "pi" && info.Version == "1.2.3", "agent info", string(raw))
 			}},
-		{name: "SessionHistory", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/history", accept: jsonCT,
+		{name: "Session.History", method: "GET", path: sesBase + "/history", accept: jsonCT,
 			query: url.Values{"after": {"5"}, "before": {"9"}, "limit": {"3"}},
 			resp:  canned{ctype: jsonCT, body: `{"events":[` + durableChunkJSON + `,` + durableAskJSON + `,` + durableReplyJSON + `],"hasMoreBefore":true,"hasMoreAfter":false}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				h, err := c.SessionHistory(ctx, weirdVM, sessionID, client.HistoryQuery{After: 5, Before: 9, Limit: 3})
+				h, err := c.VM(weirdVM).Session(sessionID).History(ctx, client.HistoryQuery{After: 5, Before: 9, Limit: 3})
 				if err != nil {
 					return err
 				}
@@ -782,25 +919,25 @@ func methodCases() []methodCase {
 					reply.Type == "permission_response" && reply.Status == "accepted" && reply.Decision != nil && reply.Decision.By == "timeout" &&
 					reply.Decision.OptionID == "allow-once" && string(reply.Response) == `{"outcome":{"outcome":"selected","optionId":"allow-once"}}`, "events", h.Events)
 			}},
-		{name: "SessionHistoryFromStart", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/history", accept: jsonCT, query: url.Values{},
+		{name: "Session.History", variant: "from the start", method: "GET", path: sesBase + "/history", accept: jsonCT, query: url.Values{},
 			resp: canned{ctype: jsonCT, body: `{"events":[],"hasMoreBefore":false,"hasMoreAfter":false}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				h, err := c.SessionHistory(ctx, weirdVM, sessionID, client.HistoryQuery{})
+				h, err := c.VM(weirdVM).Session(sessionID).History(ctx, client.HistoryQuery{})
 				if err != nil {
 					return err
 				}
 				return expect(len(h.Events) == 0 && !h.HasMoreBefore && !h.HasMoreAfter, "history", h)
 			}},
-		{name: "SessionHistoryBackwards", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/history", accept: jsonCT, query: url.Values{"before": {"100"}},
+		{name: "Session.History", variant: "backwards", method: "GET", path: sesBase + "/history", accept: jsonCT, query: url.Values{"before": {"100"}},
 			resp: canned{ctype: jsonCT, body: `{"events":[` + durableReplyJSON + `],"hasMoreBefore":true,"hasMoreAfter":true}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				h, err := c.SessionHistory(ctx, weirdVM, sessionID, client.HistoryQuery{Before: 100})
+				h, err := c.VM(weirdVM).Session(sessionID).History(ctx, client.HistoryQuery{Before: 100})
 				if err != nil {
 					return err
 				}
 				return expect(len(h.Events) == 1 && h.Events[0].Sequence == 8 && h.HasMoreAfter, "history", h)
 			}},
-		{name: "SessionEvents", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/events", accept: sseCT,
+		{name: "Session.Events", method: "GET", path: sesBase + "/events", accept: sseCT,
 			headers: map[string]string{"Last-Event-ID": "5", "Cache-Control": "no-cache"},
 			resp: canned{ctype: sseCT, body: "id: 6\nevent: durable\ndata: " + durableChunkJSON + "\n\n" +
 				": heartbeat\n\n" +
@@ -808,7 +945,7 @@ func methodCases() []methodCase {
 				"id: 6\nevent: agent_stderr\ndata: {\"agentType\":\"pi\",\"processId\":\"p1\",\"text\":\"warn\\n\"}\n\n" +
 				"id: 7\nevent: durable\ndata: " + durableAskJSON + "\n\n"},
 			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.SessionEvents(ctx, weirdVM, sessionID, client.StreamOptions{LastEventID: "5"})
+				s, err := c.VM(weirdVM).Session(sessionID).Events(ctx, client.StreamOptions{LastEventID: "5"})
 				if err != nil {
 					return err
 				}
@@ -817,56 +954,35 @@ func methodCases() []methodCase {
 				if err != nil {
 					return err
 				}
-				d, err := ev.SessionEvent()
-				if err != nil {
+				d, ok := ev.(*client.SessionEvent)
+				if err := expect(ok && s.LastEventID() == "6" && d.Sequence == 6 && d.Type == "agent_message_chunk" && len(d.Update) > 0, "durable", ev); err != nil {
 					return err
 				}
-				if err := expect(ev.Type == client.EventDurable && ev.ID == "6" && d.Sequence == 6 && d.Type == "agent_message_chunk" && len(d.Update) > 0, "durable", ev, d); err != nil {
+				if ev, err = s.Next(ctx); err != nil {
 					return err
 				}
-				if _, err := ev.EphemeralEvent(); err == nil {
-					return expect(false, "a durable event decoded as ephemeral")
-				}
-				ev, err = s.Next(ctx)
-				if err != nil {
+				e, ok := ev.(*client.EphemeralEvent)
+				if err := expect(ok && s.LastEventID() == "6" && e.AfterSequence == 6 && e.Type == "agent_message_chunk" &&
+					string(e.Update) == `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"h"}}`, "ephemeral", ev); err != nil {
 					return err
 				}
-				e, err := ev.EphemeralEvent()
-				if err != nil {
+				if ev, err = s.Next(ctx); err != nil {
 					return err
 				}
-				if err := expect(ev.Type == client.EventEphemeral && ev.ID == "6" && s.LastEventID() == "6" && e.AfterSequence == 6 && e.Type == "agent_message_chunk" &&
-					string(e.Update) == `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"h"}}`, "ephemeral", ev, e); err != nil {
+				st, ok := ev.(*client.AgentStderr)
+				if err := expect(ok && s.LastEventID() == "6" && *st == client.AgentStderr{AgentType: "pi", ProcessID: "p1", Text: "warn\n"}, "stderr", ev); err != nil {
 					return err
 				}
-				if _, err := ev.SessionEvent(); err == nil {
-					return expect(false, "an ephemeral event decoded as durable")
-				}
-				ev, err = s.Next(ctx)
-				if err != nil {
+				if ev, err = s.Next(ctx); err != nil {
 					return err
 				}
-				var stderr struct{ AgentType, ProcessID, Text string }
-				if err := ev.Decode(&stderr); err != nil {
-					return err
-				}
-				if err := expect(ev.Type == client.EventAgentStderr && ev.ID == "6" && stderr.Text == "warn\n", "stderr", ev); err != nil {
-					return err
-				}
-				ev, err = s.Next(ctx)
-				if err != nil {
-					return err
-				}
-				d, err = ev.SessionEvent()
-				if err != nil {
-					return err
-				}
-				return expect(ev.ID == "7" && s.LastEventID() == "7" && d.Sequence == 7 && d.RequestID == requestID, "durable", ev, d)
+				d, ok = ev.(*client.SessionEvent)
+				return expect(ok && s.LastEventID() == "7" && d.Sequence == 7 && d.RequestID == requestID, "durable", ev)
 			}},
-		{name: "SessionEventsFromStart", method: "GET", path: vmBase + "/sessions/" + sessionIDEsc + "/events", accept: sseCT,
+		{name: "Session.Events", variant: "from the start", method: "GET", path: sesBase + "/events", accept: sseCT,
 			resp: canned{ctype: sseCT, body: "id: \nevent: end\ndata: {\"state\":\"deleted\"}\n\n"},
 			call: func(ctx context.Context, c *client.Client) error {
-				s, err := c.SessionEvents(ctx, weirdVM, sessionID, client.StreamOptions{})
+				s, err := c.VM(weirdVM).Session(sessionID).Events(ctx, client.StreamOptions{})
 				if err != nil {
 					return err
 				}
@@ -875,11 +991,18 @@ func methodCases() []methodCase {
 				if err != nil {
 					return err
 				}
-				var end struct{ State string }
-				if err := ev.Decode(&end); err != nil {
+				end, ok := ev.(*client.SessionEnd)
+				if err := expect(ok && end.State == client.SessionDeleted && s.LastEventID() == "", "end", ev); err != nil {
 					return err
 				}
-				return expect(ev.Type == client.EventEnd && ev.Final() && ev.ID == "" && end.State == "deleted", "end", ev)
+				_, err = s.Next(ctx)
+				return expect(err == io.EOF, "after the final event", err)
+			}},
+		{name: "Session.Follow", method: "GET", path: sesBase + "/events", accept: sseCT,
+			resp: canned{ctype: sseCT, body: "id: 6\nevent: durable\ndata: " + durableChunkJSON + "\n\n" + "id: 6\nevent: end\ndata: {\"state\":\"closed\"}\n\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				types, err := follow(c.VM(weirdVM).Session(sessionID).Follow(ctx))
+				return expect(err == nil && strings.Join(types, " ") == "*client.SessionEvent *client.SessionEnd", "events", types, err)
 			}},
 		{name: "CreateTenant", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5}}`,
@@ -891,18 +1014,18 @@ func methodCases() []methodCase {
 				}
 				return expect(t.ID == tenantID && t.Quotas.MaxVMs == 2 && t.Quotas.RequestsPerSecond == 1.5, "tenant", t)
 			}},
-		{name: "CreateTenantSessions", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT,
+		{name: "CreateTenant", variant: "sessions", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"name":"acme","sessions":{"retentionDays":7,"permissionDefault":{"decision":"reject","timeoutSeconds":60}}}`,
 			resp:     canned{status: 201, ctype: jsonCT, body: tenantSessionsJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				t, err := c.CreateTenant(ctx, client.TenantCreate{Name: "acme", Sessions: &client.SessionSettingsUpdate{
-					RetentionDays: client.Ptr(7), PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60}}})
+					Retention: client.Ptr(7 * day), PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: time.Minute}}})
 				if err != nil {
 					return err
 				}
-				return expect(t.Sessions.RetentionDays == 7 && t.Sessions.PermissionDefault != nil && t.Sessions.PermissionDefault.Decision == "reject", "tenant", t)
+				return expect(t.Sessions.Retention == 7*day && t.Sessions.PermissionDefault != nil && t.Sessions.PermissionDefault.Decision == "reject", "tenant", t)
 			}},
-		{name: "CreateTenantDefaults", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"name":"solo"}`,
+		{name: "CreateTenant", variant: "defaults", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"name":"solo"}`,
 			resp: canned{status: 201, ctype: jsonCT, body: tenantJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				_, err := c.CreateTenant(ctx, client.TenantCreate{Name: "solo"})
@@ -916,6 +1039,18 @@ func methodCases() []methodCase {
 					return err
 				}
 				return expect(len(l.Items) == 1 && l.NextCursor == "y", "list", l)
+			}},
+		{name: "Tenants", method: "GET", path: "/v1/tenants", accept: jsonCT, query: url.Values{},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + tenantJSON + `]}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				var ids []string
+				for t, err := range c.Tenants(ctx) {
+					if err != nil {
+						return err
+					}
+					ids = append(ids, t.ID)
+				}
+				return expect(len(ids) == 1 && ids[0] == tenantID, "tenants", ids)
 			}},
 		{name: "GetTenant", method: "GET", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, resp: canned{ctype: jsonCT, body: tenantJSON},
 			call: func(ctx context.Context, c *client.Client) error {
@@ -931,33 +1066,34 @@ func methodCases() []methodCase {
 				_, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Isolated: client.Ptr(false), Quotas: &client.QuotasUpdate{MaxVMs: client.Ptr(0)}})
 				return err
 			}},
-		{name: "UpdateTenantSessions", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
+		{name: "UpdateTenant", variant: "sessions", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"sessions":{"retentionDays":7,"permissionDefault":{"decision":"reject","timeoutSeconds":60}}}`,
 			resp:     canned{ctype: jsonCT, body: tenantSessionsJSON},
 			call: func(ctx context.Context, c *client.Client) error {
+				// A retention is rounded up to whole days.
 				t, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
-					RetentionDays: client.Ptr(7), PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60}}})
+					Retention: client.Ptr(6*day + time.Hour), PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: time.Minute}}})
 				if err != nil {
 					return err
 				}
-				return expect(t.Sessions.RetentionDays == 7 && t.Sessions.PermissionDefault != nil &&
-					*t.Sessions.PermissionDefault == client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60}, "tenant", t)
+				return expect(t.Sessions.Retention == 7*day && t.Sessions.PermissionDefault != nil &&
+					*t.Sessions.PermissionDefault == client.PermissionDefault{Decision: "reject", Timeout: time.Minute}, "tenant", t)
 			}},
-		{name: "UpdateTenantClearPermissionDefault", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
+		{name: "UpdateTenant", variant: "clear permission default", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"sessions":{"permissionDefault":null}}`, resp: canned{ctype: jsonCT, body: tenantJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				// Clearing wins over a PermissionDefault set alongside.
 				t, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
-					ClearPermissionDefault: true, PermissionDefault: &client.PermissionDefault{Decision: "allow", TimeoutSeconds: 1}}})
+					ClearPermissionDefault: true, PermissionDefault: &client.PermissionDefault{Decision: "allow", Timeout: time.Second}}})
 				if err != nil {
 					return err
 				}
-				return expect(t.Sessions.RetentionDays == 0 && t.Sessions.PermissionDefault == nil, "tenant", t)
+				return expect(t.Sessions.Retention == 0 && t.Sessions.PermissionDefault == nil, "tenant", t)
 			}},
-		{name: "UpdateTenantRetentionZero", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
+		{name: "UpdateTenant", variant: "retention zero", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"sessions":{"retentionDays":0}}`, resp: canned{ctype: jsonCT, body: tenantJSON},
 			call: func(ctx context.Context, c *client.Client) error {
-				_, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{RetentionDays: client.Ptr(0)}})
+				_, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{Retention: client.Ptr(time.Duration(0))}})
 				return err
 			}},
 		{name: "CreateKey", method: "POST", path: "/v1/tenants/" + tenantIDEsc + "/keys", accept: jsonCT,
@@ -969,14 +1105,14 @@ func methodCases() []methodCase {
 				}
 				return expect(k.Key == "agw_abcdef" && k.TenantID == tenantID, "key", k)
 			}},
-		{name: "ListKeys", method: "GET", path: "/v1/tenants/" + tenantIDEsc + "/keys", accept: jsonCT,
+		{name: "Keys", method: "GET", path: "/v1/tenants/" + tenantIDEsc + "/keys", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"k1","tenantId":"t/1","prefix":"agw_abc","createdAt":"2025-01-02T03:04:05Z"}],"nextCursor":""}`},
 			call: func(ctx context.Context, c *client.Client) error {
-				l, err := c.ListKeys(ctx, tenantID)
+				l, err := c.Keys(ctx, tenantID)
 				if err != nil {
 					return err
 				}
-				return expect(len(l.Items) == 1 && l.Items[0].Key == "", "keys", l)
+				return expect(len(l) == 1 && l[0].Key == "" && l[0].Prefix == "agw_abc", "keys", l)
 			}},
 		{name: "DeleteKey", method: "DELETE", path: "/v1/tenants/" + tenantIDEsc + "/keys/k%2F1", accept: jsonCT, resp: canned{status: 204},
 			call: func(ctx context.Context, c *client.Client) error { return c.DeleteKey(ctx, tenantID, "k/1") }},
@@ -987,7 +1123,7 @@ func methodCases() []methodCase {
 				if err != nil {
 					return err
 				}
-				return expect(len(l.Items) == 1 && l.Items[0].Pid == 99 && l.Items[0].VMCount == 2 && l.Items[0].RSSBytes == 1024, "sidecars", l)
+				return expect(len(l) == 1 && l[0].Pid == 99 && l[0].VMCount == 2 && l[0].RSSBytes == 1024, "sidecars", l)
 			}},
 	}
 }
@@ -999,14 +1135,11 @@ func TestMethodsWire(t *testing.T) {
 	rec := &recorder{}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
-	// A base URL with a path prefix and a trailing slash is kept.
-	prefixed := http.StripPrefix("/gw", rec)
-	srv2 := httptest.NewServer(prefixed)
-	defer srv2.Close()
-	c := client.New(srv.URL+"/", apiKey, client.WithUserAgent(userAgent))
+	// A base URL with a trailing slash is kept.
+	c := newClient(t, srv.URL+"/", client.WithUserAgent(userAgent))
 
 	for _, tc := range methodCases() {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name+"/"+tc.variant, func(t *testing.T) {
 			rec.reset(tc.resp)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -1051,11 +1184,10 @@ func TestMethodsWire(t *testing.T) {
 					t.Errorf("%s %q, want %q", k, h, v)
 				}
 			}
-			if tc.headers["Idempotency-Key"] == "" {
-				tc.absent = append(tc.absent, "Idempotency-Key")
-			}
-			if tc.headers["Last-Event-ID"] == "" {
-				tc.absent = append(tc.absent, "Last-Event-ID")
+			for _, k := range []string{"Idempotency-Key", "Last-Event-ID", "X-Request-ID", "Range", "If-Range", "If-None-Match", "Prefer"} {
+				if tc.headers[k] == "" {
+					tc.absent = append(tc.absent, k)
+				}
 			}
 			for _, k := range tc.absent {
 				if _, ok := r.Header[k]; ok {
@@ -1088,38 +1220,54 @@ func TestMethodsWire(t *testing.T) {
 			}
 		})
 	}
+}
 
-	// The same calls through a base URL with a path prefix.
-	cp := client.New(srv2.URL+"/gw", apiKey)
-	rec.reset(canned{ctype: jsonCT, body: vmJSON})
-	if _, err := cp.GetVM(context.Background(), weirdVM); err != nil {
-		t.Fatal(err)
-	}
-	if got := rec.requests(); len(got) != 1 || got[0].EscapedPath != "/v1/vms/"+weirdVMEsc {
-		t.Fatalf("prefixed call: %+v", got)
+// TestBaseURLPrefix checks that a base URL's path prefix is kept.
+func TestBaseURLPrefix(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(http.StripPrefix("/gw", rec))
+	defer srv.Close()
+	for _, base := range []string{srv.URL + "/gw", srv.URL + "/gw/"} {
+		c := newClient(t, base)
+		if c.BaseURL() != srv.URL+"/gw" {
+			t.Fatalf("BaseURL %q", c.BaseURL())
+		}
+		rec.reset(canned{ctype: jsonCT, body: vmJSON})
+		if _, err := c.VM(weirdVM).Get(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.requests(); len(got) != 1 || got[0].EscapedPath != "/v1/vms/"+weirdVMEsc {
+			t.Fatalf("prefixed call: %+v", got)
+		}
 	}
 }
 
-// TestMethodsWireCoversEveryMethod keeps the table above complete.
+// TestMethodsWireCoversEveryMethod keeps the table above complete: every
+// method of the Client and of its handles that makes a call has a case.
 func TestMethodsWireCoversEveryMethod(t *testing.T) {
-	elsewhere := map[string]bool{"BaseURL": true, "FollowProcessOutput": true, "FollowShellOutput": true, "FollowVMEvents": true,
-		"FollowSessionEvents": true}
-	cases := methodCases()
-	typ := reflect.TypeOf(&client.Client{})
-	for i := range typ.NumMethod() {
-		name := typ.Method(i).Name
-		if elsewhere[name] {
-			continue
+	// Accessors and handle constructors make no call.
+	noCall := map[string]bool{"BaseURL": true, "VM": true, "VM.ID": true, "VM.Process": true, "VM.Shell": true, "VM.Session": true,
+		"Process.Pid": true, "Process.Replayed": true, "Shell.ID": true, "Session.ID": true}
+	have := map[string]bool{}
+	for _, tc := range methodCases() {
+		have[tc.name] = true
+	}
+	for prefix, v := range map[string]any{"": &client.Client{}, "VM.": &client.VMHandle{}, "Process.": &client.ProcessHandle{},
+		"Shell.": &client.ShellHandle{}, "Session.": &client.SessionHandle{}} {
+		typ := reflect.TypeOf(v)
+		if typ.NumMethod() < 3 {
+			t.Fatalf("%s has %d methods", typ, typ.NumMethod())
 		}
-		found := false
-		for _, tc := range cases {
-			if tc.name == name || strings.HasPrefix(tc.name, name) && tc.name[len(name)] >= 'A' && tc.name[len(name)] <= 'Z' {
-				found = true
+		for i := range typ.NumMethod() {
+			name := prefix + typ.Method(i).Name
+			if !noCall[name] && !have[name] {
+				t.Errorf("method %s (%s) has no wire test case", name, typ)
 			}
+			delete(have, name)
 		}
-		if !found {
-			t.Errorf("method %s has no wire test case", name)
-		}
+	}
+	for name := range have {
+		t.Errorf("wire test case %s names no method", name)
 	}
 }
 
@@ -1128,7 +1276,11 @@ func TestNoAPIKeySendsNoAuthorization(t *testing.T) {
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 	rec.reset(canned{ctype: jsonCT, body: `{"status":"ok"}`})
-	if err := client.New(srv.URL, "").Health(context.Background()); err != nil {
+	c, err := client.New(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Health(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	r := rec.requests()[0]
@@ -1150,7 +1302,7 @@ func TestWithHTTPClient(t *testing.T) {
 		used = true
 		return http.DefaultTransport.RoundTrip(r)
 	})}
-	if err := client.New(srv.URL, apiKey, client.WithHTTPClient(hc), client.WithHTTPClient(nil)).Health(context.Background()); err != nil {
+	if err := newClient(t, srv.URL, client.WithHTTPClient(hc), client.WithHTTPClient(nil)).Health(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if !used {
@@ -1168,7 +1320,7 @@ func TestWriteFileDoesNotCloseReader(t *testing.T) {
 	defer srv.Close()
 	rec.reset(canned{ctype: jsonCT, body: `{"path":"/x","size":3}`})
 	r := &closeTracker{Reader: strings.NewReader("abc")}
-	if _, err := client.New(srv.URL, apiKey).WriteFile(context.Background(), "vm", "/x", r, client.WriteFileOptions{}); err != nil {
+	if _, err := newClient(t, srv.URL).VM("vm").WriteFile(context.Background(), "/x", r, client.WriteFileOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if r.closed {
@@ -1191,7 +1343,7 @@ func TestStreamRefusesNonEventStream(t *testing.T) {
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 	rec.reset(canned{ctype: jsonCT, body: `{"not":"a stream"}`})
-	_, err := client.New(srv.URL, apiKey).ProcessOutput(context.Background(), "vm", 1, client.StreamOptions{})
+	_, err := newClient(t, srv.URL).VM("vm").Process(1).Output(context.Background(), client.StreamOptions{})
 	if !errors.Is(err, client.ErrNotEventStream) {
 		t.Fatalf("err %v, want ErrNotEventStream", err)
 	}

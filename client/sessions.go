@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,33 +18,83 @@ type Agent struct {
 	Installed bool   `json:"installed"`
 }
 
-// Session states.
+// SessionState is the state of an agent session.
+type SessionState string
+
+// Session states. Closed and lost are final.
 const (
-	SessionIdle     = "idle"
-	SessionRunning  = "running"
-	SessionWaiting  = "waiting"
-	SessionUnloaded = "unloaded"
-	SessionClosed   = "closed"
-	SessionLost     = "lost"
+	SessionIdle     SessionState = "idle"
+	SessionRunning  SessionState = "running"
+	SessionWaiting  SessionState = "waiting"
+	SessionUnloaded SessionState = "unloaded"
+	SessionClosed   SessionState = "closed"
+	SessionLost     SessionState = "lost"
+	// SessionDeleted is the state a session's final end event carries when
+	// the session was deleted.
+	SessionDeleted SessionState = "deleted"
 )
 
 // PermissionDefault is the decision taken for a permission request nobody
-// answered in time: "reject" or "allow" after TimeoutSeconds.
+// answered in time: Decision ("reject" or "allow") after Timeout (rounded
+// up to a second).
 type PermissionDefault struct {
-	Decision       string `json:"decision"`
-	TimeoutSeconds int    `json:"timeoutSeconds"`
+	Decision string
+	Timeout  time.Duration
 }
+
+// wirePermissionDefault is the PermissionDefault schema.
+type wirePermissionDefault struct {
+	Decision       string `json:"decision"`
+	TimeoutSeconds int64  `json:"timeoutSeconds"`
+}
+
+// MarshalJSON encodes the PermissionDefault schema.
+func (d PermissionDefault) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wirePermissionDefault{Decision: d.Decision, TimeoutSeconds: ceilUnit(d.Timeout, time.Second)})
+}
+
+// UnmarshalJSON decodes the PermissionDefault schema.
+func (d *PermissionDefault) UnmarshalJSON(b []byte) error {
+	var w wirePermissionDefault
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*d = PermissionDefault{Decision: w.Decision, Timeout: time.Duration(w.TimeoutSeconds) * time.Second}
+	return nil
+}
+
+// day is the unit of a session's retention.
+const day = 24 * time.Hour
 
 // SessionSettings are a tenant's defaults for its agent sessions.
 type SessionSettings struct {
+	// Retention is how long a session's record is kept after its VM ended,
+	// in whole days (0: forever).
+	Retention         time.Duration
+	PermissionDefault *PermissionDefault
+}
+
+// wireSessionSettings is the SessionSettings schema.
+type wireSessionSettings struct {
 	RetentionDays     int                `json:"retentionDays"`
 	PermissionDefault *PermissionDefault `json:"permissionDefault,omitempty"`
+}
+
+// UnmarshalJSON decodes the SessionSettings schema.
+func (s *SessionSettings) UnmarshalJSON(b []byte) error {
+	var w wireSessionSettings
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*s = SessionSettings{Retention: time.Duration(w.RetentionDays) * day, PermissionDefault: w.PermissionDefault}
+	return nil
 }
 
 // SessionSettingsUpdate changes the settings whose field is set;
 // ClearPermissionDefault goes back to the gateway's default decision.
 type SessionSettingsUpdate struct {
-	RetentionDays          *int
+	// Retention is rounded up to whole days.
+	Retention              *time.Duration
 	PermissionDefault      *PermissionDefault
 	ClearPermissionDefault bool
 }
@@ -51,8 +102,8 @@ type SessionSettingsUpdate struct {
 // MarshalJSON writes permissionDefault null when it is to be cleared.
 func (u SessionSettingsUpdate) MarshalJSON() ([]byte, error) {
 	m := map[string]any{}
-	if u.RetentionDays != nil {
-		m["retentionDays"] = *u.RetentionDays
+	if u.Retention != nil {
+		m["retentionDays"] = ceilUnit(*u.Retention, day)
 	}
 	switch {
 	case u.ClearPermissionDefault:
@@ -63,6 +114,19 @@ func (u SessionSettingsUpdate) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// PermissionPolicy says how a session answers its agent's permission
+// requests.
+type PermissionPolicy string
+
+// Permission policies.
+const (
+	// PolicyAsk leaves each request to the API (see AnswerPermission) or,
+	// unanswered, to the PermissionDefault.
+	PolicyAsk       PermissionPolicy = "ask"
+	PolicyAllowAll  PermissionPolicy = "allow_all"
+	PolicyRejectAll PermissionPolicy = "reject_all"
+)
+
 // OpenSessionRequest is the body of POST /v1/vms/{vm}/sessions.
 type OpenSessionRequest struct {
 	SessionID              string             `json:"sessionId,omitempty"`
@@ -71,7 +135,7 @@ type OpenSessionRequest struct {
 	Env                    map[string]string  `json:"env,omitempty"`
 	AdditionalDirectories  []string           `json:"additionalDirectories,omitempty"`
 	MCPServers             json.RawMessage    `json:"mcpServers,omitempty"`
-	PermissionPolicy       string             `json:"permissionPolicy,omitempty"` // ask, allow_all, reject_all
+	PermissionPolicy       PermissionPolicy   `json:"permissionPolicy,omitempty"`
 	PermissionDefault      *PermissionDefault `json:"permissionDefault,omitempty"`
 	AdditionalInstructions string             `json:"additionalInstructions,omitempty"`
 }
@@ -83,9 +147,9 @@ type Session struct {
 	Agent                 string             `json:"agent"`
 	Cwd                   string             `json:"cwd"`
 	AdditionalDirectories []string           `json:"additionalDirectories"`
-	PermissionPolicy      string             `json:"permissionPolicy"`
+	PermissionPolicy      PermissionPolicy   `json:"permissionPolicy"`
 	PermissionDefault     *PermissionDefault `json:"permissionDefault"`
-	State                 string             `json:"state"`
+	State                 SessionState       `json:"state"`
 	PendingPermissions    []Permission       `json:"pendingPermissions"`
 	LatestSequence        uint64             `json:"latestSequence"`
 	CreatedAt             time.Time          `json:"createdAt"`
@@ -187,92 +251,72 @@ type HistoryQuery struct {
 	Limit         int
 }
 
-// Session SSE event names.
-const (
-	EventDurable     = "durable"
-	EventEphemeral   = "ephemeral"
-	EventAgentStderr = "agent_stderr"
-	EventAgentExit   = "agent_exit"
-	EventOverflow    = "overflow"
-)
-
-// SessionEvent decodes a "durable" event.
-func (e Event) SessionEvent() (SessionEvent, error) {
-	var v SessionEvent
-	if err := e.want(EventDurable); err != nil {
-		return v, err
-	}
-	return v, e.Decode(&v)
-}
-
-// EphemeralEvent decodes an "ephemeral" event.
-func (e Event) EphemeralEvent() (EphemeralEvent, error) {
-	var v EphemeralEvent
-	if err := e.want(EventEphemeral); err != nil {
-		return v, err
-	}
-	return v, e.Decode(&v)
-}
-
 func sessionPath(vm, session string, rest ...string) string {
 	return vmPath(vm, append([]string{"sessions", esc(session)}, rest...)...)
 }
 
-// Agents lists the agents a VM knows.
-func (c *Client) Agents(ctx context.Context, vm string) (*List[Agent], error) {
-	var out List[Agent]
-	if _, err := c.do(ctx, http.MethodGet, vmPath(vm, "agents"), nil, nil, &out, nil); err != nil {
+// Agents lists the agents the VM knows.
+func (v *VMHandle) Agents(ctx context.Context) ([]Agent, error) {
+	l, err := get[List[Agent]](ctx, v.c, vmPath(v.id, "agents"), nil)
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return l.Items, nil
 }
 
-// OpenSession starts an agent in a VM and opens a session with it.
-func (c *Client) OpenSession(ctx context.Context, vm string, req OpenSessionRequest) (*Session, error) {
-	var out Session
-	if _, err := c.do(ctx, http.MethodPost, vmPath(vm, "sessions"), nil, req, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+// OpenSession starts an agent in the VM and opens a session with it.
+func (v *VMHandle) OpenSession(ctx context.Context, req OpenSessionRequest) (*Session, error) {
+	out, _, err := call[Session](ctx, v.c, http.MethodPost, vmPath(v.id, "sessions"), req, nil)
+	return out, err
 }
 
-// GetSession returns a session with its current state.
-func (c *Client) GetSession(ctx context.Context, vm, session string) (*Session, error) {
-	var out Session
-	if _, err := c.do(ctx, http.MethodGet, sessionPath(vm, session), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+// ListSessions returns one page of the VM's sessions.
+func (v *VMHandle) ListSessions(ctx context.Context, opts ListOptions) (*List[Session], error) {
+	return get[List[Session]](ctx, v.c, vmPath(v.id, "sessions"), opts.query())
 }
 
-// ListSessions lists a VM's sessions, one page at a time.
-func (c *Client) ListSessions(ctx context.Context, vm string, opts ListOptions) (*List[Session], error) {
-	q := url.Values{}
-	setPage(q, opts.Cursor, opts.Limit)
-	var out List[Session]
-	if _, err := c.do(ctx, http.MethodGet, vmPath(vm, "sessions"), q, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+// Sessions iterates over all of the VM's sessions, page by page.
+func (v *VMHandle) Sessions(ctx context.Context) iter.Seq2[Session, error] {
+	return pages(ctx, ListOptions{}, v.ListSessions)
 }
 
-// DeleteSession deletes a session and its history.
-func (c *Client) DeleteSession(ctx context.Context, vm, session string) error {
-	_, err := c.do(ctx, http.MethodDelete, sessionPath(vm, session), nil, nil, nil, nil)
+// Session returns the handle of one of the VM's sessions. It makes no call.
+func (v *VMHandle) Session(id string) *SessionHandle {
+	return &SessionHandle{c: v.c, vm: v.id, id: id}
+}
+
+// SessionHandle makes the calls about one agent session. It is safe for
+// concurrent use.
+type SessionHandle struct {
+	c      *Client
+	vm, id string
+}
+
+// ID returns the session's id.
+func (s *SessionHandle) ID() string { return s.id }
+
+func (s *SessionHandle) path(rest ...string) string { return sessionPath(s.vm, s.id, rest...) }
+
+// Get returns the session with its current state.
+func (s *SessionHandle) Get(ctx context.Context) (*Session, error) {
+	return get[Session](ctx, s.c, s.path(), nil)
+}
+
+// Delete deletes the session and its history.
+func (s *SessionHandle) Delete(ctx context.Context) error {
+	_, err := s.c.do(ctx, http.MethodDelete, s.path(), nil, nil, nil, nil)
 	return err
 }
 
-// UnloadSession stops a session's agent; a later prompt starts it again.
-func (c *Client) UnloadSession(ctx context.Context, vm, session string) (*Session, error) {
-	var out Session
-	if _, err := c.do(ctx, http.MethodPost, sessionPath(vm, session, "unload"), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+// Unload stops the session's agent; a later prompt starts it again.
+func (s *SessionHandle) Unload(ctx context.Context) (*Session, error) {
+	out, _, err := call[Session](ctx, s.c, http.MethodPost, s.path("unload"), nil, nil)
+	return out, err
 }
 
-// PromptRequest is the body of a prompt: Content is a JSON array of ACP
-// content blocks (see TextPrompt).
+// PromptRequest is a prompt: Content is a JSON array of ACP content blocks
+// (see TextPrompt). With an IdempotencyKey, a retry of the same prompt
+// gets the recorded result of the first instead of a second turn.
 type PromptRequest struct {
 	Content        json.RawMessage `json:"content"`
 	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
@@ -285,25 +329,25 @@ func TextPrompt(text string) json.RawMessage {
 }
 
 // Prompt runs a turn and waits for its end.
-func (c *Client) Prompt(ctx context.Context, vm, session string, req PromptRequest) (*PromptResult, error) {
-	var out PromptResult
-	resp, err := c.do(ctx, http.MethodPost, sessionPath(vm, session, "prompt"), nil, req, &out, nil)
+func (s *SessionHandle) Prompt(ctx context.Context, req PromptRequest) (*PromptResult, error) {
+	out, resp, err := call[PromptResult](ctx, s.c, http.MethodPost, s.path("prompt"), req, nil)
 	if err != nil {
 		return nil, err
 	}
-	out.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-	return &out, nil
+	out.Replayed = replayed(resp)
+	return out, nil
 }
 
-// PromptAsync starts a turn and returns at once (Prefer: respond-async);
-// follow the turn with the session's events. A retry with the idempotency
-// key of a finished turn gets its recorded result instead (non-nil).
-func (c *Client) PromptAsync(ctx context.Context, vm, session string, req PromptRequest) (*PromptResult, error) {
+// PromptAsync starts a turn and returns at once (Prefer: respond-async),
+// with a nil result; follow the turn with the session's events. A retry
+// with the idempotency key of a finished turn gets its recorded result
+// instead.
+func (s *SessionHandle) PromptAsync(ctx context.Context, req PromptRequest) (*PromptResult, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("client: encode prompt: %w", err)
 	}
-	resp, err := c.send(ctx, request{method: http.MethodPost, path: sessionPath(vm, session, "prompt"), body: bytes.NewReader(b),
+	resp, err := s.c.send(ctx, request{method: http.MethodPost, path: s.path("prompt"), body: bytes.NewReader(b),
 		ctype: "application/json", accept: "application/json", headers: http.Header{"Prefer": {"respond-async"}}})
 	if err != nil {
 		return nil, err
@@ -316,80 +360,81 @@ func (c *Client) PromptAsync(ctx context.Context, vm, session string, req Prompt
 	if err := decodeJSONBody(resp, &out); err != nil {
 		return nil, err
 	}
-	out.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+	out.Replayed = replayed(resp)
 	return &out, nil
 }
 
-// CancelPrompt cancels the running turn: "cancelled" or "no_active_prompt".
-func (c *Client) CancelPrompt(ctx context.Context, vm, session string) (string, error) {
-	var out struct {
-		Status string `json:"status"`
-	}
-	if _, err := c.do(ctx, http.MethodPost, sessionPath(vm, session, "cancel"), nil, nil, &out, nil); err != nil {
+// CancelResult is what Cancel did.
+type CancelResult string
+
+// Cancel results.
+const (
+	Cancelled      CancelResult = "cancelled"
+	NoActivePrompt CancelResult = "no_active_prompt"
+)
+
+// wireCancelResult is the CancelResult schema.
+type wireCancelResult struct {
+	Status CancelResult `json:"status"`
+}
+
+// Cancel cancels the running turn.
+func (s *SessionHandle) Cancel(ctx context.Context) (CancelResult, error) {
+	out, _, err := call[wireCancelResult](ctx, s.c, http.MethodPost, s.path("cancel"), nil, nil)
+	if err != nil {
 		return "", err
 	}
 	return out.Status, nil
 }
 
-// Permissions lists a session's pending permission requests.
-func (c *Client) Permissions(ctx context.Context, vm, session string) (*List[Permission], error) {
-	var out List[Permission]
-	if _, err := c.do(ctx, http.MethodGet, sessionPath(vm, session, "permissions"), nil, nil, &out, nil); err != nil {
+// Permissions lists the session's pending permission requests.
+func (s *SessionHandle) Permissions(ctx context.Context) ([]Permission, error) {
+	l, err := get[List[Permission]](ctx, s.c, s.path("permissions"), nil)
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return l.Items, nil
 }
 
 // AnswerPermission answers a pending permission request with one of its
 // options.
-func (c *Client) AnswerPermission(ctx context.Context, vm, session, requestID, optionID string) (*PermissionAnswer, error) {
-	var out PermissionAnswer
-	body := map[string]string{"optionId": optionID}
-	if _, err := c.do(ctx, http.MethodPost, sessionPath(vm, session, "permissions", esc(requestID)), nil, body, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+func (s *SessionHandle) AnswerPermission(ctx context.Context, requestID, optionID string) (*PermissionAnswer, error) {
+	out, _, err := call[PermissionAnswer](ctx, s.c, http.MethodPost, s.path("permissions", esc(requestID)),
+		map[string]string{"optionId": optionID}, nil)
+	return out, err
 }
 
-// SessionConfig returns a session's configuration options.
-func (c *Client) SessionConfig(ctx context.Context, vm, session string) (*SessionConfig, error) {
-	var out SessionConfig
-	if _, err := c.do(ctx, http.MethodGet, sessionPath(vm, session, "config"), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+// Config returns the session's configuration options.
+func (s *SessionHandle) Config(ctx context.Context) (*SessionConfig, error) {
+	return get[SessionConfig](ctx, s.c, s.path("config"), nil)
 }
 
-// SetSessionConfig sets one configuration option to value (any JSON).
-func (c *Client) SetSessionConfig(ctx context.Context, vm, session, configID string, value any) (*SessionConfig, error) {
-	var out SessionConfig
-	body := map[string]any{"value": value}
-	if _, err := c.do(ctx, http.MethodPut, sessionPath(vm, session, "config", esc(configID)), nil, body, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+// SetConfig sets one configuration option to value (any JSON).
+func (s *SessionHandle) SetConfig(ctx context.Context, configID string, value any) (*SessionConfig, error) {
+	out, _, err := call[SessionConfig](ctx, s.c, http.MethodPut, s.path("config", esc(configID)), map[string]any{"value": value}, nil)
+	return out, err
 }
 
-// SessionCapabilities returns the agent's ACP capabilities (JSON).
-func (c *Client) SessionCapabilities(ctx context.Context, vm, session string) (json.RawMessage, error) {
-	var out json.RawMessage
-	if _, err := c.do(ctx, http.MethodGet, sessionPath(vm, session, "capabilities"), nil, nil, &out, nil); err != nil {
+// Capabilities returns the agent's ACP capabilities (JSON).
+func (s *SessionHandle) Capabilities(ctx context.Context) (json.RawMessage, error) {
+	out, err := get[json.RawMessage](ctx, s.c, s.path("capabilities"), nil)
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return *out, nil
 }
 
-// SessionAgentInfo returns the agent's description of itself (JSON).
-func (c *Client) SessionAgentInfo(ctx context.Context, vm, session string) (json.RawMessage, error) {
-	var out json.RawMessage
-	if _, err := c.do(ctx, http.MethodGet, sessionPath(vm, session, "agent-info"), nil, nil, &out, nil); err != nil {
+// AgentInfo returns the agent's description of itself (JSON).
+func (s *SessionHandle) AgentInfo(ctx context.Context) (json.RawMessage, error) {
+	out, err := get[json.RawMessage](ctx, s.c, s.path("agent-info"), nil)
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return *out, nil
 }
 
-// SessionHistory pages a session's durable events.
-func (c *Client) SessionHistory(ctx context.Context, vm, session string, q HistoryQuery) (*History, error) {
+// History returns one page of the session's durable events.
+func (s *SessionHandle) History(ctx context.Context, q HistoryQuery) (*History, error) {
 	v := url.Values{}
 	if q.After > 0 {
 		v.Set("after", strconv.FormatUint(q.After, 10))
@@ -400,25 +445,21 @@ func (c *Client) SessionHistory(ctx context.Context, vm, session string, q Histo
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
-	var out History
-	if _, err := c.do(ctx, http.MethodGet, sessionPath(vm, session, "history"), v, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return get[History](ctx, s.c, s.path("history"), v)
 }
 
-// SessionEvents opens a session's event stream.
-func (c *Client) SessionEvents(ctx context.Context, vm, session string, opts StreamOptions) (*Stream, error) {
-	return c.openStream(ctx, http.MethodGet, sessionPath(vm, session, "events"), nil, opts)
+// Events opens the session's event stream: *SessionEvent (durable),
+// *EphemeralEvent, *AgentStderr, *AgentExit and *Overflow events, then a
+// final *SessionEnd.
+func (s *SessionHandle) Events(ctx context.Context, opts StreamOptions) (*Stream, error) {
+	return s.c.openStream(ctx, sessionStream, s.path("events"), opts)
 }
 
-// FollowSessionEvents streams a session's events to fn, reconnecting with
-// Last-Event-ID after a dropped connection so that every durable event is
-// seen exactly once, in order. It returns nil after the session's "end"
-// event (its VM ended or it was deleted), the *Error of an "error" event,
-// fn's error, ctx's error, or the last error once the RetryPolicy gives up.
-func (c *Client) FollowSessionEvents(ctx context.Context, vm, session string, fn func(Event) error) error {
-	return c.follow(ctx, func(ctx context.Context, last string) (*Stream, error) {
-		return c.SessionEvents(ctx, vm, session, StreamOptions{LastEventID: last, IdleTimeout: c.retry.IdleTimeout})
-	}, fn)
+// Follow iterates over the session's events (see Events), reconnecting
+// with Last-Event-ID after a dropped connection so that every durable event
+// is seen exactly once, in order. It ends after the final *SessionEnd; an
+// error (a final error event as its *Error, or the last failure once the
+// RetryPolicy gives up) is yielded last.
+func (s *SessionHandle) Follow(ctx context.Context) iter.Seq2[Event, error] {
+	return s.c.follow(ctx, func(ctx context.Context, opts StreamOptions) (*Stream, error) { return s.Events(ctx, opts) }, false)
 }

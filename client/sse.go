@@ -4,26 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
-)
-
-// Event types the gateway sends.
-const (
-	EventStdout = "stdout"
-	EventStderr = "stderr"
-	EventExit   = "exit"
-	EventGap    = "gap"
-	EventEnd    = "end"
-	EventError  = "error"
 )
 
 var (
@@ -49,157 +37,26 @@ type StreamOptions struct {
 	// (WithStreamIdleTimeout); < 0 disables it. The gateway sends a
 	// heartbeat every 15 s by default.
 	IdleTimeout time.Duration
+
+	// follow is set by the Follow methods, which retry a failed open
+	// themselves: the open is then sent once, so that RetryPolicy.MaxAttempts
+	// bounds the requests rather than the attempts of each of them.
+	follow bool
 }
 
-// Event is one Server-Sent Event. Type is "message" when the event named
-// none; Data is the event's data (JSON for every gateway event).
-type Event struct {
+// RawEvent is one Server-Sent Event as it came: its id, its event name
+// ("message" when it named none) and its data (JSON for every gateway
+// event).
+type RawEvent struct {
 	ID   string
 	Type string
-	Data json.RawMessage
-}
-
-// Final reports whether the event ends its stream: exit, end or error.
-func (e Event) Final() bool { return e.Type == EventExit || e.Type == EventEnd || e.Type == EventError }
-
-// Decode unmarshals the event's data into v.
-func (e Event) Decode(v any) error {
-	if err := json.Unmarshal(e.Data, v); err != nil {
-		return fmt.Errorf("client: decode %q event: %w", e.Type, err)
-	}
-	return nil
-}
-
-func (e Event) want(types ...string) error {
-	for _, t := range types {
-		if e.Type == t {
-			return nil
-		}
-	}
-	return fmt.Errorf("client: event %q is not %q", e.Type, types)
-}
-
-// Output is a piece of output: the data of "stdout" and "stderr" events.
-type Output struct {
-	Seq    uint64
-	Stream string // "stdout" or "stderr"
-	// Data is the raw bytes (decoded from base64 when they travelled so).
 	Data []byte
-	// Encoding is how Data travelled: "utf8" or "base64".
-	Encoding string
-	Time     time.Time
 }
 
-// Output decodes a "stdout" or "stderr" event.
-func (e Event) Output() (Output, error) {
-	if err := e.want(EventStdout, EventStderr); err != nil {
-		return Output{}, err
-	}
-	var w struct {
-		Seq      uint64 `json:"seq"`
-		Stream   string `json:"stream"`
-		Data     string `json:"data"`
-		Encoding string `json:"encoding"`
-		TS       string `json:"ts"`
-	}
-	if err := e.Decode(&w); err != nil {
-		return Output{}, err
-	}
-	data, err := decodeData(w.Data, w.Encoding)
-	if err != nil {
-		return Output{}, err
-	}
-	o := Output{Seq: w.Seq, Stream: w.Stream, Data: data, Encoding: w.Encoding}
-	if o.Stream == "" {
-		o.Stream = e.Type
-	}
-	if w.TS != "" {
-		if o.Time, err = time.Parse(time.RFC3339Nano, w.TS); err != nil {
-			return Output{}, fmt.Errorf("client: decode %q event: ts: %w", e.Type, err)
-		}
-	}
-	return o, nil
-}
-
-// ExitEvent is the data of an "exit" event. Truncated and DurationMs are only
-// sent by a streamed exec.
-type ExitEvent struct {
-	ExitStatus
-	Truncated  bool  `json:"truncated,omitempty"`
-	DurationMs int64 `json:"durationMs,omitempty"`
-}
-
-// Exit decodes an "exit" event.
-func (e Event) Exit() (ExitEvent, error) {
-	if err := e.want(EventExit); err != nil {
-		return ExitEvent{}, err
-	}
-	var x ExitEvent
-	err := e.Decode(&x)
-	return x, err
-}
-
-// ShellEnd decodes the final "end" event of a shell's output: its exit
-// status.
-func (e Event) ShellEnd() (ExitStatus, error) {
-	if err := e.want(EventEnd); err != nil {
-		return ExitStatus{}, err
-	}
-	var x ExitStatus
-	err := e.Decode(&x)
-	return x, err
-}
-
-// Gap is the data of a "gap" event: output sequence numbers From..To were
-// dropped from the gateway's buffer before they could be sent.
-type Gap struct {
-	From uint64 `json:"from"`
-	To   uint64 `json:"to"`
-}
-
-// Gap decodes a "gap" event.
-func (e Event) Gap() (Gap, error) {
-	if err := e.want(EventGap); err != nil {
-		return Gap{}, err
-	}
-	var g Gap
-	err := e.Decode(&g)
-	return g, err
-}
-
-// Problem decodes an "error" event (the stream failed: VM lost or disposed,
-// gateway shutting down...) into an *Error with Status 0.
-func (e Event) Problem() (*Error, error) {
-	if err := e.want(EventError); err != nil {
-		return nil, err
-	}
-	var w struct {
-		Code    string         `json:"code"`
-		Detail  string         `json:"detail"`
-		Details map[string]any `json:"details"`
-	}
-	if err := e.Decode(&w); err != nil {
-		return nil, err
-	}
-	if w.Code == "" {
-		w.Code = CodeInternal
-	}
-	return &Error{Code: w.Code, Detail: w.Detail, Details: w.Details}, nil
-}
-
-// VMEvent decodes an event of a VM's event stream.
-func (e Event) VMEvent() (VMEvent, error) {
-	var v VMEvent
-	err := e.Decode(&v)
-	if err == nil && v.Type == "" {
-		v.Type = e.Type
-	}
-	return v, err
-}
-
-// Stream is an open Server-Sent Events response. Next reads it event by
-// event; Close frees it (always call it). Next, LastEventID and Retry belong
-// to one goroutine; Close may be called from any.
+// Stream is an open Server-Sent Events response of the gateway. Next reads
+// it event by event, decoded (see Event); Close frees it (always call it).
+// Next, LastEventID and Retry belong to one goroutine; Close may be called
+// from any.
 //
 // The stream starts no goroutine: reading happens in Next, and ending a
 // Next's context, the stream's own context, the idle timeout or Close
@@ -210,6 +67,11 @@ type Stream struct {
 	body   io.ReadCloser
 	sc     *bufio.Scanner
 	max    int
+	kind   streamKind
+	raw    RawEvent // the event Next read last
+	// replayed is set when the gateway answered from the record of an
+	// earlier call with the same Idempotency-Key.
+	replayed bool
 
 	idle  time.Duration
 	timer *time.Timer
@@ -231,15 +93,15 @@ type Stream struct {
 	closeOnce    sync.Once
 }
 
-// openStream opens a stream with GET (or any bodiless method).
-func (c *Client) openStream(ctx context.Context, method, path string, query url.Values, opts StreamOptions) (*Stream, error) {
-	return c.openStreamBody(ctx, method, path, query, nil, opts)
+// openStream opens a stream of kind k with GET.
+func (c *Client) openStream(ctx context.Context, k streamKind, path string, opts StreamOptions) (*Stream, error) {
+	return c.openStreamBody(ctx, k, http.MethodGet, path, nil, opts, nil)
 }
 
-func (c *Client) openStreamBody(ctx context.Context, method, path string, query url.Values, body []byte, opts StreamOptions) (*Stream, error) {
+func (c *Client) openStreamBody(ctx context.Context, k streamKind, method, path string, body []byte, opts StreamOptions, call *callOptions) (*Stream, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	r := request{method: method, path: path, query: query, accept: "text/event-stream",
-		headers: http.Header{"Cache-Control": {"no-cache"}}}
+	r := request{method: method, path: path, accept: "text/event-stream",
+		headers: http.Header{"Cache-Control": {"no-cache"}}, opts: call, once: opts.follow}
 	if body != nil {
 		r.body, r.ctype = bytes.NewReader(body), "application/json"
 	}
@@ -260,22 +122,13 @@ func (c *Client) openStreamBody(ctx context.Context, method, path string, query 
 	if idle == 0 {
 		idle = c.idleTimeout
 	}
-	return newStream(sctx, cancel, resp.Body, c.maxEventSize, opts.LastEventID, idle), nil
+	st := newStream(sctx, cancel, k, resp.Body, c.maxEventSize, opts.LastEventID, idle)
+	st.replayed = replayed(resp)
+	return st, nil
 }
 
-// NewStream reads Server-Sent Events from r, for callers that opened the
-// response themselves. maxEventSize <= 0 takes DefaultMaxEventSize. Close
-// closes r.
-func NewStream(r io.ReadCloser, maxEventSize int) *Stream {
-	ctx, cancel := context.WithCancel(context.Background())
-	if maxEventSize <= 0 {
-		maxEventSize = DefaultMaxEventSize
-	}
-	return newStream(ctx, cancel, r, maxEventSize, "", 0)
-}
-
-func newStream(ctx context.Context, cancel context.CancelFunc, body io.ReadCloser, maxEvent int, lastID string, idle time.Duration) *Stream {
-	s := &Stream{ctx: ctx, cancel: cancel, body: body, max: maxEvent, lastID: lastID, idBuf: lastID, first: true}
+func newStream(ctx context.Context, cancel context.CancelFunc, k streamKind, body io.ReadCloser, maxEvent int, lastID string, idle time.Duration) *Stream {
+	s := &Stream{ctx: ctx, cancel: cancel, kind: k, body: body, max: maxEvent, lastID: lastID, idBuf: lastID, first: true}
 	var r io.Reader = body
 	if idle > 0 {
 		s.idle = idle
@@ -342,6 +195,10 @@ func splitLines() bufio.SplitFunc {
 	}
 }
 
+// Raw returns the event the last call of Next read, as it came: for
+// logging it, or passing it on as it is. A final error event is there too.
+func (s *Stream) Raw() RawEvent { return s.raw }
+
 // LastEventID returns the stream's last event id: the id of the last event
 // read (or of the last id field), else the StreamOptions.LastEventID it was
 // opened with. Reconnect with it to resume.
@@ -351,37 +208,55 @@ func (s *Stream) LastEventID() string { return s.lastID }
 // field (0 if none).
 func (s *Stream) Retry() time.Duration { return s.retry }
 
-// Next returns the next event, skipping comments (heartbeats). It returns
-// io.EOF when the stream ended cleanly (after its final event),
-// io.ErrUnexpectedEOF when it ended inside an event, ErrClosed after Close,
-// ctx's error when ctx ended (the stream is then closed too), an error
-// wrapping ErrIdleTimeout or ErrEventTooLarge, or the transport's error. Any
-// error is final: the stream's resources are freed and later calls return
-// the same error.
+// Next returns the next event, decoded (see Event), skipping comments
+// (heartbeats). After the stream's final event (a process's exit, a shell's
+// or a session's end) it returns io.EOF; a final "error" event is returned
+// as its *Error (Status 0). It returns io.ErrUnexpectedEOF when the
+// connection ended before a final event (reconnect with LastEventID), ErrClosed after Close, ctx's error
+// when ctx ended (the stream is then closed too), an error wrapping
+// ErrIdleTimeout or ErrEventTooLarge, or the transport's error. Any error
+// is final: the stream's resources are freed and later calls return the
+// same error.
 func (s *Stream) Next(ctx context.Context) (Event, error) {
 	if s.err != nil {
-		return Event{}, s.err
+		return nil, s.err
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	if err := ctx.Err(); err != nil {
-		return Event{}, err
+		return nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { s.abort(ctx.Err()) })
-	ev, err := s.next()
+	raw, err := s.next()
 	stop()
-	if err != nil {
+	if err == io.EOF {
+		// Every stream of the gateway ends with a final event: a
+		// connection that ends before one was cut.
+		err = io.ErrUnexpectedEOF
+	}
+	var ev Event
+	final := false
+	if err == nil {
+		s.raw = raw
+		ev, final, err = decodeEvent(s.kind, raw.Type, raw.Data)
+	}
+	switch {
+	case err != nil:
 		s.err = err
 		s.shutdown()
+		return nil, err
+	case final:
+		s.err = io.EOF
+		s.shutdown()
 	}
-	return ev, err
+	return ev, nil
 }
 
-func (s *Stream) next() (Event, error) {
+func (s *Stream) next() (RawEvent, error) {
 	for {
 		if !s.sc.Scan() {
-			return Event{}, s.readError(s.sc.Err())
+			return RawEvent{}, s.readError(s.sc.Err())
 		}
 		line := s.sc.Bytes()
 		if s.first {
@@ -408,7 +283,7 @@ func (s *Stream) next() (Event, error) {
 			s.typ = string(value)
 		case "data":
 			if len(s.data)+len(value)+1 > s.max {
-				return Event{}, fmt.Errorf("%w: more than %d bytes", ErrEventTooLarge, s.max)
+				return RawEvent{}, fmt.Errorf("%w: more than %d bytes", ErrEventTooLarge, s.max)
 			}
 			s.data = append(s.data, value...)
 			s.data = append(s.data, '\n')
@@ -426,15 +301,15 @@ func (s *Stream) next() (Event, error) {
 
 // dispatch ends an event at a blank line. As the spec says, the last event
 // id is updated even when the event has no data (and is then not returned).
-func (s *Stream) dispatch() (Event, bool) {
+func (s *Stream) dispatch() (RawEvent, bool) {
 	s.lastID = s.idBuf
 	s.pending = false
 	if len(s.data) == 0 {
 		s.typ = ""
-		return Event{}, false
+		return RawEvent{}, false
 	}
 	data := s.data[:len(s.data)-1]
-	ev := Event{ID: s.lastID, Type: s.typ, Data: json.RawMessage(bytes.Clone(data))}
+	ev := RawEvent{ID: s.lastID, Type: s.typ, Data: bytes.Clone(data)}
 	if ev.Type == "" {
 		ev.Type = "message"
 	}

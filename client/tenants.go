@@ -2,37 +2,84 @@ package client
 
 import (
 	"context"
+	"iter"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 )
 
-// The tenant and sidecar routes need the admin key; a tenant key gets an
-// *Error with code permission_denied.
+// The tenant, key and sidecar calls need the admin key; a tenant key gets
+// an *Error with code permission_denied.
 
 // ListOptions pages a list.
 type ListOptions struct {
+	// Limit bounds a page (0: the gateway's default, 50).
+	Limit int
+	// Cursor starts a List call at a page a previous one named (the
+	// iterators ignore it and start at the first).
 	Cursor string
-	Limit  int // 0: the gateway's default (50)
+}
+
+func (o ListOptions) withCursor(c string) ListOptions { o.Cursor = c; return o }
+
+func (o ListOptions) query() url.Values {
+	q := url.Values{}
+	setPage(q, o.Cursor, o.Limit)
+	return q
+}
+
+func setPage(q url.Values, cursor string, limit int) {
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+}
+
+// Tenant is a customer of the gateway.
+type Tenant struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Isolated  bool            `json:"isolated"`
+	Quotas    Quotas          `json:"quotas"`
+	Sessions  SessionSettings `json:"sessions"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+}
+
+// TenantCreate is a tenant to create. Nil Quotas take the gateway's
+// defaults (unlimited).
+type TenantCreate struct {
+	Name     string                 `json:"name"`
+	Isolated bool                   `json:"isolated,omitempty"`
+	Quotas   *Quotas                `json:"quotas,omitempty"`
+	Sessions *SessionSettingsUpdate `json:"sessions,omitempty"`
+}
+
+// TenantUpdate changes the fields of a tenant that are set (see Ptr).
+type TenantUpdate struct {
+	Name     *string                `json:"name,omitempty"`
+	Isolated *bool                  `json:"isolated,omitempty"`
+	Quotas   *QuotasUpdate          `json:"quotas,omitempty"`
+	Sessions *SessionSettingsUpdate `json:"sessions,omitempty"`
 }
 
 // CreateTenant creates a tenant.
 func (c *Client) CreateTenant(ctx context.Context, req TenantCreate) (*Tenant, error) {
-	var out Tenant
-	if _, err := c.do(ctx, http.MethodPost, "/v1/tenants", nil, req, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	out, _, err := call[Tenant](ctx, c, http.MethodPost, "/v1/tenants", req, nil)
+	return out, err
 }
 
-// ListTenants lists tenants, one page at a time.
+// ListTenants returns one page of the tenants.
 func (c *Client) ListTenants(ctx context.Context, opts ListOptions) (*List[Tenant], error) {
-	q := url.Values{}
-	setPage(q, opts.Cursor, opts.Limit)
-	var out List[Tenant]
-	if _, err := c.do(ctx, http.MethodGet, "/v1/tenants", q, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return get[List[Tenant]](ctx, c, "/v1/tenants", opts.query())
+}
+
+// Tenants iterates over all tenants, page by page.
+func (c *Client) Tenants(ctx context.Context) iter.Seq2[Tenant, error] {
+	return pages(ctx, ListOptions{}, c.ListTenants)
 }
 
 func tenantPath(id string, rest ...string) string {
@@ -45,39 +92,29 @@ func tenantPath(id string, rest ...string) string {
 
 // GetTenant returns a tenant.
 func (c *Client) GetTenant(ctx context.Context, id string) (*Tenant, error) {
-	var out Tenant
-	if _, err := c.do(ctx, http.MethodGet, tenantPath(id), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return get[Tenant](ctx, c, tenantPath(id), nil)
 }
 
 // UpdateTenant changes the fields of a tenant that upd sets (PATCH).
 func (c *Client) UpdateTenant(ctx context.Context, id string, upd TenantUpdate) (*Tenant, error) {
-	var out Tenant
-	if _, err := c.do(ctx, http.MethodPatch, tenantPath(id), nil, upd, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	out, _, err := call[Tenant](ctx, c, http.MethodPatch, tenantPath(id), upd, nil)
+	return out, err
 }
 
 // CreateKey creates an API key for a tenant; the answer's Key is the secret,
 // shown only here.
 func (c *Client) CreateKey(ctx context.Context, tenantID string) (*APIKey, error) {
-	var out APIKey
-	if _, err := c.do(ctx, http.MethodPost, tenantPath(tenantID, "keys"), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	out, _, err := call[APIKey](ctx, c, http.MethodPost, tenantPath(tenantID, "keys"), nil, nil)
+	return out, err
 }
 
-// ListKeys lists a tenant's keys (never their secrets).
-func (c *Client) ListKeys(ctx context.Context, tenantID string) (*List[APIKey], error) {
-	var out List[APIKey]
-	if _, err := c.do(ctx, http.MethodGet, tenantPath(tenantID, "keys"), nil, nil, &out, nil); err != nil {
+// Keys lists a tenant's keys (never their secrets).
+func (c *Client) Keys(ctx context.Context, tenantID string) ([]APIKey, error) {
+	l, err := get[List[APIKey]](ctx, c, tenantPath(tenantID, "keys"), nil)
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return l.Items, nil
 }
 
 // DeleteKey revokes a key; it stops working at once.
@@ -87,10 +124,10 @@ func (c *Client) DeleteKey(ctx context.Context, tenantID, keyID string) error {
 }
 
 // Sidecars lists the pool's sidecars.
-func (c *Client) Sidecars(ctx context.Context) (*List[Sidecar], error) {
-	var out List[Sidecar]
-	if _, err := c.do(ctx, http.MethodGet, "/v1/sidecars", nil, nil, &out, nil); err != nil {
+func (c *Client) Sidecars(ctx context.Context) ([]Sidecar, error) {
+	l, err := get[List[Sidecar]](ctx, c, "/v1/sidecars", nil)
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return l.Items, nil
 }

@@ -3,7 +3,7 @@ package client
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"io"
 	"time"
 	"unicode/utf8"
 )
@@ -30,8 +30,44 @@ const (
 // Final reports whether no transition leaves s.
 func (s VMState) Final() bool { return s == VMDisposed || s == VMLost }
 
+// Signal names a signal, such as SIGTERM.
+type Signal string
+
+// The signals a process can be sent.
+const (
+	SIGHUP  Signal = "SIGHUP"
+	SIGINT  Signal = "SIGINT"
+	SIGQUIT Signal = "SIGQUIT"
+	SIGKILL Signal = "SIGKILL"
+	SIGUSR1 Signal = "SIGUSR1"
+	SIGUSR2 Signal = "SIGUSR2"
+	SIGTERM Signal = "SIGTERM"
+	SIGCONT Signal = "SIGCONT"
+	SIGSTOP Signal = "SIGSTOP"
+)
+
 // VM is a VM resource.
 type VM struct {
+	ID                  string
+	State               VMState
+	Reason              string // why it ended, when it was lost
+	Labels              map[string]string
+	SidecarID           string
+	Env                 map[string]string
+	Permissions         map[string]any
+	Limits              map[string]any
+	LoopbackExemptPorts []uint16
+	Software            []string
+	Agents              []string
+	// IdleTimeout is how long the VM may go unused before the gateway
+	// disposes of it (0: never).
+	IdleTimeout time.Duration
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// wireVM is the VM schema.
+type wireVM struct {
 	ID                  string            `json:"id"`
 	State               VMState           `json:"state"`
 	Reason              string            `json:"reason,omitempty"`
@@ -48,42 +84,84 @@ type VM struct {
 	UpdatedAt           time.Time         `json:"updatedAt"`
 }
 
-// CreateVMRequest is the body of POST /v1/vms. Every field is optional.
-type CreateVMRequest struct {
-	Labels map[string]string `json:"labels,omitempty"`
-	Env    map[string]string `json:"env,omitempty"`
-	// Permissions maps fs, network, childProcess, process, env and
-	// hostFunction to "allow", "ask" or "deny".
-	Permissions         map[string]any `json:"permissions,omitempty"`
-	Limits              map[string]any `json:"limits,omitempty"`
-	LoopbackExemptPorts []uint16       `json:"loopbackExemptPorts,omitempty"`
-	// Software names packages such as "@agentos-software/pi".
-	Software []string `json:"software,omitempty"`
-	// Agents names agents: pi, claude, codex, opencode.
-	Agents             []string `json:"agents,omitempty"`
-	IdleTimeoutSeconds int      `json:"idleTimeoutSeconds,omitempty"`
+// UnmarshalJSON decodes the VM schema.
+func (v *VM) UnmarshalJSON(b []byte) error {
+	var w wireVM
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*v = VM{ID: w.ID, State: w.State, Reason: w.Reason, Labels: w.Labels, SidecarID: w.SidecarID, Env: w.Env,
+		Permissions: w.Permissions, Limits: w.Limits, LoopbackExemptPorts: w.LoopbackExemptPorts, Software: w.Software,
+		Agents: w.Agents, IdleTimeout: time.Duration(w.IdleTimeoutSeconds) * time.Second, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
+	return nil
 }
 
-// ListVMsOptions filters GET /v1/vms.
+// CreateVMRequest says what a new VM is made of. Every field is optional.
+type CreateVMRequest struct {
+	Labels map[string]string
+	Env    map[string]string
+	// Permissions maps fs, network, childProcess, process, env and
+	// hostFunction to "allow", "ask" or "deny".
+	Permissions         map[string]any
+	Limits              map[string]any
+	LoopbackExemptPorts []uint16
+	// Software names packages such as "@agentos-software/pi".
+	Software []string
+	// Agents names agents: pi, claude, codex, opencode.
+	Agents []string
+	// IdleTimeout, rounded up to a second, disposes of the VM after that
+	// long without use (0: the gateway's default).
+	IdleTimeout time.Duration
+}
+
+// wireCreateVM is the CreateVMRequest schema.
+type wireCreateVM struct {
+	Labels              map[string]string `json:"labels,omitempty"`
+	Env                 map[string]string `json:"env,omitempty"`
+	Permissions         map[string]any    `json:"permissions,omitempty"`
+	Limits              map[string]any    `json:"limits,omitempty"`
+	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts,omitempty"`
+	Software            []string          `json:"software,omitempty"`
+	Agents              []string          `json:"agents,omitempty"`
+	IdleTimeoutSeconds  int64             `json:"idleTimeoutSeconds,omitempty"`
+}
+
+// MarshalJSON encodes the CreateVMRequest schema.
+func (r CreateVMRequest) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wireCreateVM{Labels: r.Labels, Env: r.Env, Permissions: r.Permissions, Limits: r.Limits,
+		LoopbackExemptPorts: r.LoopbackExemptPorts, Software: r.Software, Agents: r.Agents, IdleTimeoutSeconds: ceilUnit(r.IdleTimeout, time.Second)})
+}
+
+// ceilUnit is d in units, rounded up (0 for d <= 0).
+func ceilUnit(d, unit time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + unit - 1) / unit)
+}
+
+// ListVMsOptions filters the VMs listed.
 type ListVMsOptions struct {
-	// State and States are the states asked for (both may be set); none
-	// lists the VMs that have not ended. AllStates lists every VM.
-	State     VMState
+	// States are the states asked for; none lists the VMs that have not
+	// ended. AllStates lists every VM.
 	States    []VMState
 	AllStates bool
 	// Labels must all match (label=key=value); NotLabels must not
 	// (label=key!=value), and a VM without the label matches.
 	Labels    map[string]string
 	NotLabels map[string]string
-	Cursor    string
-	Limit     int // 0: the gateway's default (50)
+	// Limit bounds a page (0: the gateway's default, 50).
+	Limit int
+	// Cursor starts ListVMs at a page a previous one named (VMs ignores
+	// it and starts at the first).
+	Cursor string
 }
 
-// ExecRequest is the body of POST /v1/vms/{vm}/exec: Command alone (a
-// command line, run directly when it is a simple command or a `sh -c`
-// invocation, through `sh -c` otherwise), Command with Args (the program
-// and its arguments, no shell), or Argv (no shell). An empty Args is not
-// sent; use Argv to run a program without arguments and without a shell.
+// ExecRequest is a command to run: Command alone (a command line, run
+// directly when it is a simple command or a `sh -c` invocation, through
+// `sh -c` otherwise), Command with Args (the program and its arguments, no
+// shell), or Argv (no shell). An empty Args is not sent; use Argv to run a
+// program without arguments and without a shell.
 type ExecRequest struct {
 	Command string
 	Args    []string
@@ -91,13 +169,21 @@ type ExecRequest struct {
 	Cwd     string
 	Env     map[string]string
 	// Stdin, when not nil, is written to the command's stdin (then closed).
-	// It travels as text when it is valid UTF-8, as base64 otherwise.
-	Stdin          []byte
-	TimeoutMs      int64
+	Stdin []byte
+	// Timeout, rounded up to a millisecond, bounds the command (0: the
+	// gateway's default, 10 minutes).
+	Timeout time.Duration
+	// MaxOutputBytes bounds the output kept of each stream (0: the
+	// gateway's default, 1 MiB).
 	MaxOutputBytes int
+	// Stdout and Stderr, when either is set, make Exec stream the output
+	// into them as it comes instead of buffering it in the ExecResult
+	// (a nil one discards its stream).
+	Stdout, Stderr io.Writer
 }
 
-type execRequestJSON struct {
+// wireExec is the ExecRequest schema.
+type wireExec struct {
 	Command        string            `json:"command,omitempty"`
 	Args           []string          `json:"args,omitempty"`
 	Argv           []string          `json:"argv,omitempty"`
@@ -109,9 +195,11 @@ type execRequestJSON struct {
 	MaxOutputBytes int               `json:"maxOutputBytes,omitempty"`
 }
 
-// MarshalJSON encodes the request as the gateway expects it.
+// MarshalJSON encodes the ExecRequest schema (Stdout and Stderr stay on
+// this side).
 func (r ExecRequest) MarshalJSON() ([]byte, error) {
-	w := execRequestJSON{Command: r.Command, Args: r.Args, Argv: r.Argv, Cwd: r.Cwd, Env: r.Env, TimeoutMs: r.TimeoutMs, MaxOutputBytes: r.MaxOutputBytes}
+	w := wireExec{Command: r.Command, Args: r.Args, Argv: r.Argv, Cwd: r.Cwd, Env: r.Env,
+		TimeoutMs: ceilUnit(r.Timeout, time.Millisecond), MaxOutputBytes: r.MaxOutputBytes}
 	if r.Stdin != nil {
 		var s string
 		if utf8.Valid(r.Stdin) {
@@ -125,45 +213,32 @@ func (r ExecRequest) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// ExecResult is the answer of a buffered exec. Stdout and Stderr are encoded
-// as Encoding says ("utf8" or "base64", the same for both); StdoutBytes and
-// StderrBytes decode them.
+// ExecResult is how a command ended, with its output unless it was
+// streamed into ExecRequest.Stdout and Stderr.
 type ExecResult struct {
+	ExitStatus
+	Stdout, Stderr []byte
+	// Truncated is set when output beyond MaxOutputBytes was dropped.
+	Truncated bool
+	Duration  time.Duration
+	// Replayed is set when the gateway answered from the record of an
+	// earlier call with the same Idempotency-Key.
+	Replayed bool
+}
+
+// wireExecResult is the ExecResult schema.
+type wireExecResult struct {
 	ExitCode   int    `json:"exitCode"`
-	Signal     string `json:"signal,omitempty"`
+	Signal     Signal `json:"signal,omitempty"`
 	Stdout     string `json:"stdout"`
 	Stderr     string `json:"stderr"`
 	Encoding   string `json:"encoding"`
 	Truncated  bool   `json:"truncated"`
 	DurationMs int64  `json:"durationMs"`
-	// Replayed is true when the gateway answered from the record of an
-	// earlier call with the same Idempotency-Key.
-	Replayed bool `json:"-"`
 }
 
-// StdoutBytes returns the decoded stdout.
-func (r *ExecResult) StdoutBytes() ([]byte, error) { return decodeData(r.Stdout, r.Encoding) }
-
-// StderrBytes returns the decoded stderr.
-func (r *ExecResult) StderrBytes() ([]byte, error) { return decodeData(r.Stderr, r.Encoding) }
-
-func decodeData(s, encoding string) ([]byte, error) {
-	switch encoding {
-	case "", "utf8":
-		return []byte(s), nil
-	case "base64":
-		b, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			return nil, fmt.Errorf("client: invalid base64 data: %w", err)
-		}
-		return b, nil
-	}
-	return nil, fmt.Errorf("client: unknown data encoding %q", encoding)
-}
-
-// SpawnRequest is the body of POST /v1/vms/{vm}/processes, with the fields
-// of ExecRequest: Command alone (a command line), Command with Args (no
-// shell), or Argv (no shell).
+// SpawnRequest is a long-running process to start, with the command forms
+// of ExecRequest.
 type SpawnRequest struct {
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
@@ -172,10 +247,11 @@ type SpawnRequest struct {
 	Env     map[string]string `json:"env,omitempty"`
 }
 
-// ExitStatus is how a process ended.
+// ExitStatus is how a process ended. Signal is set when it was killed by
+// a signal.
 type ExitStatus struct {
 	ExitCode int    `json:"exitCode"`
-	Signal   string `json:"signal,omitempty"`
+	Signal   Signal `json:"signal,omitempty"`
 }
 
 // Process describes a process of a VM, exited ones included.
@@ -191,13 +267,10 @@ type Process struct {
 	Error     string     `json:"error,omitempty"`
 	StartedAt time.Time  `json:"startedAt"`
 	ExitedAt  *time.Time `json:"exitedAt,omitempty"`
-	// Replayed is true when SpawnProcess was answered from the record of an
-	// earlier call with the same Idempotency-Key.
-	Replayed bool `json:"-"`
 }
 
-// ShellRequest is the body of POST /v1/vms/{vm}/shells. Zero values take
-// the gateway's defaults (80x24).
+// ShellRequest is a shell to open. Zero values take the gateway's defaults
+// (sh, 80x24).
 type ShellRequest struct {
 	Shell string            `json:"shell,omitempty"` // "sh" or "bash"
 	Cols  uint16            `json:"cols,omitempty"`
@@ -206,17 +279,20 @@ type ShellRequest struct {
 	Env   map[string]string `json:"env,omitempty"`
 }
 
+// ShellState is the state of a shell.
+type ShellState string
+
 // Shell states.
 const (
-	ShellRunning = "running"
-	ShellExited  = "exited"
+	ShellRunning ShellState = "running"
+	ShellExited  ShellState = "exited"
 )
 
 // Shell describes a shell of a VM, ended ones included.
 type Shell struct {
 	ID        string     `json:"id"`
 	Shell     string     `json:"shell"`
-	State     string     `json:"state"` // ShellRunning or ShellExited
+	State     ShellState `json:"state"`
 	Cols      uint16     `json:"cols"`
 	Rows      uint16     `json:"rows"`
 	StartedAt time.Time  `json:"startedAt"`
@@ -239,7 +315,7 @@ type DirEntry struct {
 	Size      int64  `json:"size"`
 }
 
-// FileStat is a file's metadata (GET /fs/stat).
+// FileStat is a file's metadata.
 type FileStat struct {
 	Path      string    `json:"path"`
 	Size      int64     `json:"size"`
@@ -278,8 +354,16 @@ type WriteResult struct {
 
 // ListDirOptions tunes ListDir.
 type ListDirOptions struct {
+	// Recursive descends into subdirectories, at most MaxDepth levels (0:
+	// the gateway's default).
 	Recursive bool
-	MaxDepth  int // 0: the gateway's default
+	MaxDepth  int
+}
+
+// DeleteFileOptions tunes DeleteFile.
+type DeleteFileOptions struct {
+	// Recursive removes a directory with its content.
+	Recursive bool
 }
 
 // Quotas bound what a tenant may use; zero means unlimited.
@@ -289,40 +373,11 @@ type Quotas struct {
 	RequestsPerSecond float64 `json:"requestsPerSecond"`
 }
 
-// Tenant is a customer of the gateway.
-type Tenant struct {
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Isolated  bool            `json:"isolated"`
-	Quotas    Quotas          `json:"quotas"`
-	Sessions  SessionSettings `json:"sessions"`
-	CreatedAt time.Time       `json:"createdAt"`
-	UpdatedAt time.Time       `json:"updatedAt"`
-}
-
-// TenantCreate is the body of POST /v1/tenants. Nil Quotas take the
-// gateway's defaults (unlimited).
-type TenantCreate struct {
-	Name     string                 `json:"name"`
-	Isolated bool                   `json:"isolated,omitempty"`
-	Quotas   *Quotas                `json:"quotas,omitempty"`
-	Sessions *SessionSettingsUpdate `json:"sessions,omitempty"`
-}
-
 // QuotasUpdate changes the quotas whose field is set.
 type QuotasUpdate struct {
 	MaxVMs            *int     `json:"maxVms,omitempty"`
 	MaxProcesses      *int     `json:"maxProcesses,omitempty"`
 	RequestsPerSecond *float64 `json:"requestsPerSecond,omitempty"`
-}
-
-// TenantUpdate is the body of PATCH /v1/tenants/{t}: only the fields set
-// change (see Ptr).
-type TenantUpdate struct {
-	Name     *string                `json:"name,omitempty"`
-	Isolated *bool                  `json:"isolated,omitempty"`
-	Quotas   *QuotasUpdate          `json:"quotas,omitempty"`
-	Sessions *SessionSettingsUpdate `json:"sessions,omitempty"`
 }
 
 // APIKey is a tenant's API key. Key, the secret, is only set in the answer
@@ -348,9 +403,20 @@ type Sidecar struct {
 	StartedAt time.Time `json:"startedAt"`
 }
 
-// VMEvent is the data of an event of GET /v1/vms/{vm}/events.
+// VMEventType is the kind of a VM event.
+type VMEventType string
+
+// VM event types.
+const (
+	VMEventState        VMEventType = "state"
+	VMEventLimitWarning VMEventType = "limit_warning"
+	VMEventProcessExit  VMEventType = "process_exit"
+	VMEventStructured   VMEventType = "structured"
+)
+
+// VMEvent is an event of a VM's event stream.
 type VMEvent struct {
-	Type   string            `json:"type"` // "state", "limit_warning", "process_exit", "structured"
+	Type   VMEventType       `json:"type"`
 	Time   time.Time         `json:"time"`
 	State  VMState           `json:"state,omitempty"`
 	Reason string            `json:"reason,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"maps"
 	"net/http"
 	"net/url"
@@ -13,34 +14,20 @@ import (
 	"time"
 )
 
-// CreateVM creates a VM (POST /v1/vms).
+// CreateVM creates a VM; c.VM(vm.ID) makes the calls about it.
 func (c *Client) CreateVM(ctx context.Context, req CreateVMRequest) (*VM, error) {
-	var vm VM
-	if _, err := c.do(ctx, http.MethodPost, "/v1/vms", nil, req, &vm, nil); err != nil {
-		return nil, err
-	}
-	return &vm, nil
+	out, _, err := call[VM](ctx, c, http.MethodPost, "/v1/vms", req, nil)
+	return out, err
 }
 
-// GetVM returns a VM.
-func (c *Client) GetVM(ctx context.Context, vm string) (*VM, error) {
-	var out VM
-	if _, err := c.do(ctx, http.MethodGet, vmPath(vm), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
+func (o ListVMsOptions) withCursor(c string) ListVMsOptions { o.Cursor = c; return o }
 
-// ListVMs lists the caller's VMs, one page at a time.
+// ListVMs returns one page of the caller's VMs.
 func (c *Client) ListVMs(ctx context.Context, opts ListVMsOptions) (*List[VM], error) {
 	q := url.Values{}
-	switch {
-	case opts.AllStates:
+	if opts.AllStates {
 		q.Set("state", "all")
-	default:
-		if opts.State != "" {
-			q.Add("state", string(opts.State))
-		}
+	} else {
 		for _, st := range opts.States {
 			q.Add("state", string(st))
 		}
@@ -52,27 +39,39 @@ func (c *Client) ListVMs(ctx context.Context, opts ListVMsOptions) (*List[VM], e
 		q.Add("label", k+"!="+opts.NotLabels[k])
 	}
 	setPage(q, opts.Cursor, opts.Limit)
-	var out List[VM]
-	if _, err := c.do(ctx, http.MethodGet, "/v1/vms", q, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return get[List[VM]](ctx, c, "/v1/vms", q)
 }
 
-func setPage(q url.Values, cursor string, limit int) {
-	if cursor != "" {
-		q.Set("cursor", cursor)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
+// VMs iterates over all of the caller's VMs that opts selects, page by
+// page.
+func (c *Client) VMs(ctx context.Context, opts ListVMsOptions) iter.Seq2[VM, error] {
+	return pages(ctx, opts, c.ListVMs)
 }
 
-// DeleteVM ends a VM, and is idempotent: a live VM is disposed and its final
+// VM returns the handle of a VM. It makes no call: a VM that does not
+// exist shows in the first call made through the handle (not_found).
+func (c *Client) VM(id string) *VMHandle { return &VMHandle{c: c, id: id} }
+
+// VMHandle makes the calls about one VM: its processes, shells, files and
+// agent sessions. It is safe for concurrent use.
+type VMHandle struct {
+	c  *Client
+	id string
+}
+
+// ID returns the VM's id.
+func (v *VMHandle) ID() string { return v.id }
+
+// Get returns the VM.
+func (v *VMHandle) Get(ctx context.Context) (*VM, error) {
+	return get[VM](ctx, v.c, vmPath(v.id), nil)
+}
+
+// Delete ends the VM, and is idempotent: a live VM is disposed and its final
 // record returned; the record of a VM that already ended (disposed or lost)
-// is removed, and DeleteVM returns nil, nil; after that the VM is not found.
-func (c *Client) DeleteVM(ctx context.Context, vm string) (*VM, error) {
-	resp, err := c.send(ctx, request{method: http.MethodDelete, path: vmPath(vm), accept: "application/json"})
+// is removed, and Delete returns nil, nil; after that the VM is not found.
+func (v *VMHandle) Delete(ctx context.Context) (*VM, error) {
+	resp, err := v.c.send(ctx, request{method: http.MethodDelete, path: vmPath(v.id), accept: "application/json"})
 	if err != nil {
 		return nil, err
 	}
@@ -87,179 +86,187 @@ func (c *Client) DeleteVM(ctx context.Context, vm string) (*VM, error) {
 	return &out, nil
 }
 
-// VMEvents streams a VM's events (state changes, limit warnings, process
-// exits); decode their data with Event.VMEvent. The stream ends with an
-// "end" or "error" event when the VM ends.
-func (c *Client) VMEvents(ctx context.Context, vm string, opts StreamOptions) (*Stream, error) {
-	return c.openStream(ctx, http.MethodGet, vmPath(vm, "events"), nil, opts)
+// Events opens the VM's event stream: *VMEvent values (state changes,
+// limit warnings, process exits) and *Gap. When the VM ends, the stream
+// ends with an *Error of code conflict, after the *VMEvent of its final
+// state.
+func (v *VMHandle) Events(ctx context.Context, opts StreamOptions) (*Stream, error) {
+	return v.c.openStream(ctx, vmStream, vmPath(v.id, "events"), opts)
 }
 
-// Exec runs a command to completion (POST /v1/vms/{vm}/exec). A timeout
-// answers an *Error with code deadline_exceeded. Accepts WithIdempotencyKey.
-func (c *Client) Exec(ctx context.Context, vm string, req ExecRequest, opts ...CallOption) (*ExecResult, error) {
-	var out ExecResult
-	resp, err := c.do(ctx, http.MethodPost, vmPath(vm, "exec"), nil, req, &out, collect(opts))
+// FollowEvents iterates over the VM's events (see Events), reconnecting
+// after a dropped connection without losing or repeating one. It ends when
+// the VM ends (after the *VMEvent of its final state); an error is yielded
+// last.
+func (v *VMHandle) FollowEvents(ctx context.Context) iter.Seq2[Event, error] {
+	return v.c.follow(ctx, v.Events, true)
+}
+
+// Exec runs a command to completion. With req.Stdout or req.Stderr set,
+// the output is streamed into them as it comes; otherwise it is buffered
+// in the result, within MaxOutputBytes. A timeout is an *Error with code
+// deadline_exceeded. Accepts WithIdempotencyKey: a retry with the same key
+// gets the first outcome and does not run the command again.
+func (v *VMHandle) Exec(ctx context.Context, req ExecRequest, opts ...CallOption) (*ExecResult, error) {
+	if req.Stdout != nil || req.Stderr != nil {
+		return v.execInto(ctx, req, opts)
+	}
+	w, resp, err := call[wireExecResult](ctx, v.c, http.MethodPost, vmPath(v.id, "exec"), req, collect(opts))
 	if err != nil {
 		return nil, err
 	}
-	out.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-	return &out, nil
+	res := &ExecResult{ExitStatus: ExitStatus{ExitCode: w.ExitCode, Signal: w.Signal}, Truncated: w.Truncated,
+		Duration: time.Duration(w.DurationMs) * time.Millisecond, Replayed: replayed(resp)}
+	if res.Stdout, err = decodeData(w.Stdout, w.Encoding); err == nil {
+		res.Stderr, err = decodeData(w.Stderr, w.Encoding)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: exec output: %w", err)
+	}
+	return res, nil
 }
 
-// ExecStream runs a command and streams its output: "stdout" and "stderr"
-// events (Event.Output), then "exit" (Event.Exit) or "error". The gateway
-// refuses an Idempotency-Key on a streamed exec.
-func (c *Client) ExecStream(ctx context.Context, vm string, req ExecRequest) (*Stream, error) {
+// execInto runs an exec as a stream and copies its output into the
+// request's writers.
+func (v *VMHandle) execInto(ctx context.Context, req ExecRequest, opts []CallOption) (*ExecResult, error) {
+	s, err := v.ExecStream(ctx, req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	for {
+		ev, err := s.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch ev := ev.(type) {
+		case *Output:
+			w := req.Stdout
+			if ev.Stream == Stderr {
+				w = req.Stderr
+			}
+			if w == nil {
+				continue
+			}
+			if _, err := w.Write(ev.Data); err != nil {
+				return nil, fmt.Errorf("client: exec output: %w", err)
+			}
+		case *Exit:
+			return &ExecResult{ExitStatus: ev.ExitStatus, Truncated: ev.Truncated, Duration: ev.Duration, Replayed: s.replayed}, nil
+		}
+	}
+}
+
+// ExecStream runs a command and streams its output: *Output events, then a
+// final *Exit (or an *Error from Next). Accepts WithIdempotencyKey.
+func (v *VMHandle) ExecStream(ctx context.Context, req ExecRequest, opts ...CallOption) (*Stream, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("client: encode exec request: %w", err)
 	}
-	return c.openStreamBody(ctx, http.MethodPost, vmPath(vm, "exec"), nil, b, StreamOptions{})
+	return v.c.openStreamBody(ctx, execStream, http.MethodPost, vmPath(v.id, "exec"), b, StreamOptions{}, collect(opts))
 }
 
-// SpawnProcess starts a long-running process. Accepts WithIdempotencyKey:
-// a retry returns the same pid.
-func (c *Client) SpawnProcess(ctx context.Context, vm string, req SpawnRequest, opts ...CallOption) (*Process, error) {
-	var out Process
-	resp, err := c.do(ctx, http.MethodPost, vmPath(vm, "processes"), nil, req, &out, collect(opts))
+// Spawn starts a long-running process and returns its handle. Accepts
+// WithIdempotencyKey: a retry returns the same process.
+func (v *VMHandle) Spawn(ctx context.Context, req SpawnRequest, opts ...CallOption) (*ProcessHandle, error) {
+	out, resp, err := call[Process](ctx, v.c, http.MethodPost, vmPath(v.id, "processes"), req, collect(opts))
 	if err != nil {
 		return nil, err
 	}
-	out.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-	return &out, nil
+	return &ProcessHandle{c: v.c, vm: v.id, pid: out.Pid, replayed: replayed(resp)}, nil
 }
 
-// ListProcesses lists a VM's processes, exited ones included.
-func (c *Client) ListProcesses(ctx context.Context, vm string) (*List[Process], error) {
-	var out List[Process]
-	if _, err := c.do(ctx, http.MethodGet, vmPath(vm, "processes"), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-func pidPath(vm string, pid uint32, rest ...string) string {
-	return vmPath(vm, append([]string{"processes", strconv.FormatUint(uint64(pid), 10)}, rest...)...)
-}
-
-// GetProcess describes one process.
-func (c *Client) GetProcess(ctx context.Context, vm string, pid uint32) (*Process, error) {
-	var out Process
-	if _, err := c.do(ctx, http.MethodGet, pidPath(vm, pid), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// ProcessOutput streams a process's output: "stdout"/"stderr" events
-// (Event.Output; the event id is the output sequence number), a "gap" event
-// (Event.Gap) when opts.LastEventID is older than the gateway's buffer, and
-// a final "exit" (Event.Exit) or "error" event. See FollowProcessOutput for
-// reconnection.
-func (c *Client) ProcessOutput(ctx context.Context, vm string, pid uint32, opts StreamOptions) (*Stream, error) {
-	return c.openStream(ctx, http.MethodGet, pidPath(vm, pid, "output"), nil, opts)
-}
-
-// WriteStdin writes raw bytes to a process's stdin.
-func (c *Client) WriteStdin(ctx context.Context, vm string, pid uint32, data []byte) error {
-	resp, err := c.send(ctx, request{method: http.MethodPost, path: pidPath(vm, pid, "stdin"),
-		body: bytes.NewReader(data), ctype: "application/octet-stream", accept: "application/json"})
+// Processes lists the VM's processes, exited ones included.
+func (v *VMHandle) Processes(ctx context.Context) ([]Process, error) {
+	l, err := get[List[Process]](ctx, v.c, vmPath(v.id, "processes"), nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	drainClose(resp.Body)
-	return nil
+	return l.Items, nil
 }
 
-// CloseStdin closes a process's stdin.
-func (c *Client) CloseStdin(ctx context.Context, vm string, pid uint32) error {
-	_, err := c.do(ctx, http.MethodPost, pidPath(vm, pid, "stdin", "close"), nil, nil, nil, nil)
+// Process returns the handle of one of the VM's processes. It makes no
+// call.
+func (v *VMHandle) Process(pid uint32) *ProcessHandle {
+	return &ProcessHandle{c: v.c, vm: v.id, pid: pid}
+}
+
+// ProcessHandle makes the calls about one process. It is safe for
+// concurrent use.
+type ProcessHandle struct {
+	c        *Client
+	vm       string
+	pid      uint32
+	replayed bool
+}
+
+// Pid returns the process's guest pid.
+func (p *ProcessHandle) Pid() uint32 { return p.pid }
+
+// Replayed reports whether Spawn was answered from the record of an
+// earlier call with the same Idempotency-Key (the process was not started
+// again).
+func (p *ProcessHandle) Replayed() bool { return p.replayed }
+
+func (p *ProcessHandle) path(rest ...string) string {
+	return vmPath(p.vm, append([]string{"processes", strconv.FormatUint(uint64(p.pid), 10)}, rest...)...)
+}
+
+// Get describes the process.
+func (p *ProcessHandle) Get(ctx context.Context) (*Process, error) {
+	return get[Process](ctx, p.c, p.path(), nil)
+}
+
+// Output opens the process's output stream: *Output events (the event id
+// is the output's sequence number), a *Gap when opts.LastEventID is older
+// than the gateway's buffer, and a final *Exit (or an *Error from Next when
+// its end is unknowable). See Follow for reconnection.
+func (p *ProcessHandle) Output(ctx context.Context, opts StreamOptions) (*Stream, error) {
+	return p.c.openStream(ctx, processStream, p.path("output"), opts)
+}
+
+// Follow iterates over the process's output (see Output) until its *Exit,
+// reconnecting with Last-Event-ID after a dropped connection so that no
+// event is lost or repeated (a *Gap says when the gateway's buffer no
+// longer held the resume point). An error is yielded last.
+func (p *ProcessHandle) Follow(ctx context.Context) iter.Seq2[Event, error] {
+	return p.c.follow(ctx, p.Output, false)
+}
+
+// WriteStdin writes raw bytes to the process's stdin.
+func (p *ProcessHandle) WriteStdin(ctx context.Context, data []byte) error {
+	return p.c.sendBytes(ctx, p.path("stdin"), data)
+}
+
+// CloseStdin closes the process's stdin.
+func (p *ProcessHandle) CloseStdin(ctx context.Context) error {
+	_, err := p.c.do(ctx, http.MethodPost, p.path("stdin", "close"), nil, nil, nil, nil)
 	return err
 }
 
-// Signal sends a signal by name, such as "SIGTERM".
-func (c *Client) Signal(ctx context.Context, vm string, pid uint32, signal string) error {
-	_, err := c.do(ctx, http.MethodPost, pidPath(vm, pid, "signal"), nil, map[string]string{"signal": signal}, nil, nil)
+// Signal sends the process a signal.
+func (p *ProcessHandle) Signal(ctx context.Context, sig Signal) error {
+	_, err := p.c.do(ctx, http.MethodPost, p.path("signal"), nil, map[string]Signal{"signal": sig}, nil, nil)
 	return err
 }
 
-// WaitProcess waits for a process to end, at most timeout (rounded up to a
+// Wait waits for the process to end, at most timeout (rounded up to a
 // millisecond). A timeout <= 0 waits as long as ctx (and the gateway's
 // server timeouts) allow. When the time runs out the gateway answers an
 // *Error with code deadline_exceeded.
-func (c *Client) WaitProcess(ctx context.Context, vm string, pid uint32, timeout time.Duration) (*ExitStatus, error) {
-	ms := int64(0)
-	if timeout > 0 {
-		ms = int64((timeout + time.Millisecond - 1) / time.Millisecond)
-	}
-	q := url.Values{"timeoutMs": {strconv.FormatInt(ms, 10)}}
-	var out ExitStatus
-	if _, err := c.do(ctx, http.MethodGet, pidPath(vm, pid, "wait"), q, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+func (p *ProcessHandle) Wait(ctx context.Context, timeout time.Duration) (*ExitStatus, error) {
+	q := url.Values{"timeoutMs": {strconv.FormatInt(ceilUnit(timeout, time.Millisecond), 10)}}
+	return get[ExitStatus](ctx, p.c, p.path("wait"), q)
 }
 
-// OpenShell opens an interactive shell and returns its id.
-func (c *Client) OpenShell(ctx context.Context, vm string, req ShellRequest) (string, error) {
-	var out struct {
-		ShellID string `json:"shellId"`
-	}
-	if _, err := c.do(ctx, http.MethodPost, vmPath(vm, "shells"), nil, req, &out, nil); err != nil {
-		return "", err
-	}
-	return out.ShellID, nil
-}
-
-func shellPath(vm, shell string, rest ...string) string {
-	return vmPath(vm, append([]string{"shells", esc(shell)}, rest...)...)
-}
-
-// ShellInput sends raw bytes (keystrokes) to a shell.
-func (c *Client) ShellInput(ctx context.Context, vm, shell string, data []byte) error {
-	resp, err := c.send(ctx, request{method: http.MethodPost, path: shellPath(vm, shell, "input"),
+// sendBytes posts raw bytes (a process's stdin, a shell's keystrokes).
+func (c *Client) sendBytes(ctx context.Context, path string, data []byte) error {
+	resp, err := c.send(ctx, request{method: http.MethodPost, path: path,
 		body: bytes.NewReader(data), ctype: "application/octet-stream", accept: "application/json"})
 	if err != nil {
 		return err
 	}
 	drainClose(resp.Body)
 	return nil
-}
-
-// ResizeShell changes a shell's terminal size.
-func (c *Client) ResizeShell(ctx context.Context, vm, shell string, cols, rows uint16) error {
-	_, err := c.do(ctx, http.MethodPost, shellPath(vm, shell, "resize"), nil, map[string]uint16{"cols": cols, "rows": rows}, nil, nil)
-	return err
-}
-
-// ShellOutput streams a shell's output ("stdout" events, then "end" with the
-// exit status, see Event.ShellEnd, or "error").
-func (c *Client) ShellOutput(ctx context.Context, vm, shell string, opts StreamOptions) (*Stream, error) {
-	return c.openStream(ctx, http.MethodGet, shellPath(vm, shell, "output"), nil, opts)
-}
-
-// ListShells lists a VM's shells, ended ones included, oldest first.
-func (c *Client) ListShells(ctx context.Context, vm string) (*List[Shell], error) {
-	var out List[Shell]
-	if _, err := c.do(ctx, http.MethodGet, vmPath(vm, "shells"), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// GetShell describes a shell: its state, size and, once it ended, its exit
-// status or why that is unknowable.
-func (c *Client) GetShell(ctx context.Context, vm, shell string) (*Shell, error) {
-	var out Shell
-	if _, err := c.do(ctx, http.MethodGet, shellPath(vm, shell), nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// CloseShell ends a running shell and removes its record, or removes the
-// record of one that ended.
-func (c *Client) CloseShell(ctx context.Context, vm, shell string) error {
-	_, err := c.do(ctx, http.MethodDelete, shellPath(vm, shell), nil, nil, nil, nil)
-	return err
 }

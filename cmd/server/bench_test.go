@@ -44,7 +44,7 @@ func BenchmarkExecEchoHiHTTP(b *testing.B) {
 	exec := func() {
 		var res struct{ Stdout string }
 		post("/v1/vms/"+vm.ID+"/exec", map[string]any{"command": "echo hi"}, &res)
-		if res.Stdout != "hi\n" {
+		if string(res.Stdout) != "hi\n" {
 			b.Fatalf("stdout %q", res.Stdout)
 		}
 	}
@@ -67,18 +67,18 @@ func BenchmarkExecEchoHiHTTP(b *testing.B) {
 func BenchmarkPromptHelloHTTP(b *testing.B) {
 	g := startGateway(b, "")
 	mock := mockanthropic.Start(b)
-	c := client.New(g.URL, testAdminKey)
+	c := mustClient(b, g.URL, testAdminKey)
 	ctx := ctxFor(b, 10*time.Minute)
 	vm, err := c.CreateVM(ctx, client.CreateVMRequest{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sess, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{Agent: "pi", Env: mock.Env()})
+	sess, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{Agent: "pi", Env: mock.Env()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	turn := func() {
-		res, err := c.Prompt(ctx, vm.ID, sess.ID, client.PromptRequest{Content: client.TextPrompt("hello")})
+		res, err := c.VM(vm.ID).Session(sess.ID).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
 		if err != nil || res.StopReason != "end_turn" {
 			b.Fatalf("prompt: %+v %v", res, err)
 		}

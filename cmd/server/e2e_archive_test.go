@@ -298,7 +298,7 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 	// The bulk transfers bypass the validating transport, which holds each
 	// whole response to check it; their headers are checked on small
 	// downloads below.
-	raw := client.New(e.gw.URL, testAdminKey, client.WithHTTPClient(&http.Client{Transport: e.tr}))
+	raw := mustClient(t, e.gw.URL, testAdminKey, client.WithHTTPClient(&http.Client{Transport: e.tr}))
 	const big = 64 << 20
 	tree := bigTree(big)
 
@@ -306,7 +306,7 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 	growth := peakGrowth(t, func() {
 		body, wait := streamTree(tree, false)
 		var err error
-		res, err = raw.UploadArchive(ctx, vm.ID, "/workspace/tree", body, client.ArchiveOptions{Mkdirs: true})
+		res, err = raw.VM(vm.ID).UploadArchive(ctx, "/workspace/tree", body, client.ArchiveOptions{Mkdirs: true})
 		if werr := wait(); err == nil && werr != nil {
 			err = werr
 		}
@@ -357,7 +357,7 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 			resp.Body.Close()
 		}
 		// A single file is an archive of one entry named after it.
-		r, err := c.DownloadArchive(ctx, vm.ID, "/workspace/tree/src/pkg3/f0013.txt", client.ArchiveOptions{})
+		r, err := c.VM(vm.ID).DownloadArchive(ctx, "/workspace/tree/src/pkg3/f0013.txt", client.ArchiveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,13 +371,13 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 		if out := e.exec(c, vm.ID, "cat /workspace/tree/docs/readme /workspace/tree/latest/f0002.txt | head -c 14"); out != "file 0\nfile 2\n" {
 			t.Fatalf("through the symlinks: %q", out)
 		}
-		st, err := c.Stat(ctx, vm.ID, "/workspace/tree/src/pkg1/f0001.txt")
+		st, err := c.VM(vm.ID).Stat(ctx, "/workspace/tree/src/pkg1/f0001.txt")
 		if err != nil || st.Mode&0o777 != 0o600 || st.Size != 7*2 {
 			t.Fatalf("stat: %+v %v", st, err)
 		}
-		l, err := c.ListDir(ctx, vm.ID, "/workspace", false, 0)
-		if err != nil || !sameSet(entryNames(l.Items, false), []string{"tree"}) {
-			t.Fatalf("/workspace holds %v (%v): a staging directory left behind?", entryNames(l.Items, false), err)
+		l, err := c.VM(vm.ID).ListDir(ctx, "/workspace", client.ListDirOptions{Recursive: false, MaxDepth: 0})
+		if err != nil || !sameSet(entryNames(l, false), []string{"tree"}) {
+			t.Fatalf("/workspace holds %v (%v): a staging directory left behind?", entryNames(l, false), err)
 		}
 	})
 	// The downloads read a copy the guest makes: the engine's stat and read
@@ -389,13 +389,13 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 	// links, which a download stores as files anyway), so it is what was
 	// sent.
 	e.exec(c, vm.ID, "cp -R -P --preserve=mode,timestamps /workspace/tree /workspace/copy")
-	if err := c.DeleteFile(ctx, vm.ID, "/workspace/tree", true); err != nil {
+	if err := c.VM(vm.ID).DeleteFile(ctx, "/workspace/tree", client.DeleteFileOptions{Recursive: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, gz := range []bool{false, true} {
 		t.Run(fmt.Sprintf("download gzip=%v", gz), func(t *testing.T) {
 			growth := peakGrowth(t, func() {
-				r, err := raw.DownloadArchive(ctx, vm.ID, "/workspace/copy", client.ArchiveOptions{Gzip: gz})
+				r, err := raw.VM(vm.ID).DownloadArchive(ctx, "/workspace/copy", client.ArchiveOptions{Gzip: gz})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -419,11 +419,11 @@ func snapshotFS(t *testing.T, ctx context.Context, c *client.Client, vm string) 
 		path      string
 		recursive bool
 	}{{"/", false}, {"/workspace", true}} {
-		l, err := c.ListDir(ctx, vm, d.path, d.recursive, 0)
+		l, err := c.VM(vm).ListDir(ctx, d.path, client.ListDirOptions{Recursive: d.recursive, MaxDepth: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, it := range l.Items {
+		for _, it := range l {
 			out = append(out, fmt.Sprintf("%s dir=%v link=%v size=%d", it.Path, it.IsDir, it.IsSymlink, it.Size))
 		}
 	}
@@ -451,10 +451,10 @@ func TestE2EArchiveRefused(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
-	if _, err := c.WriteFile(ctx, vm.ID, "/workspace/outside.txt", strings.NewReader("precious"), client.WriteFileOptions{}); err != nil {
+	if _, err := c.VM(vm.ID).WriteFile(ctx, "/workspace/outside.txt", strings.NewReader("precious"), client.WriteFileOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WriteFile(ctx, vm.ID, "/workspace/target/keep/kept.txt", strings.NewReader("kept"), client.WriteFileOptions{Mkdirs: true}); err != nil {
+	if _, err := c.VM(vm.ID).WriteFile(ctx, "/workspace/target/keep/kept.txt", strings.NewReader("kept"), client.WriteFileOptions{Mkdirs: true}); err != nil {
 		t.Fatal(err)
 	}
 	file := func(name, body string) treeEntry {
@@ -491,7 +491,7 @@ func TestE2EArchiveRefused(t *testing.T) {
 		target string
 		mkdirs bool
 		status int
-		code   string
+		code   client.Code
 		entry  string // the entry the problem names
 	}{
 		{"dot-dot", tarBytes(t, []treeEntry{file("fine.txt", "fine"), file("../escape.txt", "x")}, false), "/workspace/target", false, 400, client.CodeInvalidArgument, "../escape.txt"},
@@ -515,7 +515,7 @@ func TestE2EArchiveRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := snapshotFS(t, ctx, c, vm.ID)
-			_, err := c.UploadArchive(ctx, vm.ID, tc.target, bytes.NewReader(tc.body), client.ArchiveOptions{Mkdirs: tc.mkdirs})
+			_, err := c.VM(vm.ID).UploadArchive(ctx, tc.target, bytes.NewReader(tc.body), client.ArchiveOptions{Mkdirs: tc.mkdirs})
 			ce := wantCode(t, err, tc.code, tc.status)
 			if tc.entry != "" && ce.Details["entry"] != tc.entry {
 				t.Errorf("the problem names %v, want %q: %v", ce.Details["entry"], tc.entry, ce)
@@ -575,18 +575,18 @@ func TestE2EArchiveFormats(t *testing.T) {
 
 	t.Run("merge", func(t *testing.T) {
 		const dir = "/workspace/merge"
-		if _, err := c.WriteFile(ctx, vm.ID, dir+"/m/old.txt", strings.NewReader("old"), client.WriteFileOptions{Mkdirs: true}); err != nil {
+		if _, err := c.VM(vm.ID).WriteFile(ctx, dir+"/m/old.txt", strings.NewReader("old"), client.WriteFileOptions{Mkdirs: true}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.WriteFile(ctx, vm.ID, dir+"/m/a.txt", strings.NewReader("to be replaced"), client.WriteFileOptions{}); err != nil {
+		if _, err := c.VM(vm.ID).WriteFile(ctx, dir+"/m/a.txt", strings.NewReader("to be replaced"), client.WriteFileOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// An existing symlink of an entry's name is replaced, not followed.
 		e.exec(c, vm.ID, "ln -s /workspace/outside.txt "+dir+"/top.txt")
-		if _, err := c.WriteFile(ctx, vm.ID, "/workspace/outside.txt", strings.NewReader("precious"), client.WriteFileOptions{}); err != nil {
+		if _, err := c.VM(vm.ID).WriteFile(ctx, "/workspace/outside.txt", strings.NewReader("precious"), client.WriteFileOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.UploadArchive(ctx, vm.ID, dir, bytes.NewReader(tarBytes(t, es, false)), client.ArchiveOptions{})
+		res, err := c.VM(vm.ID).UploadArchive(ctx, dir, bytes.NewReader(tarBytes(t, es, false)), client.ArchiveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -596,14 +596,14 @@ func TestE2EArchiveFormats(t *testing.T) {
 		if out := e.exec(c, vm.ID, "cat "+dir+"/m/old.txt "+dir+"/m/a.txt "+dir+"/top.txt /workspace/outside.txt"); out != "oldfrom the archivetopprecious" {
 			t.Fatalf("after the merge: %q", out)
 		}
-		st, err := c.Stat(ctx, vm.ID, dir+"/top.txt")
+		st, err := c.VM(vm.ID).Stat(ctx, dir+"/top.txt")
 		if err != nil || st.IsSymlink || st.Mode&0o777 != 0o600 {
 			t.Fatalf("top.txt: %+v %v", st, err)
 		}
 	})
 
 	t.Run("missing path", func(t *testing.T) {
-		_, err := c.DownloadArchive(ctx, vm.ID, "/workspace/none", client.ArchiveOptions{})
+		_, err := c.VM(vm.ID).DownloadArchive(ctx, "/workspace/none", client.ArchiveOptions{})
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	})
 }

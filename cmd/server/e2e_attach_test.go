@@ -286,11 +286,11 @@ func TestE2EAttachAuth(t *testing.T) {
 	ctx := ctxT(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
-	p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Argv: []string{"sleep", "600"}})
+	p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Argv: []string{"sleep", "600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := fmt.Sprintf("/v1/vms/%s/processes/%d/attach", vm.ID, p.Pid)
+	path := fmt.Sprintf("/v1/vms/%s/processes/%d/attach", vm.ID, p.Pid())
 
 	refused := []struct {
 		name      string
@@ -401,7 +401,7 @@ func TestE2EAttachShell(t *testing.T) {
 		if id == "" || sc == nil {
 			t.Fatal(failure)
 		}
-		if sh, err := c.GetShell(ctxT(t), vm.ID, id); err != nil || sh.State != client.ShellExited {
+		if sh, err := c.VM(vm.ID).Shell(id).Get(ctxT(t)); err != nil || sh.State != client.ShellExited {
 			t.Fatalf("%s (the shell did not end: %+v %v)", failure, sh, err)
 		}
 		// Attached clients answer queries here too, so the gateway's count
@@ -441,7 +441,7 @@ func (e *e2e) attachShellScenario(t testing.TB, c *client.Client, vm string, she
 	a.waitFor(0, "attach-6")
 	a.control(map[string]any{"type": "resize", "cols": 90, "rows": 20})
 	eventually(t, e2eTimeout, "the resize", func() bool {
-		sh, err := c.GetShell(ctx, vm, id)
+		sh, err := c.VM(vm).Shell(id).Get(ctx)
 		return err == nil && sh.Cols == 90 && sh.Rows == 20
 	})
 
@@ -449,7 +449,7 @@ func (e *e2e) attachShellScenario(t testing.TB, c *client.Client, vm string, she
 	// sequence received.
 	a.drop()
 	gotA, lastA := a.output(0)
-	if err := c.ShellInput(ctx, vm, id, []byte("echo offline-$((3*3))\r")); err != nil {
+	if err := c.VM(vm).Shell(id).Input(ctx, []byte("echo offline-$((3*3))\r")); err != nil {
 		t.Fatal(err)
 	}
 	if !sc.waitFor("offline-9") {
@@ -490,7 +490,7 @@ func (e *e2e) attachShellScenario(t testing.TB, c *client.Client, vm string, she
 	// does move when it answers.
 	answered := func() int {
 		t.Helper()
-		sh, err := c.GetShell(ctx, vm, id)
+		sh, err := c.VM(vm).Shell(id).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -537,11 +537,11 @@ func TestE2EAttachProcess(t *testing.T) {
 	procPath := func(pid uint32) string { return fmt.Sprintf("/v1/vms/%s/processes/%d/attach", vm.ID, pid) }
 	spawn := func(argv ...string) uint32 {
 		t.Helper()
-		p, err := c.SpawnProcess(ctxT(t), vm.ID, client.SpawnRequest{Argv: argv})
+		p, err := c.VM(vm.ID).Spawn(ctxT(t), client.SpawnRequest{Argv: argv})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return p.Pid
+		return p.Pid()
 	}
 
 	t.Run("stdin, stdout, stderr, resume", func(t *testing.T) {
@@ -568,7 +568,7 @@ func TestE2EAttachProcess(t *testing.T) {
 		}
 		outB, _ := b.output(1)
 		errB, _ := b.output(2)
-		s, err := c.ProcessOutput(ctx, vm.ID, pid, client.StreamOptions{})
+		s, err := c.VM(vm.ID).Process(pid).Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -598,7 +598,7 @@ func TestE2EAttachProcess(t *testing.T) {
 		a := e.attach(t, procPath(pid), true, false)
 		a.waitHello()
 		a.control(map[string]string{"type": "signal", "signal": "SIGBOGUS"})
-		if f := a.waitFrame("error"); f.Code != client.CodeInvalidArgument {
+		if f := a.waitFrame("error"); f.Code != string(client.CodeInvalidArgument) {
 			t.Fatalf("error frame %+v", f)
 		}
 		a.control(map[string]string{"type": "signal", "signal": "SIGTERM"})
@@ -633,7 +633,7 @@ func TestE2EAttachProcess(t *testing.T) {
 			})
 		}
 		// The process is untouched.
-		if p, err := c.GetProcess(ctx, vm.ID, pid); err != nil || !p.Running {
+		if p, err := c.VM(vm.ID).Process(pid).Get(ctx); err != nil || !p.Running {
 			t.Fatalf("%+v %v", p, err)
 		}
 	})
@@ -641,7 +641,7 @@ func TestE2EAttachProcess(t *testing.T) {
 	t.Run("goroutines", func(t *testing.T) {
 		ctx := ctxT(t)
 		pid := spawn("sh", "-c", "while true; do echo tick; sleep 0.05; done")
-		shell, err := c.OpenShell(ctx, vm.ID, client.ShellRequest{})
+		shell, err := c.VM(vm.ID).OpenShell(ctx, client.ShellRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -655,7 +655,7 @@ func TestE2EAttachProcess(t *testing.T) {
 		for i := range n {
 			p := procPath(pid)
 			if i%2 == 1 {
-				p = "/v1/vms/" + vm.ID + "/shells/" + shell + "/attach"
+				p = "/v1/vms/" + vm.ID + "/shells/" + shell.ID() + "/attach"
 			}
 			a := e.attach(t, p, i%2 == 0, false)
 			a.waitHello()

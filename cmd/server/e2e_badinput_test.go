@@ -31,7 +31,7 @@ func TestE2EBadInput(t *testing.T) {
 	a := e.admin
 	vm := e.vm(a, client.CreateVMRequest{})
 	vmPath := "/v1/vms/" + vm.ID
-	shell, err := a.OpenShell(ctx, vm.ID, client.ShellRequest{})
+	shell, err := a.VM(vm.ID).OpenShell(ctx, client.ShellRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestE2EBadInput(t *testing.T) {
 		body   string
 		header map[string]string
 		status int
-		code   string
+		code   client.Code
 		field  string // "" when the problem has none or it does not matter
 	}
 	calls := []call{
@@ -108,7 +108,7 @@ func TestE2EBadInput(t *testing.T) {
 		{"relative cwd", "POST", vmPath + "/exec", `{"command":"pwd","cwd":"tmp"}`, nil, 400, "invalid_argument", "cwd"},
 		{"command not found", "POST", vmPath + "/exec", `{"argv":["no-such-command"]}`, nil, 400, "invalid_argument", ""},
 		{"cols too large", "POST", vmPath + "/shells", `{"cols":70000}`, nil, 400, "invalid_argument", "cols"},
-		{"resize to zero", "POST", vmPath + "/shells/" + shell + "/resize", `{"cols":0,"rows":0}`, nil, 400, "invalid_argument", "cols"},
+		{"resize to zero", "POST", vmPath + "/shells/" + shell.ID() + "/resize", `{"cols":0,"rows":0}`, nil, 400, "invalid_argument", "cols"},
 		{"huge timeout", "POST", vmPath + "/exec", `{"command":"true","timeoutMs":1e30}`, nil, 400, "invalid_argument", "timeoutMs"},
 		{"negative output cap", "POST", vmPath + "/exec", `{"command":"true","maxOutputBytes":-1}`, nil, 400, "invalid_argument", "maxOutputBytes"},
 		// Query parameters and headers.
@@ -121,7 +121,7 @@ func TestE2EBadInput(t *testing.T) {
 		{"bool query not a bool", "DELETE", vmPath + "/files?path=/x&recursive=maybe", "", nil, 400, "invalid_argument", "recursive"},
 		{"wait timeout not a number", "GET", vmPath + "/processes/1/wait?timeoutMs=1e3", "", nil, 400, "invalid_argument", "timeoutMs"},
 		{"Last-Event-ID not a number", "GET", vmPath + "/events", "", map[string]string{"Last-Event-ID": "abc"}, 400, "invalid_argument", ""},
-		{"Last-Event-ID past uint64", "GET", vmPath + "/shells/" + shell + "/output", "", map[string]string{"Last-Event-ID": "18446744073709551616"}, 400, "invalid_argument", ""},
+		{"Last-Event-ID past uint64", "GET", vmPath + "/shells/" + shell.ID() + "/output", "", map[string]string{"Last-Event-ID": "18446744073709551616"}, 400, "invalid_argument", ""},
 		{"pid not a number", "GET", vmPath + "/processes/-1", "", nil, 400, "invalid_argument", "pid"},
 	}
 	// Every field of the bodies of VM creation, exec, spawn, shells and
@@ -140,7 +140,7 @@ func TestE2EBadInput(t *testing.T) {
 		{vmPath + "/exec", map[string]byte{"command": 's', "argv": 'a', "cwd": 's', "env": 'o', "stdin": 's', "stdinEncoding": 's', "timeoutMs": 'n', "maxOutputBytes": 'n'}},
 		{vmPath + "/processes", map[string]byte{"command": 's', "argv": 'a', "cwd": 's', "env": 'o'}},
 		{vmPath + "/shells", map[string]byte{"shell": 's', "cols": 'n', "rows": 'n', "cwd": 's', "env": 'o'}},
-		{vmPath + "/shells/" + shell + "/resize", map[string]byte{"cols": 'n', "rows": 'n'}},
+		{vmPath + "/shells/" + shell.ID() + "/resize", map[string]byte{"cols": 'n', "rows": 'n'}},
 		{vmPath + "/sessions", map[string]byte{"sessionId": 's', "agent": 's', "cwd": 's', "env": 'o', "additionalDirectories": 'a', "permissionPolicy": 's', "permissionDefault": 'o', "additionalInstructions": 's'}},
 	} {
 		for field, kind := range route.fields {
@@ -170,7 +170,7 @@ func TestE2EBadInput(t *testing.T) {
 	// Failed creates leave disposed records whose reasons are shown to
 	// clients too.
 	t.Run("reasons of failed creates", func(t *testing.T) {
-		l, err := a.ListVMs(ctx, client.ListVMsOptions{State: client.VMDisposed, Limit: 500})
+		l, err := a.ListVMs(ctx, client.ListVMsOptions{States: []client.VMState{client.VMDisposed}, Limit: 500})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,11 +192,11 @@ func TestE2EBadInput(t *testing.T) {
 			{client.ExecRequest{Command: `printf '%s|%s' "$B" "$C"`}, `p=q|spaces and = and "quotes"`},
 			{client.ExecRequest{Argv: []string{"printf", "%s|", "a=b", "c d", ""}}, "a=b|c d||"},
 		} {
-			res, err := a.Exec(ctx, odd.ID, c.req)
+			res, err := a.VM(odd.ID).Exec(ctx, c.req)
 			if err != nil {
 				t.Fatalf("exec %+v: %v", c.req, err)
 			}
-			out, _ := res.StdoutBytes()
+			out := res.Stdout
 			if res.ExitCode != 0 || string(out) != c.want {
 				t.Errorf("exec %+v: exit %d, stdout %q, want %q (stderr %q)", c.req, res.ExitCode, out, c.want, res.Stderr)
 			}

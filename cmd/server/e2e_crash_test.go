@@ -34,12 +34,12 @@ func TestE2ESidecarCrash(t *testing.T) {
 	// A process that prints a tick every 100 ms, on each VM, with their
 	// output streams open; A's event stream too.
 	const loop = "sh -c 'while true; do echo tick; sleep 0.1; done'"
-	ticker := func(c *client.Client, vm string) (*client.Process, *client.Stream) {
-		p, err := c.SpawnProcess(ctx, vm, client.SpawnRequest{Command: loop})
+	ticker := func(c *client.Client, vm string) (*client.ProcessHandle, *client.Stream) {
+		p, err := c.VM(vm).Spawn(ctx, client.SpawnRequest{Command: loop})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := c.ProcessOutput(ctx, vm, p.Pid, client.StreamOptions{})
+		s, err := p.Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,19 +48,19 @@ func TestE2ESidecarCrash(t *testing.T) {
 	}
 	pA, outA := ticker(ca, vmA.ID)
 	pB, outB := ticker(cb, vmB.ID)
-	evA, err := ca.VMEvents(ctx, vmA.ID, client.StreamOptions{})
+	evA, err := ca.VM(vmA.ID).Events(ctx, client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer evA.Close()
-	outReqA := e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vmA.ID, pA.Pid))
-	outReqB := e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vmB.ID, pB.Pid))
+	outReqA := e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vmA.ID, pA.Pid()))
+	outReqB := e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vmB.ID, pB.Pid()))
 	waitTicks := func(s *client.Stream, req *http.Request, n int) {
 		t.Helper()
 		rctx, cancel := context.WithTimeout(ctx, e2eTimeout)
 		defer cancel()
 		for seen := 0; seen < n; {
-			ev, err := s.Next(rctx)
+			ev, err := next(rctx, s)
 			if err != nil {
 				t.Fatalf("ticks: %v", err)
 			}
@@ -84,16 +84,16 @@ func TestE2ESidecarCrash(t *testing.T) {
 	}
 	execDone := make(chan result, 1)
 	go func() {
-		_, err := ca.Exec(ctx, vmA.ID, client.ExecRequest{Command: inFlight})
+		_, err := ca.VM(vmA.ID).Exec(ctx, client.ExecRequest{Command: inFlight})
 		execDone <- result{err, time.Now()}
 	}()
-	execStream, err := ca.ExecStream(ctx, vmA.ID, client.ExecRequest{Command: inFlight})
+	execStream, err := ca.VM(vmA.ID).ExecStream(ctx, client.ExecRequest{Command: inFlight})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer execStream.Close()
 	eventually(t, e2eTimeout, "both execs to run", func() bool {
-		r, err := ca.ReadFile(ctx, vmA.ID, "/workspace/started")
+		r, err := ca.VM(vmA.ID).ReadFile(ctx, "/workspace/started")
 		if err != nil {
 			return false
 		}
@@ -134,7 +134,7 @@ func TestE2ESidecarCrash(t *testing.T) {
 	// The VM is lost, with the reason.
 	var lost *client.VM
 	eventually(t, e2eTimeout, "the VM to be lost", func() bool {
-		v, err := ca.GetVM(ctx, vmA.ID)
+		v, err := ca.VM(vmA.ID).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,20 +162,20 @@ func TestE2ESidecarCrash(t *testing.T) {
 
 	// Calls on it are conflict, with the state.
 	for name, do := range map[string]func() error{
-		"exec": func() error { _, err := ca.Exec(ctx, vmA.ID, client.ExecRequest{Command: "true"}); return err },
+		"exec": func() error { _, err := ca.VM(vmA.ID).Exec(ctx, client.ExecRequest{Command: "true"}); return err },
 		"spawn": func() error {
-			_, err := ca.SpawnProcess(ctx, vmA.ID, client.SpawnRequest{Command: "true"})
+			_, err := ca.VM(vmA.ID).Spawn(ctx, client.SpawnRequest{Command: "true"})
 			return err
 		},
-		"processes": func() error { _, err := ca.ListProcesses(ctx, vmA.ID); return err },
+		"processes": func() error { _, err := ca.VM(vmA.ID).Processes(ctx); return err },
 		"output": func() error {
-			s, err := ca.ProcessOutput(ctx, vmA.ID, pA.Pid, client.StreamOptions{})
+			s, err := ca.VM(vmA.ID).Process(pA.Pid()).Output(ctx, client.StreamOptions{})
 			if s != nil {
 				s.Close()
 			}
 			return err
 		},
-		"read file": func() error { _, err := ca.ReadFile(ctx, vmA.ID, "/etc/hostname"); return err },
+		"read file": func() error { _, err := ca.VM(vmA.ID).ReadFile(ctx, "/etc/hostname"); return err },
 	} {
 		ce := wantCode(t, do(), client.CodeConflict, http.StatusConflict)
 		if ce.Details["state"] != "lost" {
@@ -195,13 +195,13 @@ func TestE2ESidecarCrash(t *testing.T) {
 
 	// Tenant B's VM, on another sidecar, never noticed.
 	waitTicks(outB, outReqB, 3)
-	if v, err := cb.GetVM(ctx, vmB.ID); err != nil || v.State != client.VMReady {
+	if v, err := cb.VM(vmB.ID).Get(ctx); err != nil || v.State != client.VMReady {
 		t.Fatalf("B's VM: %+v %v", v, err)
 	}
 	if out := e.exec(cb, vmB.ID, "echo b-ok"); out != "b-ok\n" {
 		t.Fatalf("%q", out)
 	}
-	if p, err := cb.GetProcess(ctx, vmB.ID, pB.Pid); err != nil || !p.Running {
+	if p, err := cb.VM(vmB.ID).Process(pB.Pid()).Get(ctx); err != nil || !p.Running {
 		t.Fatalf("B's process: %+v %v", p, err)
 	}
 	if e.sidecarPid(vmB) != pidB {
@@ -211,9 +211,9 @@ func TestE2ESidecarCrash(t *testing.T) {
 		t.Errorf("agentos_gateway_sidecar_crashes_total = %v", n)
 	}
 	// The lost VM's record is removed by a DELETE, once.
-	if v, err := ca.DeleteVM(ctx, vmA.ID); err != nil || v != nil {
+	if v, err := ca.VM(vmA.ID).Delete(ctx); err != nil || v != nil {
 		t.Fatalf("delete the lost VM: %+v %v; want its record removed", v, err)
 	}
-	_, err = ca.DeleteVM(ctx, vmA.ID)
+	_, err = ca.VM(vmA.ID).Delete(ctx)
 	wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 }

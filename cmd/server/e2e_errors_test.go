@@ -25,21 +25,21 @@ func TestE2EErrorCodes(t *testing.T) {
 	tn, tenantC := e.tenant("limited", &client.Quotas{MaxVMs: 1})
 	vm := e.vm(a, client.CreateVMRequest{})
 	gone := e.vm(a, client.CreateVMRequest{})
-	if _, err := a.DeleteVM(ctx, gone.ID); err != nil {
+	if _, err := a.VM(gone.ID).Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
-	exited, err := a.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "true"})
+	exited, err := a.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.WaitProcess(ctx, vm.ID, exited.Pid, 30*time.Second); err != nil {
+	if _, err := a.VM(vm.ID).Process(exited.Pid()).Wait(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	sleeper, err := a.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
+	sleeper, err := a.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 600"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.WriteFile(ctx, vm.ID, "/workspace/dir/file", strings.NewReader("x"), client.WriteFileOptions{Mkdirs: true}); err != nil {
+	if _, err := a.VM(vm.ID).WriteFile(ctx, "/workspace/dir/file", strings.NewReader("x"), client.WriteFileOptions{Mkdirs: true}); err != nil {
 		t.Fatal(err)
 	}
 	tenantVM := e.vm(tenantC, client.CreateVMRequest{})
@@ -55,7 +55,7 @@ func TestE2EErrorCodes(t *testing.T) {
 	}
 	type call func() error
 	tests := []struct {
-		code   string
+		code   client.Code
 		status int
 		name   string
 		do     call
@@ -78,45 +78,45 @@ func TestE2EErrorCodes(t *testing.T) {
 			return e.raw("POST", vmPath+"/exec", testAdminKey, nil, jsonCT)
 		}, nil},
 		{client.CodeInvalidArgument, 400, "validation", func() error {
-			_, err := a.CreateVM(ctx, client.CreateVMRequest{IdleTimeoutSeconds: -1})
-			return err
+			// The client cannot send a negative timeout.
+			return e.raw("POST", "/v1/vms", testAdminKey, strings.NewReader(`{"idleTimeoutSeconds":-1}`), jsonCT)
 		}, fieldIs("idleTimeoutSeconds")},
 		{client.CodeInvalidArgument, 400, "unknown limits section", func() error {
 			_, err := a.CreateVM(ctx, client.CreateVMRequest{Limits: map[string]any{"bogus": 1}})
 			return err
 		}, fieldIs("limits.bogus")},
 		{client.CodeInvalidArgument, 400, "path with ..", func() error {
-			_, err := a.ReadFile(ctx, vm.ID, "/workspace/../etc/passwd")
+			_, err := a.VM(vm.ID).ReadFile(ctx, "/workspace/../etc/passwd")
 			return err
 		}, fieldIs("path")},
 		{client.CodeInvalidArgument, 400, "path with NUL", func() error {
-			_, err := a.Stat(ctx, vm.ID, "/workspace/a\x00b")
+			_, err := a.VM(vm.ID).Stat(ctx, "/workspace/a\x00b")
 			return err
 		}, fieldIs("path")},
 		{client.CodeInvalidArgument, 400, "relative path", func() error {
-			_, err := a.WriteFile(ctx, vm.ID, "workspace/x", strings.NewReader("x"), client.WriteFileOptions{})
+			_, err := a.VM(vm.ID).WriteFile(ctx, "workspace/x", strings.NewReader("x"), client.WriteFileOptions{})
 			return err
 		}, fieldIs("path")},
 		{client.CodeInvalidArgument, 400, "missing path", func() error {
 			return e.raw("GET", vmPath+"/dirs", testAdminKey, nil, nil)
 		}, fieldIs("path")},
-		{client.CodeInvalidArgument, 400, "relative mkdir", func() error { return a.Mkdir(ctx, vm.ID, "tmp/x") }, nil},
-		{client.CodeInvalidArgument, 400, "move with ..", func() error { return a.Move(ctx, vm.ID, "/workspace/dir", "/workspace/../x") }, nil},
+		{client.CodeInvalidArgument, 400, "relative mkdir", func() error { return a.VM(vm.ID).Mkdir(ctx, "tmp/x") }, nil},
+		{client.CodeInvalidArgument, 400, "move with ..", func() error { return a.VM(vm.ID).Move(ctx, "/workspace/dir", "/workspace/../x") }, nil},
 		{client.CodeInvalidArgument, 400, "exec without command", func() error {
-			_, err := a.Exec(ctx, vm.ID, client.ExecRequest{})
+			_, err := a.VM(vm.ID).Exec(ctx, client.ExecRequest{})
 			return err
 		}, nil},
 		{client.CodeInvalidArgument, 400, "relative cwd", func() error {
-			_, err := a.Exec(ctx, vm.ID, client.ExecRequest{Command: "true", Cwd: "tmp"})
+			_, err := a.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "true", Cwd: "tmp"})
 			return err
 		}, fieldIs("cwd")},
-		{client.CodeInvalidArgument, 400, "unknown signal", func() error { return a.Signal(ctx, vm.ID, sleeper.Pid, "SIGNOPE") }, fieldIs("signal")},
+		{client.CodeInvalidArgument, 400, "unknown signal", func() error { return a.VM(vm.ID).Process(sleeper.Pid()).Signal(ctx, "SIGNOPE") }, fieldIs("signal")},
 		{client.CodeInvalidArgument, 400, "bad pid", func() error { return e.raw("GET", vmPath+"/processes/abc", testAdminKey, nil, nil) }, fieldIs("pid")},
 		{client.CodeInvalidArgument, 400, "bad Last-Event-ID", func() error {
-			return stream(a.ProcessOutput(ctx, vm.ID, sleeper.Pid, client.StreamOptions{LastEventID: "abc"}))
+			return stream(a.VM(vm.ID).Process(sleeper.Pid()).Output(ctx, client.StreamOptions{LastEventID: "abc"}))
 		}, nil},
 		{client.CodeInvalidArgument, 400, "unknown state filter", func() error {
-			_, err := a.ListVMs(ctx, client.ListVMsOptions{State: "sleeping"})
+			_, err := a.ListVMs(ctx, client.ListVMsOptions{States: []client.VMState{"sleeping"}})
 			return err
 		}, fieldIs("state")},
 		{client.CodeInvalidArgument, 400, "Idempotency-Key too long on a streamed exec", func() error {
@@ -126,7 +126,7 @@ func TestE2EErrorCodes(t *testing.T) {
 		{client.CodeMethodNotAllowed, 405, "method not allowed", func() error { return e.raw("PUT", "/v1/vms", testAdminKey, nil, nil) }, nil},
 		// unauthenticated
 		{client.CodeUnauthenticated, 401, "no key", func() error {
-			_, err := anon.GetVM(ctx, vm.ID)
+			_, err := anon.VM(vm.ID).Get(ctx)
 			return err
 		}, nil},
 		{client.CodeUnauthenticated, 401, "wrong key", func() error {
@@ -155,16 +155,16 @@ func TestE2EErrorCodes(t *testing.T) {
 		}, nil},
 		// not_found
 		{client.CodeNotFound, 404, "unknown VM", func() error {
-			_, err := a.GetVM(ctx, "vm_nope")
+			_, err := a.VM("vm_nope").Get(ctx)
 			return err
 		}, nil},
 		{client.CodeNotFound, 404, "unknown process", func() error {
-			_, err := a.GetProcess(ctx, vm.ID, 999999)
+			_, err := a.VM(vm.ID).Process(999999).Get(ctx)
 			return err
 		}, nil},
-		{client.CodeNotFound, 404, "unknown shell", func() error { return a.ShellInput(ctx, vm.ID, "sh_nope", []byte("x")) }, nil},
+		{client.CodeNotFound, 404, "unknown shell", func() error { return a.VM(vm.ID).Shell("sh_nope").Input(ctx, []byte("x")) }, nil},
 		{client.CodeNotFound, 404, "missing file", func() error {
-			_, err := a.ReadFile(ctx, vm.ID, "/workspace/nope")
+			_, err := a.VM(vm.ID).ReadFile(ctx, "/workspace/nope")
 			return err
 		}, nil},
 		{client.CodeNotFound, 404, "unknown tenant", func() error {
@@ -174,52 +174,54 @@ func TestE2EErrorCodes(t *testing.T) {
 		{client.CodeNotFound, 404, "unknown key", func() error { return a.DeleteKey(ctx, tn.ID, "nope") }, nil},
 		{client.CodeNotFound, 404, "unknown route", func() error { return e.raw("GET", "/v1/nope", testAdminKey, nil, nil) }, nil},
 		{client.CodeNotFound, 404, "another tenant's VM", func() error {
-			_, err := a.GetVM(ctx, tenantVM.ID)
+			_, err := a.VM(tenantVM.ID).Get(ctx)
 			return err
 		}, nil},
 		// conflict
 		{client.CodeConflict, 409, "exec on a disposed VM", func() error {
-			_, err := a.Exec(ctx, gone.ID, client.ExecRequest{Command: "true"})
+			_, err := a.VM(gone.ID).Exec(ctx, client.ExecRequest{Command: "true"})
 			return err
 		}, stateIs("disposed")},
 		{client.CodeConflict, 409, "streamed exec on a disposed VM", func() error {
-			return stream(a.ExecStream(ctx, gone.ID, client.ExecRequest{Command: "true"}))
+			return stream(a.VM(gone.ID).ExecStream(ctx, client.ExecRequest{Command: "true"}))
 		}, stateIs("disposed")},
 		{client.CodeConflict, 409, "events of a disposed VM", func() error {
-			return stream(a.VMEvents(ctx, gone.ID, client.StreamOptions{}))
+			return stream(a.VM(gone.ID).Events(ctx, client.StreamOptions{}))
 		}, stateIs("disposed")},
 		{client.CodeConflict, 409, "write a file of a disposed VM", func() error {
-			_, err := a.WriteFile(ctx, gone.ID, "/workspace/x", strings.NewReader("x"), client.WriteFileOptions{})
+			_, err := a.VM(gone.ID).WriteFile(ctx, "/workspace/x", strings.NewReader("x"), client.WriteFileOptions{})
 			return err
 		}, stateIs("disposed")},
-		{client.CodeConflict, 409, "signal an exited process", func() error { return a.Signal(ctx, vm.ID, exited.Pid, "SIGTERM") }, stateIs("exited")},
-		{client.CodeConflict, 409, "stdin of an exited process", func() error { return a.WriteStdin(ctx, vm.ID, exited.Pid, []byte("x")) }, stateIs("exited")},
-		{client.CodeConflict, 409, "delete a non-empty directory", func() error { return a.DeleteFile(ctx, vm.ID, "/workspace/dir", false) }, nil},
+		{client.CodeConflict, 409, "signal an exited process", func() error { return a.VM(vm.ID).Process(exited.Pid()).Signal(ctx, "SIGTERM") }, stateIs("exited")},
+		{client.CodeConflict, 409, "stdin of an exited process", func() error { return a.VM(vm.ID).Process(exited.Pid()).WriteStdin(ctx, []byte("x")) }, stateIs("exited")},
+		{client.CodeConflict, 409, "delete a non-empty directory", func() error {
+			return a.VM(vm.ID).DeleteFile(ctx, "/workspace/dir", client.DeleteFileOptions{Recursive: false})
+		}, nil},
 		// payload_too_large
 		{client.CodePayloadTooLarge, 413, "JSON body", func() error {
-			_, err := a.Exec(ctx, vm.ID, client.ExecRequest{Command: "cat", Stdin: bytes.Repeat([]byte("x"), maxBody)})
+			_, err := a.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "cat", Stdin: bytes.Repeat([]byte("x"), maxBody)})
 			return err
 		}, nil},
 		{client.CodePayloadTooLarge, 413, "raw stdin", func() error {
-			return a.WriteStdin(ctx, vm.ID, sleeper.Pid, bytes.Repeat([]byte("x"), maxBody+1))
+			return a.VM(vm.ID).Process(sleeper.Pid()).WriteStdin(ctx, bytes.Repeat([]byte("x"), maxBody+1))
 		}, nil},
 		{client.CodePayloadTooLarge, 413, "file with Content-Length", func() error {
-			_, err := a.WriteFile(ctx, vm.ID, "/workspace/big", bytes.NewReader(make([]byte, maxFile+1)), client.WriteFileOptions{})
+			_, err := a.VM(vm.ID).WriteFile(ctx, "/workspace/big", bytes.NewReader(make([]byte, maxFile+1)), client.WriteFileOptions{})
 			return err
 		}, nil},
 		{client.CodePayloadTooLarge, 413, "chunked file", func() error {
 			// A reader of unknown length travels chunked: the limit is
 			// enforced while streaming.
-			_, err := a.WriteFile(ctx, vm.ID, "/workspace/big", io.MultiReader(bytes.NewReader(make([]byte, 4*maxFile))), client.WriteFileOptions{})
+			_, err := a.VM(vm.ID).WriteFile(ctx, "/workspace/big", io.MultiReader(bytes.NewReader(make([]byte, 4*maxFile))), client.WriteFileOptions{})
 			return err
 		}, nil},
 		// unprocessable
 		{client.CodeUnprocessable, 422, "Idempotency-Key reused for another request", func() error {
 			key := client.WithIdempotencyKey(e.uniq("reuse"))
-			if _, err := a.Exec(ctx, vm.ID, client.ExecRequest{Command: "true"}, key); err != nil {
+			if _, err := a.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "true"}, key); err != nil {
 				return err
 			}
-			_, err := a.Exec(ctx, vm.ID, client.ExecRequest{Command: "false"}, key)
+			_, err := a.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "false"}, key)
 			return err
 		}, nil},
 		// resource_exhausted
@@ -229,17 +231,17 @@ func TestE2EErrorCodes(t *testing.T) {
 		}, quotaIs("maxVms")},
 		// deadline_exceeded
 		{client.CodeDeadlineExceeded, 504, "exec timeoutMs", func() error {
-			_, err := a.Exec(ctx, vm.ID, client.ExecRequest{Command: "sleep 30", TimeoutMs: 300})
+			_, err := a.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "sleep 30", Timeout: 300 * time.Millisecond})
 			return err
 		}, nil},
 		{client.CodeDeadlineExceeded, 504, "wait timeoutMs", func() error {
-			_, err := a.WaitProcess(ctx, vm.ID, sleeper.Pid, 100*time.Millisecond)
+			_, err := a.VM(vm.ID).Process(sleeper.Pid()).Wait(ctx, 100*time.Millisecond)
 			return err
 		}, nil},
 	}
-	seen := map[string]bool{}
+	seen := map[client.Code]bool{}
 	for _, tc := range tests {
-		t.Run(tc.code+"/"+tc.name, func(t *testing.T) {
+		t.Run(string(tc.code)+"/"+tc.name, func(t *testing.T) {
 			err := tc.do()
 			ce := wantCode(t, err, tc.code, tc.status)
 			if tc.check != nil {
@@ -250,16 +252,16 @@ func TestE2EErrorCodes(t *testing.T) {
 	}
 
 	// Nothing of the refused uploads is left behind.
-	_, err = a.Stat(ctx, vm.ID, "/workspace/big")
+	_, err = a.VM(vm.ID).Stat(ctx, "/workspace/big")
 	wantCode(t, err, client.CodeNotFound, 404)
-	if l, err := a.ListDir(ctx, vm.ID, "/workspace", false, 0); err != nil || len(l.Items) != 1 {
+	if l, err := a.VM(vm.ID).ListDir(ctx, "/workspace", client.ListDirOptions{Recursive: false, MaxDepth: 0}); err != nil || len(l) != 1 {
 		t.Fatalf("/workspace after refused uploads: %+v %v", l, err)
 	}
 	// The VM and the gateway are fine after all that.
 	if out := e.exec(a, vm.ID, "echo still-ok"); out != "still-ok\n" {
 		t.Fatalf("%q", out)
 	}
-	for _, code := range []string{client.CodeInvalidArgument, client.CodeUnauthenticated, client.CodePermissionDenied, client.CodeNotFound,
+	for _, code := range []client.Code{client.CodeInvalidArgument, client.CodeUnauthenticated, client.CodePermissionDenied, client.CodeNotFound,
 		client.CodeConflict, client.CodePayloadTooLarge, client.CodeUnprocessable, client.CodeResourceExhausted, client.CodeDeadlineExceeded,
 		client.CodeMethodNotAllowed} {
 		if !seen[code] {
@@ -281,11 +283,11 @@ func TestE2EPoolFull(t *testing.T) {
 	_, err := e.admin.CreateVM(ctx, client.CreateVMRequest{})
 	wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests)
 	// The failed create left a disposed record behind, saying why.
-	l, err := e.admin.ListVMs(ctx, client.ListVMsOptions{State: client.VMDisposed})
+	l, err := e.admin.ListVMs(ctx, client.ListVMsOptions{States: []client.VMState{client.VMDisposed}})
 	if err != nil || len(l.Items) != 1 || !strings.Contains(l.Items[0].Reason, "create failed") {
 		t.Fatalf("disposed VMs: %+v %v", l, err)
 	}
-	if _, err := e.admin.DeleteVM(ctx, vm.ID); err != nil {
+	if _, err := e.admin.VM(vm.ID).Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
 	vm2 := e.vm(e.admin, client.CreateVMRequest{})

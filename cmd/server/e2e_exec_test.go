@@ -67,11 +67,11 @@ func TestE2EExecCommandForms(t *testing.T) {
 		{name: "not found through the shell", req: client.ExecRequest{Command: "cd / && nonexistent-xyz"}, code: 127},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := c.Exec(ctxT(t), vm.ID, tc.req)
+			res, err := c.VM(vm.ID).Exec(ctxT(t), tc.req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, _ := res.StdoutBytes()
+			out := res.Stdout
 			if res.ExitCode != tc.code || (tc.code == 0 && string(out) != tc.stdout) {
 				t.Fatalf("exit %d stdout %q stderr %q, want exit %d stdout %q", res.ExitCode, out, res.Stderr, tc.code, tc.stdout)
 			}
@@ -82,15 +82,15 @@ func TestE2EExecCommandForms(t *testing.T) {
 		// The guest's shell (brush 0.3.0) has no ulimit: the line gets the
 		// shell's own answer, exactly what running it in sh -c gives.
 		for _, line := range []string{"type ls", "ulimit -n", "umask 077; umask"} {
-			got, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Command: line})
+			got, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: line})
 			if err != nil {
 				t.Fatalf("%s: %v", line, err)
 			}
-			want, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Argv: []string{"sh", "-c", line}})
+			want, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Argv: []string{"sh", "-c", line}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.ExitCode != want.ExitCode || got.Stdout != want.Stdout || got.Stderr != want.Stderr {
+			if got.ExitCode != want.ExitCode || !bytes.Equal(got.Stdout, want.Stdout) || !bytes.Equal(got.Stderr, want.Stderr) {
 				t.Fatalf("%s: exit %d %q %q, in sh -c: exit %d %q %q", line, got.ExitCode, got.Stdout, got.Stderr, want.ExitCode, want.Stdout, want.Stderr)
 			}
 		}
@@ -107,14 +107,18 @@ func TestE2EExecCommandForms(t *testing.T) {
 			{client.SpawnRequest{Argv: []string{"echo", "a b"}}, "echo", []string{"a b"}},
 			{client.SpawnRequest{Command: "cd /tmp && echo x"}, "sh", []string{"-c", "cd /tmp && echo x"}},
 		} {
-			p, err := c.SpawnProcess(ctxT(t), vm.ID, tc.req)
+			h, err := c.VM(vm.ID).Spawn(ctxT(t), tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := h.Get(ctxT(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if p.Command != tc.cmd || !slices.Equal(p.Args, tc.args) {
 				t.Errorf("%+v launched %q %q, want %q %q", tc.req, p.Command, p.Args, tc.cmd, tc.args)
 			}
-			if x, err := c.WaitProcess(ctxT(t), vm.ID, p.Pid, e2eTimeout); err != nil || x.ExitCode != 0 {
+			if x, err := h.Wait(ctxT(t), e2eTimeout); err != nil || x.ExitCode != 0 {
 				t.Fatalf("wait: %+v %v", x, err)
 			}
 		}
@@ -122,21 +126,25 @@ func TestE2EExecCommandForms(t *testing.T) {
 
 	t.Run("the README's process example", func(t *testing.T) {
 		ctx := ctxT(t)
-		p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: `sh -c "while read l; do echo got $l; done"`})
+		h, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: `sh -c "while read l; do echo got $l; done"`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := h.Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if p.Command != "sh" || !slices.Equal(p.Args, []string{"-c", "while read l; do echo got $l; done"}) {
 			t.Fatalf("launched %q %q: wrapped in a second shell", p.Command, p.Args)
 		}
-		s, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{})
+		s, err := c.VM(vm.ID).Process(p.Pid).Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.WriteStdin(ctx, vm.ID, p.Pid, []byte("hello\n")); err != nil {
+		if err := c.VM(vm.ID).Process(p.Pid).WriteStdin(ctx, []byte("hello\n")); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.CloseStdin(ctx, vm.ID, p.Pid); err != nil {
+		if err := c.VM(vm.ID).Process(p.Pid).CloseStdin(ctx); err != nil {
 			t.Fatal(err)
 		}
 		evs := e.collect(s, e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vm.ID, p.Pid)), e2eTimeout)
@@ -193,20 +201,20 @@ func TestE2EExecBadRequests(t *testing.T) {
 		}
 	}
 	t.Run("the streamed form checks cwd before the stream starts", func(t *testing.T) {
-		_, err := c.ExecStream(ctxT(t), vm.ID, client.ExecRequest{Command: "touch /tmp/ran", Cwd: "/nonexistent"})
+		_, err := c.VM(vm.ID).ExecStream(ctxT(t), client.ExecRequest{Command: "touch /tmp/ran", Cwd: "/nonexistent"})
 		if ce := wantCode(t, err, "invalid_argument", http.StatusBadRequest); ce.Details["field"] != "cwd" {
 			t.Fatalf("details %v", ce.Details)
 		}
 	})
 	t.Run("shells check cwd too", func(t *testing.T) {
 		for _, cwd := range []string{"/nonexistent", "/etc/hostname"} {
-			_, err := c.OpenShell(ctxT(t), vm.ID, client.ShellRequest{Cwd: cwd})
+			_, err := c.VM(vm.ID).OpenShell(ctxT(t), client.ShellRequest{Cwd: cwd})
 			if ce := wantCode(t, err, "invalid_argument", http.StatusBadRequest); ce.Details["field"] != "cwd" {
 				t.Fatalf("details %v", ce.Details)
 			}
 		}
 	})
-	if res, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Argv: []string{"test", "-e", "/tmp/ran"}}); err != nil || res.ExitCode != 1 {
+	if res, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Argv: []string{"test", "-e", "/tmp/ran"}}); err != nil || res.ExitCode != 1 {
 		t.Fatalf("a refused command ran: %+v %v", res, err)
 	}
 	if out := e.exec(c, vm.ID, "pwd"); out != "/workspace\n" {
@@ -234,7 +242,7 @@ func TestE2EExecDeadlines(t *testing.T) {
 	}
 	t.Run("default deadline", func(t *testing.T) {
 		start := time.Now()
-		_, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Command: sleep})
+		_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep})
 		wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout)
 		killedWithin(t, start, def)
 	})
@@ -246,36 +254,36 @@ func TestE2EExecDeadlines(t *testing.T) {
 	})
 	t.Run("a deadline within the maximum", func(t *testing.T) {
 		start := time.Now()
-		_, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Command: sleep, TimeoutMs: 3000})
+		_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep, Timeout: 3000 * time.Millisecond})
 		wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout)
 		killedWithin(t, start, 3*time.Second)
 	})
 	t.Run("above the maximum", func(t *testing.T) {
 		for _, stream := range []bool{false, true} {
-			req := client.ExecRequest{Command: "touch /tmp/ran", TimeoutMs: max.Milliseconds() + 1}
+			req := client.ExecRequest{Command: "touch /tmp/ran", Timeout: max + time.Millisecond}
 			var err error
 			if stream {
-				_, err = c.ExecStream(ctxT(t), vm.ID, req)
+				_, err = c.VM(vm.ID).ExecStream(ctxT(t), req)
 			} else {
-				_, err = c.Exec(ctxT(t), vm.ID, req, client.WithIdempotencyKey(e.uniq("above-max")))
+				_, err = c.VM(vm.ID).Exec(ctxT(t), req, client.WithIdempotencyKey(e.uniq("above-max")))
 			}
 			ce := wantCode(t, err, "invalid_argument", http.StatusBadRequest)
 			if ce.Details["field"] != "timeoutMs" || ce.Details["maximum"] != float64(max.Milliseconds()) {
 				t.Fatalf("details %v (%s)", ce.Details, ce.Detail)
 			}
 		}
-		if res, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Argv: []string{"test", "-e", "/tmp/ran"}}); err != nil || res.ExitCode != 1 {
+		if res, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Argv: []string{"test", "-e", "/tmp/ran"}}); err != nil || res.ExitCode != 1 {
 			t.Fatalf("a refused command ran: %+v %v", res, err)
 		}
 	})
 	t.Run("keyed buffered exec", func(t *testing.T) {
 		key := e.uniq("keyed-buffered")
 		start := time.Now()
-		_, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Command: sleep}, client.WithIdempotencyKey(key))
+		_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep}, client.WithIdempotencyKey(key))
 		first := wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout)
 		killedWithin(t, start, def)
 		// The retry gets the recorded outcome: the deadline.
-		_, err = c.Exec(ctxT(t), vm.ID, client.ExecRequest{Command: sleep}, client.WithIdempotencyKey(key))
+		_, err = c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep}, client.WithIdempotencyKey(key))
 		if again := wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout); again.Detail != first.Detail {
 			t.Fatalf("replayed %q, first %q", again.Detail, first.Detail)
 		}
@@ -295,15 +303,18 @@ func TestE2EExecDeadlines(t *testing.T) {
 			return resp
 		}
 		start := time.Now()
-		resp := open()
-		evs := e.collect(client.NewStream(resp.Body, 0), e.eventReq("POST", "/v1/vms/"+vm.ID+"/exec"), e2eTimeout)
+		s, err := c.VM(vm.ID).ExecStream(ctxT(t), client.ExecRequest{Command: "sleep 30"}, client.WithIdempotencyKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := e.collect(s, e.eventReq("POST", "/v1/vms/"+vm.ID+"/exec"), e2eTimeout)
 		last := evs[len(evs)-1]
 		if p, err := last.Problem(); err != nil || p.Code != "deadline_exceeded" {
 			t.Fatalf("final event %s", summarize(evs))
 		}
 		killedWithin(t, start, def)
 		// The retry answers the recorded deadline, and runs nothing.
-		resp = open()
+		resp := open()
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("retry: %d replayed %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
@@ -311,7 +322,7 @@ func TestE2EExecDeadlines(t *testing.T) {
 	})
 	t.Run("streamed exec", func(t *testing.T) {
 		start := time.Now()
-		s, err := c.ExecStream(ctxT(t), vm.ID, client.ExecRequest{Command: sleep})
+		s, err := c.VM(vm.ID).ExecStream(ctxT(t), client.ExecRequest{Command: sleep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,19 +422,15 @@ func TestE2EExecBinaryOutput(t *testing.T) {
 		{"printf 'héllo <b>'", "utf8", "héllo <b>"},
 	} {
 		t.Run(tc.command, func(t *testing.T) {
-			res, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Command: tc.command})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := res.StdoutBytes()
-			if err != nil || res.Encoding != tc.encoding || string(out) != tc.stdout {
-				t.Fatalf("%s %q (%v), want %s %q", res.Encoding, out, err, tc.encoding, tc.stdout)
+			res := e.execWire(t, vm.ID, client.ExecRequest{Command: tc.command})
+			if out := res.stdout(t); res.Encoding != tc.encoding || string(out) != tc.stdout {
+				t.Fatalf("%s %q, want %s %q", res.Encoding, out, tc.encoding, tc.stdout)
 			}
 		})
 	}
 
 	t.Run("maxOutputBytes above the cap", func(t *testing.T) {
-		_, err := c.Exec(ctxT(t), vm.ID, client.ExecRequest{Command: "true", MaxOutputBytes: 16<<20 + 1})
+		_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: "true", MaxOutputBytes: 16<<20 + 1})
 		wantCode(t, err, "invalid_argument", http.StatusBadRequest)
 	})
 
@@ -449,11 +456,11 @@ func TestE2EExecBinaryOutput(t *testing.T) {
 		if body.Len() > 2<<20 {
 			t.Fatalf("the answer is %d bytes", body.Len())
 		}
-		var res client.ExecResult
+		var res execJSON
 		if err := json.Unmarshal(body.Bytes(), &res); err != nil {
 			t.Fatal(err)
 		}
-		out, _ := res.StdoutBytes()
+		out := res.stdout(t)
 		if res.ExitCode != 0 || res.Encoding != "base64" || !res.Truncated || len(out) != 1<<20 || bytes.ContainsFunc(out, func(r rune) bool { return r != 0 }) {
 			t.Fatalf("exit %d encoding %s truncated %v, %d bytes", res.ExitCode, res.Encoding, res.Truncated, len(out))
 		}
@@ -473,7 +480,7 @@ func TestE2EExecBinaryOutput(t *testing.T) {
 
 	t.Run("streamed binary output", func(t *testing.T) {
 		const n = 3_000_000
-		s, err := c.ExecStream(ctxT(t), vm.ID, client.ExecRequest{Command: fmt.Sprintf("head -c %d /dev/zero", n)})
+		s, err := c.VM(vm.ID).ExecStream(ctxT(t), client.ExecRequest{Command: fmt.Sprintf("head -c %d /dev/zero", n)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -507,35 +514,35 @@ func TestE2EProcessResumePastEnd(t *testing.T) {
 
 	t.Run("exited", func(t *testing.T) {
 		ctx := ctxT(t)
-		p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "echo one"})
+		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "echo one"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.WaitProcess(ctx, vm.ID, p.Pid, e2eTimeout); err != nil {
+		if _, err := c.VM(vm.ID).Process(p.Pid()).Wait(ctx, e2eTimeout); err != nil {
 			t.Fatal(err)
 		}
-		s, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{})
+		s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs := e.collect(s, path(p.Pid), e2eTimeout)
+		evs := e.collect(s, path(p.Pid()), e2eTimeout)
 		last, _ := strconv.ParseUint(evs[len(evs)-1].ID, 10, 64)
 		if len(evs) < 2 || last == 0 || evs[len(evs)-2].ID != evs[len(evs)-1].ID {
 			t.Fatalf("stream %s", summarize(evs))
 		}
 		for _, after := range []uint64{last + 1, 999} {
-			_, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{LastEventID: strconv.FormatUint(after, 10)})
+			_, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: strconv.FormatUint(after, 10)})
 			ce := wantCode(t, err, "invalid_argument", http.StatusBadRequest)
 			if ce.Details["field"] != "Last-Event-ID" || ce.Details["latestSequence"] != float64(last) {
 				t.Fatalf("Last-Event-ID %d: details %v", after, ce.Details)
 			}
 		}
 		// Resuming at the last sequence gets the exit event, with that id.
-		s, err = c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{LastEventID: strconv.FormatUint(last, 10)})
+		s, err = c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: strconv.FormatUint(last, 10)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs = e.collect(s, path(p.Pid), e2eTimeout)
+		evs = e.collect(s, path(p.Pid()), e2eTimeout)
 		if len(evs) != 1 || evs[0].Type != "exit" || evs[0].ID != strconv.FormatUint(last, 10) {
 			t.Fatalf("resumed at the end: %s", summarize(evs))
 		}
@@ -543,32 +550,32 @@ func TestE2EProcessResumePastEnd(t *testing.T) {
 
 	t.Run("running", func(t *testing.T) {
 		ctx := ctxT(t)
-		p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: `sh -c "echo start; read x; echo after $x"`})
+		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: `sh -c "echo start; read x; echo after $x"`})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{})
+		s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := s.Next(ctx)
+		ev, err := next(ctx, s)
 		s.Close()
 		if err != nil || ev.Type != "stdout" {
 			t.Fatalf("first event %s %v", ev.Type, err)
 		}
 		first, _ := strconv.ParseUint(ev.ID, 10, 64)
-		_, err = c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{LastEventID: strconv.FormatUint(first+5, 10)})
+		_, err = c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: strconv.FormatUint(first+5, 10)})
 		if ce := wantCode(t, err, "invalid_argument", http.StatusBadRequest); ce.Details["latestSequence"] != float64(first) {
 			t.Fatalf("details %v", ce.Details)
 		}
-		s, err = c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{LastEventID: ev.ID})
+		s, err = c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: ev.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.WriteStdin(ctx, vm.ID, p.Pid, []byte("done\n")); err != nil {
+		if err := c.VM(vm.ID).Process(p.Pid()).WriteStdin(ctx, []byte("done\n")); err != nil {
 			t.Fatal(err)
 		}
-		evs := e.collect(s, path(p.Pid), e2eTimeout)
+		evs := e.collect(s, path(p.Pid()), e2eTimeout)
 		if got := output(t, evs, "stdout"); got != "after done\n" {
 			t.Fatalf("resumed output %q (%s)", got, summarize(evs))
 		}

@@ -36,10 +36,10 @@ func TestE2EFileRanges(t *testing.T) {
 	for i := range content {
 		content[i] = byte(i % 251)
 	}
-	if _, err := c.WriteFile(ctx, vm.ID, "/workspace/r.bin", bytes.NewReader(content), client.WriteFileOptions{}); err != nil {
+	if _, err := c.VM(vm.ID).WriteFile(ctx, "/workspace/r.bin", bytes.NewReader(content), client.WriteFileOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WriteFile(ctx, vm.ID, "/workspace/empty.bin", bytes.NewReader(nil), client.WriteFileOptions{}); err != nil {
+	if _, err := c.VM(vm.ID).WriteFile(ctx, "/workspace/empty.bin", bytes.NewReader(nil), client.WriteFileOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,12 +78,12 @@ func TestE2EFileRanges(t *testing.T) {
 			if err := json.Unmarshal(body, &p); err != nil {
 				t.Fatalf("%s: %q: %v", rng, body, err)
 			}
-			if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable || p.Code != client.CodeRangeNotSatisfiable || p.Status != 416 ||
+			if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable || p.Code != string(client.CodeRangeNotSatisfiable) || p.Status != 416 ||
 				!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") || resp.Header.Get("Content-Range") != "bytes */10000" {
 				t.Fatalf("%s: %d %v %s", rng, resp.StatusCode, resp.Header, body)
 			}
 		}
-		_, err := c.ReadFileRange(ctx, vm.ID, "/workspace/r.bin", client.ReadRangeOptions{Offset: size})
+		_, err := c.VM(vm.ID).ReadFileRange(ctx, "/workspace/r.bin", client.ReadRangeOptions{Offset: size})
 		wantCode(t, err, client.CodeRangeNotSatisfiable, http.StatusRequestedRangeNotSatisfiable)
 	})
 
@@ -103,7 +103,7 @@ func TestE2EFileRanges(t *testing.T) {
 
 	t.Run("typed client", func(t *testing.T) {
 		for _, o := range []client.ReadRangeOptions{{Offset: 100, Length: 50}, {Offset: 9500}, {Offset: -7}} {
-			fr, err := c.ReadFileRange(ctx, vm.ID, "/workspace/r.bin", o)
+			fr, err := c.VM(vm.ID).ReadFileRange(ctx, "/workspace/r.bin", o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +126,7 @@ func TestE2EFileValidators(t *testing.T) {
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
 	const p = "/workspace/v.txt"
-	if _, err := c.WriteFile(ctx, vm.ID, p, strings.NewReader("version one\n"), client.WriteFileOptions{}); err != nil {
+	if _, err := c.VM(vm.ID).WriteFile(ctx, p, strings.NewReader("version one\n"), client.WriteFileOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	resp, body := e.fileGet("GET", vm.ID, p, nil)
@@ -145,7 +145,7 @@ func TestE2EFileValidators(t *testing.T) {
 		if resp.StatusCode != http.StatusPartialContent || resp.Header.Get("Content-Range") != "bytes 0-3/12" {
 			t.Fatalf("HEAD with Range: %d %v", resp.StatusCode, resp.Header)
 		}
-		h, err := c.StatFileHead(ctx, vm.ID, p)
+		h, err := c.VM(vm.ID).HeadFile(ctx, p)
 		if err != nil || h.ETag != etag || h.Size != 12 {
 			t.Fatalf("StatFileHead: %+v %v", h, err)
 		}
@@ -182,10 +182,10 @@ func TestE2EFileValidators(t *testing.T) {
 	})
 
 	t.Run("a rewrite changes the ETag", func(t *testing.T) {
-		if _, err := c.WriteFile(ctx, vm.ID, p, strings.NewReader("version two, longer\n"), client.WriteFileOptions{}); err != nil {
+		if _, err := c.VM(vm.ID).WriteFile(ctx, p, strings.NewReader("version two, longer\n"), client.WriteFileOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		fr, err := c.ReadFileRange(ctx, vm.ID, p, client.ReadRangeOptions{IfNoneMatch: etag})
+		fr, err := c.VM(vm.ID).ReadFileRange(ctx, p, client.ReadRangeOptions{IfNoneMatch: etag})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,12 +194,12 @@ func TestE2EFileValidators(t *testing.T) {
 		if fr.NotModified || string(got) != "version two, longer\n" || fr.ETag == etag || fr.ETag == "" {
 			t.Fatalf("%+v %q", fr, got)
 		}
-		fr, err = c.ReadFileRange(ctx, vm.ID, p, client.ReadRangeOptions{IfNoneMatch: fr.ETag})
+		fr, err = c.VM(vm.ID).ReadFileRange(ctx, p, client.ReadRangeOptions{IfNoneMatch: fr.ETag})
 		if err != nil || !fr.NotModified || fr.Body != nil {
 			t.Fatalf("%+v %v", fr, err)
 		}
 		// If-Range with the old ETag sends the whole new file.
-		fr, err = c.ReadFileRange(ctx, vm.ID, p, client.ReadRangeOptions{Offset: 0, Length: 4, IfRange: etag})
+		fr, err = c.VM(vm.ID).ReadFileRange(ctx, p, client.ReadRangeOptions{Offset: 0, Length: 4, IfRange: etag})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,22 +218,22 @@ func TestE2EWriteFileOntoDirectory(t *testing.T) {
 	ctx := ctxT(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
-	if _, err := c.WriteFile(ctx, vm.ID, "/workspace/d/inner.txt", strings.NewReader("inside"), client.WriteFileOptions{Mkdirs: true}); err != nil {
+	if _, err := c.VM(vm.ID).WriteFile(ctx, "/workspace/d/inner.txt", strings.NewReader("inside"), client.WriteFileOptions{Mkdirs: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, mkdirs := range []bool{false, true} {
-		_, err := c.WriteFile(ctx, vm.ID, "/workspace/d", strings.NewReader("not a directory"), client.WriteFileOptions{Mkdirs: mkdirs})
+		_, err := c.VM(vm.ID).WriteFile(ctx, "/workspace/d", strings.NewReader("not a directory"), client.WriteFileOptions{Mkdirs: mkdirs})
 		wantCode(t, err, client.CodeConflict, http.StatusConflict)
 	}
-	st, err := c.Stat(ctx, vm.ID, "/workspace/d")
+	st, err := c.VM(vm.ID).Stat(ctx, "/workspace/d")
 	if err != nil || !st.IsDir {
 		t.Fatalf("the directory: %+v %v", st, err)
 	}
-	l, err := c.ListDir(ctx, vm.ID, "/workspace", false, 0)
+	l, err := c.VM(vm.ID).ListDir(ctx, "/workspace", client.ListDirOptions{Recursive: false, MaxDepth: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if names := entryNames(l.Items, false); !sameSet(names, []string{"d"}) {
+	if names := entryNames(l, false); !sameSet(names, []string{"d"}) {
 		t.Fatalf("/workspace holds %v (an upload's temporary file left behind?)", names)
 	}
 	if out := e.exec(c, vm.ID, "cat /workspace/d/inner.txt"); out != "inside" {

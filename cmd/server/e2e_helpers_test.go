@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,8 +61,18 @@ func newE2E(t *testing.T, args ...string) *e2e {
 }
 
 // client returns a typed client using key.
-func (e *e2e) client(key string) *client.Client {
-	return client.New(e.gw.URL, key, client.WithHTTPClient(e.hc))
+func (e *e2e) client(key string, opts ...client.Option) *client.Client {
+	return mustClient(e.t, e.gw.URL, key, append([]client.Option{client.WithHTTPClient(e.hc)}, opts...)...)
+}
+
+// mustClient is client.New, failing t on an error.
+func mustClient(t testing.TB, base, key string, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.New(base, key, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // tenant creates a tenant with quotas (nil: unlimited) and a key, and
@@ -104,15 +115,57 @@ func (e *e2e) vm(c *client.Client, req client.CreateVMRequest) *client.VM {
 // exec runs a command that must exit 0 and returns its stdout.
 func (e *e2e) exec(c *client.Client, vm, command string) string {
 	e.t.Helper()
-	res, err := c.Exec(ctxT(e.t), vm, client.ExecRequest{Command: command})
+	res, err := c.VM(vm).Exec(ctxT(e.t), client.ExecRequest{Command: command})
 	if err != nil {
 		e.t.Fatalf("exec %q: %v", command, err)
 	}
 	if res.ExitCode != 0 {
 		e.t.Fatalf("exec %q: exit %d, stderr %q", command, res.ExitCode, res.Stderr)
 	}
-	out, _ := res.StdoutBytes()
+	out := res.Stdout
 	return string(out)
+}
+
+// execJSON is a buffered exec's answer as it travels, for the tests of its
+// encoding, which the client decodes away.
+type execJSON struct {
+	ExitCode  int    `json:"exitCode"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Encoding  string `json:"encoding"`
+	Truncated bool   `json:"truncated"`
+}
+
+// stdout is the decoded stdout.
+func (r execJSON) stdout(t testing.TB) []byte {
+	t.Helper()
+	if r.Encoding == "utf8" {
+		return []byte(r.Stdout)
+	}
+	b, err := base64.StdEncoding.DecodeString(r.Stdout)
+	if err != nil {
+		t.Fatalf("stdout %q: %v", r.Stdout, err)
+	}
+	return b
+}
+
+// execWire runs req on vm with the admin key and returns the answer as it
+// travelled.
+func (e *e2e) execWire(t testing.TB, vm string, req client.ExecRequest) execJSON {
+	t.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, b := e.send("POST", "/v1/vms/"+vm+"/exec", testAdminKey, bytes.NewReader(body), map[string]string{"Content-Type": "application/json"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("exec %s: %d %s", body, resp.StatusCode, b)
+	}
+	var out execJSON
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // sidecarPid returns the pid of the sidecar hosting vm.
@@ -122,12 +175,12 @@ func (e *e2e) sidecarPid(vm *client.VM) int {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for _, sc := range scs.Items {
+	for _, sc := range scs {
 		if sc.ID == vm.SidecarID {
 			return sc.Pid
 		}
 	}
-	e.t.Fatalf("no sidecar %s in %+v", vm.SidecarID, scs.Items)
+	e.t.Fatalf("no sidecar %s in %+v", vm.SidecarID, scs)
 	return 0
 }
 
@@ -195,7 +248,7 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 }
 
 // wantCode fails t unless err is an *client.Error with code and status.
-func wantCode(t testing.TB, err error, code string, status int) *client.Error {
+func wantCode(t testing.TB, err error, code client.Code, status int) *client.Error {
 	t.Helper()
 	var ce *client.Error
 	if !errors.As(err, &ce) {
@@ -223,14 +276,14 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 // collect reads a stream until its final event (returned last), checking
 // each event's data against the spec's x-sse-events for req. It fails t if
 // the stream ends without a final event, goes on after it, or d passes.
-func (e *e2e) collect(s *client.Stream, req *http.Request, d time.Duration) []client.Event {
+func (e *e2e) collect(s *client.Stream, req *http.Request, d time.Duration) []event {
 	e.t.Helper()
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	var evs []client.Event
+	var evs []event
 	for {
-		ev, err := s.Next(ctx)
+		ev, err := next(ctx, s)
 		if err != nil {
 			e.t.Fatalf("stream %s ended without a final event after %d events: %v (%s)", req.URL.Path, len(evs), err, summarize(evs))
 		}
@@ -238,7 +291,7 @@ func (e *e2e) collect(s *client.Stream, req *http.Request, d time.Duration) []cl
 		evs = append(evs, ev)
 		if ev.Final() {
 			// The final event closes the stream.
-			if ev2, err := s.Next(ctx); err != io.EOF {
+			if ev2, err := next(ctx, s); err != io.EOF {
 				e.t.Fatalf("stream %s: after the final %s event: %s %v", req.URL.Path, ev.Type, ev2.Type, err)
 			}
 			return evs
@@ -247,13 +300,13 @@ func (e *e2e) collect(s *client.Stream, req *http.Request, d time.Duration) []cl
 }
 
 // validateEvent checks one event's data against the spec.
-func validateEvent(e *e2e, req *http.Request, ev client.Event) {
+func validateEvent(e *e2e, req *http.Request, ev event) {
 	e.t.Helper()
 	apispec.ValidateEvent(e.t, e.doc, req, ev.Type, ev.Data)
 }
 
 // output concatenates the data of the stdout (or stderr) events of evs.
-func output(t testing.TB, evs []client.Event, stream string) string {
+func output(t testing.TB, evs []event, stream string) string {
 	t.Helper()
 	var b bytes.Buffer
 	for _, ev := range evs {
@@ -269,7 +322,7 @@ func output(t testing.TB, evs []client.Event, stream string) string {
 	return b.String()
 }
 
-func summarize(evs []client.Event) string {
+func summarize(evs []event) string {
 	var b strings.Builder
 	for i, ev := range evs {
 		if i > 0 {
@@ -311,7 +364,7 @@ func (e *e2e) raw(method, path, key string, body io.Reader, header map[string]st
 	if p.Status != resp.StatusCode || p.RequestID == "" || p.RequestID != resp.Header.Get("X-Request-ID") {
 		e.t.Fatalf("%s %s: problem %s does not match its response (%d, X-Request-ID %q)", method, path, b, resp.StatusCode, resp.Header.Get("X-Request-ID"))
 	}
-	return &client.Error{Status: resp.StatusCode, Code: p.Code, Detail: p.Detail, Details: p.Details, Instance: p.Instance, RequestID: p.RequestID}
+	return &client.Error{Status: resp.StatusCode, Code: client.Code(p.Code), Detail: p.Detail, Details: p.Details, Instance: p.Instance, RequestID: p.RequestID}
 }
 
 // uniq returns a name unique within the test.

@@ -139,7 +139,7 @@ func TestE2EDeleteVMIsIdempotent(t *testing.T) {
 
 	t.Run("live, then its record, then nothing", func(t *testing.T) {
 		vm := e.vm(c, client.CreateVMRequest{})
-		got, err := c.DeleteVM(ctx, vm.ID)
+		got, err := c.VM(vm.ID).Delete(ctx)
 		if err != nil || got == nil || got.State != client.VMDisposed {
 			t.Fatalf("first delete: %+v %v; want the disposed record", got, err)
 		}
@@ -151,13 +151,13 @@ func TestE2EDeleteVMIsIdempotent(t *testing.T) {
 		if err != nil || !slices.Contains(vmIDs(l.Items), vm.ID) {
 			t.Fatalf("state=all does not list the disposed VM: %+v %v", l, err)
 		}
-		got, err = c.DeleteVM(ctx, vm.ID)
+		got, err = c.VM(vm.ID).Delete(ctx)
 		if err != nil || got != nil {
 			t.Fatalf("second delete: %+v %v; want 204", got, err)
 		}
-		_, err = c.DeleteVM(ctx, vm.ID)
+		_, err = c.VM(vm.ID).Delete(ctx)
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
-		_, err = c.GetVM(ctx, vm.ID)
+		_, err = c.VM(vm.ID).Get(ctx)
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	})
 
@@ -167,34 +167,34 @@ func TestE2EDeleteVMIsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, e2eTimeout, "the VM is lost", func() bool {
-			got, err := c.GetVM(ctx, vm.ID)
+			got, err := c.VM(vm.ID).Get(ctx)
 			return err == nil && got.State == client.VMLost
 		})
-		l, err := c.ListVMs(ctx, client.ListVMsOptions{State: client.VMLost})
+		l, err := c.ListVMs(ctx, client.ListVMsOptions{States: []client.VMState{client.VMLost}})
 		if err != nil || !slices.Contains(vmIDs(l.Items), vm.ID) {
 			t.Fatalf("state=lost: %+v %v", l, err)
 		}
-		got, err := c.DeleteVM(ctx, vm.ID)
+		got, err := c.VM(vm.ID).Delete(ctx)
 		if err != nil || got != nil {
 			t.Fatalf("delete a lost VM: %+v %v; want 204", got, err)
 		}
-		_, err = c.DeleteVM(ctx, vm.ID)
+		_, err = c.VM(vm.ID).Delete(ctx)
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	})
 
 	t.Run("retention purges ended records", func(t *testing.T) {
 		vm := e.vm(c, client.CreateVMRequest{})
 		live := e.vm(c, client.CreateVMRequest{})
-		if _, err := c.DeleteVM(ctx, vm.ID); err != nil {
+		if _, err := c.VM(vm.ID).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, e2eTimeout, "the disposed record is purged after --vm-retention", func() bool {
-			_, err := c.GetVM(ctx, vm.ID)
+			_, err := c.VM(vm.ID).Get(ctx)
 			return err != nil
 		})
-		_, err := c.GetVM(ctx, vm.ID)
+		_, err := c.VM(vm.ID).Get(ctx)
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
-		if got, err := c.GetVM(ctx, live.ID); err != nil || got.State != client.VMReady {
+		if got, err := c.VM(live.ID).Get(ctx); err != nil || got.State != client.VMReady {
 			t.Fatalf("the live VM: %+v %v", got, err)
 		}
 	})
@@ -245,7 +245,7 @@ func TestE2ECORS(t *testing.T) {
 		}
 		var created client.VM
 		_ = json.Unmarshal(b, &created)
-		_, _ = e.admin.DeleteVM(ctx, created.ID)
+		_, _ = e.admin.VM(created.ID).Delete(ctx)
 	})
 	t.Run("cross-origin SSE", func(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctxFor(t, e2eTimeout), "GET", e.gw.URL+"/v1/vms/"+vm.ID+"/events", nil)

@@ -24,11 +24,11 @@ func TestE2ETenantIsolation(t *testing.T) {
 	_, cb := e.tenant("tenant-b", nil)
 	vm := e.vm(ca, client.CreateVMRequest{Labels: map[string]string{"owner": "a"}, Agents: []string{"pi"}})
 	bVM := e.vm(cb, client.CreateVMRequest{Labels: map[string]string{"owner": "b"}})
-	p, err := ca.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
+	p, err := ca.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 600"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	shell, err := ca.OpenShell(ctx, vm.ID, client.ShellRequest{Shell: "bash"})
+	shell, err := ca.VM(vm.ID).OpenShell(ctx, client.ShellRequest{Shell: "bash"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,19 +37,19 @@ func TestE2ETenantIsolation(t *testing.T) {
 	// to a crawl (see the README's known limits), and the rest of this test
 	// opens an agent session in the VM.
 	// (A shell the engine ended by itself is a conflict here, and as good.)
-	if err := ca.ShellInput(ctx, vm.ID, shell, []byte("exit\r")); err != nil && !client.IsCode(err, client.CodeConflict) {
+	if err := shell.Input(ctx, []byte("exit\r")); err != nil && !client.IsCode(err, client.CodeConflict) {
 		t.Fatal(err)
 	}
 	eventually(t, e2eTimeout, "A's shell to end", func() bool {
-		sh, err := ca.GetShell(ctx, vm.ID, shell)
+		sh, err := shell.Get(ctx)
 		return err == nil && sh.State == client.ShellExited
 	})
-	if _, err := ca.WriteFile(ctx, vm.ID, "/workspace/secret.txt", strings.NewReader("a's secret"), client.WriteFileOptions{}); err != nil {
+	if _, err := ca.VM(vm.ID).WriteFile(ctx, "/workspace/secret.txt", strings.NewReader("a's secret"), client.WriteFileOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A session of A's: opening one needs no model, prompting would.
 	const sid = "a-session"
-	if _, err := ca.OpenSession(ctx, vm.ID, client.OpenSessionRequest{SessionID: sid, Agent: "pi"}); err != nil {
+	if _, err := ca.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "pi"}); err != nil {
 		t.Fatal(err)
 	}
 	stream := func(s *client.Stream, err error) error {
@@ -62,87 +62,92 @@ func TestE2ETenantIsolation(t *testing.T) {
 		route string
 		do    func() error
 	}{
-		{"GET /v1/vms/{vm}", func() error { _, err := cb.GetVM(ctx, vm.ID); return err }},
-		{"DELETE /v1/vms/{vm}", func() error { _, err := cb.DeleteVM(ctx, vm.ID); return err }},
-		{"GET /v1/vms/{vm}/events", func() error { return stream(cb.VMEvents(ctx, vm.ID, client.StreamOptions{})) }},
+		{"GET /v1/vms/{vm}", func() error { _, err := cb.VM(vm.ID).Get(ctx); return err }},
+		{"DELETE /v1/vms/{vm}", func() error { _, err := cb.VM(vm.ID).Delete(ctx); return err }},
+		{"GET /v1/vms/{vm}/events", func() error { return stream(cb.VM(vm.ID).Events(ctx, client.StreamOptions{})) }},
 		{"POST /v1/vms/{vm}/exec", func() error {
-			_, err := cb.Exec(ctx, vm.ID, client.ExecRequest{Command: "cat /workspace/secret.txt"})
+			_, err := cb.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "cat /workspace/secret.txt"})
 			return err
 		}},
 		{"POST /v1/vms/{vm}/exec (stream)", func() error {
-			return stream(cb.ExecStream(ctx, vm.ID, client.ExecRequest{Command: "cat /workspace/secret.txt"}))
+			return stream(cb.VM(vm.ID).ExecStream(ctx, client.ExecRequest{Command: "cat /workspace/secret.txt"}))
 		}},
 		{"POST /v1/vms/{vm}/exec (Idempotency-Key)", func() error {
-			_, err := cb.Exec(ctx, vm.ID, client.ExecRequest{Command: "true"}, client.WithIdempotencyKey("b-key"))
+			_, err := cb.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "true"}, client.WithIdempotencyKey("b-key"))
 			return err
 		}},
 		{"POST /v1/vms/{vm}/processes", func() error {
-			_, err := cb.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "true"})
+			_, err := cb.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "true"})
 			return err
 		}},
-		{"GET /v1/vms/{vm}/processes", func() error { _, err := cb.ListProcesses(ctx, vm.ID); return err }},
-		{"GET /v1/vms/{vm}/processes/{pid}", func() error { _, err := cb.GetProcess(ctx, vm.ID, p.Pid); return err }},
+		{"GET /v1/vms/{vm}/processes", func() error { _, err := cb.VM(vm.ID).Processes(ctx); return err }},
+		{"GET /v1/vms/{vm}/processes/{pid}", func() error { _, err := cb.VM(vm.ID).Process(p.Pid()).Get(ctx); return err }},
 		{"GET /v1/vms/{vm}/processes/{pid}/output", func() error {
-			return stream(cb.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{}))
+			return stream(cb.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{}))
 		}},
-		{"POST /v1/vms/{vm}/processes/{pid}/stdin", func() error { return cb.WriteStdin(ctx, vm.ID, p.Pid, []byte("x")) }},
-		{"POST /v1/vms/{vm}/processes/{pid}/stdin/close", func() error { return cb.CloseStdin(ctx, vm.ID, p.Pid) }},
-		{"POST /v1/vms/{vm}/processes/{pid}/signal", func() error { return cb.Signal(ctx, vm.ID, p.Pid, "SIGKILL") }},
-		{"GET /v1/vms/{vm}/processes/{pid}/wait", func() error { _, err := cb.WaitProcess(ctx, vm.ID, p.Pid, time.Millisecond); return err }},
-		{"POST /v1/vms/{vm}/shells", func() error { _, err := cb.OpenShell(ctx, vm.ID, client.ShellRequest{}); return err }},
-		{"POST /v1/vms/{vm}/shells/{shell}/input", func() error { return cb.ShellInput(ctx, vm.ID, shell, []byte("exit\n")) }},
-		{"POST /v1/vms/{vm}/shells/{shell}/resize", func() error { return cb.ResizeShell(ctx, vm.ID, shell, 10, 10) }},
+		{"POST /v1/vms/{vm}/processes/{pid}/stdin", func() error { return cb.VM(vm.ID).Process(p.Pid()).WriteStdin(ctx, []byte("x")) }},
+		{"POST /v1/vms/{vm}/processes/{pid}/stdin/close", func() error { return cb.VM(vm.ID).Process(p.Pid()).CloseStdin(ctx) }},
+		{"POST /v1/vms/{vm}/processes/{pid}/signal", func() error { return cb.VM(vm.ID).Process(p.Pid()).Signal(ctx, "SIGKILL") }},
+		{"GET /v1/vms/{vm}/processes/{pid}/wait", func() error { _, err := cb.VM(vm.ID).Process(p.Pid()).Wait(ctx, time.Millisecond); return err }},
+		{"POST /v1/vms/{vm}/shells", func() error { _, err := cb.VM(vm.ID).OpenShell(ctx, client.ShellRequest{}); return err }},
+		{"POST /v1/vms/{vm}/shells/{shell}/input", func() error { return cb.VM(vm.ID).Shell(shell.ID()).Input(ctx, []byte("exit\n")) }},
+		{"POST /v1/vms/{vm}/shells/{shell}/resize", func() error { return cb.VM(vm.ID).Shell(shell.ID()).Resize(ctx, 10, 10) }},
 		{"GET /v1/vms/{vm}/shells/{shell}/output", func() error {
-			return stream(cb.ShellOutput(ctx, vm.ID, shell, client.StreamOptions{}))
+			return stream(cb.VM(vm.ID).Shell(shell.ID()).Output(ctx, client.StreamOptions{}))
 		}},
-		{"DELETE /v1/vms/{vm}/shells/{shell}", func() error { return cb.CloseShell(ctx, vm.ID, shell) }},
-		{"GET /v1/vms/{vm}/files", func() error { _, err := cb.ReadFile(ctx, vm.ID, "/workspace/secret.txt"); return err }},
-		{"HEAD /v1/vms/{vm}/files", func() error { _, err := cb.StatFileHead(ctx, vm.ID, "/workspace/secret.txt"); return err }},
+		{"DELETE /v1/vms/{vm}/shells/{shell}", func() error { return cb.VM(vm.ID).Shell(shell.ID()).Close(ctx) }},
+		{"GET /v1/vms/{vm}/files", func() error { _, err := cb.VM(vm.ID).ReadFile(ctx, "/workspace/secret.txt"); return err }},
+		{"HEAD /v1/vms/{vm}/files", func() error { _, err := cb.VM(vm.ID).HeadFile(ctx, "/workspace/secret.txt"); return err }},
 		{"PUT /v1/vms/{vm}/files", func() error {
-			_, err := cb.WriteFile(ctx, vm.ID, "/workspace/secret.txt", strings.NewReader("b was here"), client.WriteFileOptions{})
+			_, err := cb.VM(vm.ID).WriteFile(ctx, "/workspace/secret.txt", strings.NewReader("b was here"), client.WriteFileOptions{})
 			return err
 		}},
-		{"DELETE /v1/vms/{vm}/files", func() error { return cb.DeleteFile(ctx, vm.ID, "/workspace/secret.txt", false) }},
-		{"GET /v1/vms/{vm}/dirs", func() error { _, err := cb.ListDir(ctx, vm.ID, "/workspace", true, 0); return err }},
-		{"POST /v1/vms/{vm}/dirs", func() error { return cb.Mkdir(ctx, vm.ID, "/workspace/b") }},
-		{"POST /v1/vms/{vm}/fs/move", func() error { return cb.Move(ctx, vm.ID, "/workspace/secret.txt", "/workspace/stolen.txt") }},
-		{"GET /v1/vms/{vm}/fs/stat", func() error { _, err := cb.Stat(ctx, vm.ID, "/workspace/secret.txt"); return err }},
-		{"GET /v1/vms/{vm}/agents", func() error { _, err := cb.Agents(ctx, vm.ID); return err }},
+		{"DELETE /v1/vms/{vm}/files", func() error {
+			return cb.VM(vm.ID).DeleteFile(ctx, "/workspace/secret.txt", client.DeleteFileOptions{Recursive: false})
+		}},
+		{"GET /v1/vms/{vm}/dirs", func() error {
+			_, err := cb.VM(vm.ID).ListDir(ctx, "/workspace", client.ListDirOptions{Recursive: true, MaxDepth: 0})
+			return err
+		}},
+		{"POST /v1/vms/{vm}/dirs", func() error { return cb.VM(vm.ID).Mkdir(ctx, "/workspace/b") }},
+		{"POST /v1/vms/{vm}/fs/move", func() error { return cb.VM(vm.ID).Move(ctx, "/workspace/secret.txt", "/workspace/stolen.txt") }},
+		{"GET /v1/vms/{vm}/fs/stat", func() error { _, err := cb.VM(vm.ID).Stat(ctx, "/workspace/secret.txt"); return err }},
+		{"GET /v1/vms/{vm}/agents", func() error { _, err := cb.VM(vm.ID).Agents(ctx); return err }},
 		{"POST /v1/vms/{vm}/sessions", func() error {
-			_, err := cb.OpenSession(ctx, vm.ID, client.OpenSessionRequest{Agent: "pi"})
+			_, err := cb.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{Agent: "pi"})
 			return err
 		}},
-		{"GET /v1/vms/{vm}/sessions", func() error { _, err := cb.ListSessions(ctx, vm.ID, client.ListOptions{}); return err }},
-		{"GET /v1/vms/{vm}/sessions/{session}", func() error { _, err := cb.GetSession(ctx, vm.ID, sid); return err }},
-		{"DELETE /v1/vms/{vm}/sessions/{session}", func() error { return cb.DeleteSession(ctx, vm.ID, sid) }},
-		{"POST /v1/vms/{vm}/sessions/{session}/unload", func() error { _, err := cb.UnloadSession(ctx, vm.ID, sid); return err }},
+		{"GET /v1/vms/{vm}/sessions", func() error { _, err := cb.VM(vm.ID).ListSessions(ctx, client.ListOptions{}); return err }},
+		{"GET /v1/vms/{vm}/sessions/{session}", func() error { _, err := cb.VM(vm.ID).Session(sid).Get(ctx); return err }},
+		{"DELETE /v1/vms/{vm}/sessions/{session}", func() error { return cb.VM(vm.ID).Session(sid).Delete(ctx) }},
+		{"POST /v1/vms/{vm}/sessions/{session}/unload", func() error { _, err := cb.VM(vm.ID).Session(sid).Unload(ctx); return err }},
 		{"POST /v1/vms/{vm}/sessions/{session}/prompt", func() error {
-			_, err := cb.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hi")})
+			_, err := cb.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hi")})
 			return err
 		}},
 		{"POST /v1/vms/{vm}/sessions/{session}/prompt (idempotencyKey)", func() error {
-			_, err := cb.PromptAsync(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hi"), IdempotencyKey: "b-key"})
+			_, err := cb.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: client.TextPrompt("hi"), IdempotencyKey: "b-key"})
 			return err
 		}},
-		{"POST /v1/vms/{vm}/sessions/{session}/cancel", func() error { _, err := cb.CancelPrompt(ctx, vm.ID, sid); return err }},
-		{"GET /v1/vms/{vm}/sessions/{session}/permissions", func() error { _, err := cb.Permissions(ctx, vm.ID, sid); return err }},
+		{"POST /v1/vms/{vm}/sessions/{session}/cancel", func() error { _, err := cb.VM(vm.ID).Session(sid).Cancel(ctx); return err }},
+		{"GET /v1/vms/{vm}/sessions/{session}/permissions", func() error { _, err := cb.VM(vm.ID).Session(sid).Permissions(ctx); return err }},
 		{"POST /v1/vms/{vm}/sessions/{session}/permissions/{request}", func() error {
-			_, err := cb.AnswerPermission(ctx, vm.ID, sid, "r1", "allow_once")
+			_, err := cb.VM(vm.ID).Session(sid).AnswerPermission(ctx, "r1", "allow_once")
 			return err
 		}},
-		{"GET /v1/vms/{vm}/sessions/{session}/config", func() error { _, err := cb.SessionConfig(ctx, vm.ID, sid); return err }},
+		{"GET /v1/vms/{vm}/sessions/{session}/config", func() error { _, err := cb.VM(vm.ID).Session(sid).Config(ctx); return err }},
 		{"PUT /v1/vms/{vm}/sessions/{session}/config/{config}", func() error {
-			_, err := cb.SetSessionConfig(ctx, vm.ID, sid, "model", "x")
+			_, err := cb.VM(vm.ID).Session(sid).SetConfig(ctx, "model", "x")
 			return err
 		}},
-		{"GET /v1/vms/{vm}/sessions/{session}/capabilities", func() error { _, err := cb.SessionCapabilities(ctx, vm.ID, sid); return err }},
-		{"GET /v1/vms/{vm}/sessions/{session}/agent-info", func() error { _, err := cb.SessionAgentInfo(ctx, vm.ID, sid); return err }},
+		{"GET /v1/vms/{vm}/sessions/{session}/capabilities", func() error { _, err := cb.VM(vm.ID).Session(sid).Capabilities(ctx); return err }},
+		{"GET /v1/vms/{vm}/sessions/{session}/agent-info", func() error { _, err := cb.VM(vm.ID).Session(sid).AgentInfo(ctx); return err }},
 		{"GET /v1/vms/{vm}/sessions/{session}/history", func() error {
-			_, err := cb.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{})
+			_, err := cb.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{})
 			return err
 		}},
 		{"GET /v1/vms/{vm}/sessions/{session}/events", func() error {
-			return stream(cb.SessionEvents(ctx, vm.ID, sid, client.StreamOptions{}))
+			return stream(cb.VM(vm.ID).Session(sid).Events(ctx, client.StreamOptions{}))
 		}},
 	}
 	for _, r := range routes {
@@ -182,19 +187,19 @@ func TestE2ETenantIsolation(t *testing.T) {
 	})
 
 	t.Run("A's VM untouched", func(t *testing.T) {
-		got, err := ca.GetVM(ctx, vm.ID)
+		got, err := ca.VM(vm.ID).Get(ctx)
 		if err != nil || got.State != client.VMReady {
 			t.Fatalf("%+v %v", got, err)
 		}
-		sessions, err := ca.ListSessions(ctx, vm.ID, client.ListOptions{})
+		sessions, err := ca.VM(vm.ID).ListSessions(ctx, client.ListOptions{})
 		if err != nil || len(sessions.Items) != 1 || sessions.Items[0].ID != sid || sessions.Items[0].State != client.SessionIdle {
 			t.Fatalf("A's sessions: %+v %v", sessions, err)
 		}
-		pr, err := ca.GetProcess(ctx, vm.ID, p.Pid)
+		pr, err := ca.VM(vm.ID).Process(p.Pid()).Get(ctx)
 		if err != nil || !pr.Running {
 			t.Fatalf("A's process: %+v %v", pr, err)
 		}
-		r, err := ca.ReadFile(ctx, vm.ID, "/workspace/secret.txt")
+		r, err := ca.VM(vm.ID).ReadFile(ctx, "/workspace/secret.txt")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,17 +209,17 @@ func TestE2ETenantIsolation(t *testing.T) {
 		if b.String() != "a's secret" {
 			t.Fatalf("A's file: %q", b.String())
 		}
-		l, err := ca.ListDir(ctx, vm.ID, "/workspace", false, 0)
-		if err != nil || len(l.Items) != 1 {
+		l, err := ca.VM(vm.ID).ListDir(ctx, "/workspace", client.ListDirOptions{Recursive: false, MaxDepth: 0})
+		if err != nil || len(l) != 1 {
 			t.Fatalf("A's /workspace: %+v %v", l, err)
 		}
-		ps, err := ca.ListProcesses(ctx, vm.ID)
-		if err != nil || len(ps.Items) != 1 || ps.Items[0].Pid != p.Pid { // shells are not listed
+		ps, err := ca.VM(vm.ID).Processes(ctx)
+		if err != nil || len(ps) != 1 || ps[0].Pid != p.Pid() { // shells are not listed
 			t.Fatalf("A's processes: %+v %v", ps, err)
 		}
 		// B's refused exec with an Idempotency-Key recorded nothing: B can
 		// use the key on its own VM.
-		if _, err := cb.Exec(ctx, bVM.ID, client.ExecRequest{Command: "true"}, client.WithIdempotencyKey("b-key")); err != nil {
+		if _, err := cb.VM(bVM.ID).Exec(ctx, client.ExecRequest{Command: "true"}, client.WithIdempotencyKey("b-key")); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -233,7 +238,7 @@ func TestE2EQuotas(t *testing.T) {
 		e.vm(c, client.CreateVMRequest{})
 		_, err := c.CreateVM(ctx, client.CreateVMRequest{})
 		quotaIs("maxVms")(t, wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests))
-		if _, err := c.DeleteVM(ctx, v1.ID); err != nil {
+		if _, err := c.VM(v1.ID).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
 		e.vm(c, client.CreateVMRequest{})
@@ -279,42 +284,44 @@ func TestE2EQuotas(t *testing.T) {
 		vm := e.vm(c, client.CreateVMRequest{})
 		var pids []uint32
 		for range 2 {
-			p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
+			p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 600"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			pids = append(pids, p.Pid)
+			pids = append(pids, p.Pid())
 		}
-		_, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
+		_, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 600"})
 		quotaIs("maxProcesses")(t, wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests))
 		// An exec and a shell are processes too.
-		_, err = c.Exec(ctx, vm.ID, client.ExecRequest{Command: "true"})
+		_, err = c.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "true"})
 		quotaIs("maxProcesses")(t, wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests))
-		_, err = c.OpenShell(ctx, vm.ID, client.ShellRequest{})
+		_, err = c.VM(vm.ID).OpenShell(ctx, client.ShellRequest{})
 		wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests)
 		// A process that ends gives its slot back.
-		if err := c.Signal(ctx, vm.ID, pids[0], "SIGKILL"); err != nil {
+		if err := c.VM(vm.ID).Process(pids[0]).Signal(ctx, "SIGKILL"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.WaitProcess(ctx, vm.ID, pids[0], 30*time.Second); err != nil {
+		if _, err := c.VM(vm.ID).Process(pids[0]).Wait(ctx, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 10*time.Second, "the process slot to be given back", func() bool {
-			_, err := c.Exec(ctx, vm.ID, client.ExecRequest{Command: "true"})
+			_, err := c.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "true"})
 			return err == nil
 		})
 		// The quota counts the tenant's processes, not the VM's: another VM
 		// of the same tenant is refused too.
 		vm2 := e.vm(c, client.CreateVMRequest{})
-		if _, err := c.SpawnProcess(ctx, vm2.ID, client.SpawnRequest{Command: "sleep 600"}); err != nil {
+		if _, err := c.VM(vm2.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 600"}); err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.SpawnProcess(ctx, vm2.ID, client.SpawnRequest{Command: "true"})
+		_, err = c.VM(vm2.ID).Spawn(ctx, client.SpawnRequest{Command: "true"})
 		wantCode(t, err, client.CodeResourceExhausted, http.StatusTooManyRequests)
 	})
 
 	t.Run("requestsPerSecond", func(t *testing.T) {
-		tn, c := e.tenant("rps-2", &client.Quotas{RequestsPerSecond: 2})
+		tn, key := e.tenantWithKey("rps-2", &client.Quotas{RequestsPerSecond: 2})
+		// No retries: each 429 is to be seen, not waited out.
+		c := e.client(key, client.WithRetryPolicy(client.RetryPolicy{MaxAttempts: 1}))
 		_, other := e.tenant("rps-free", nil)
 		var wg sync.WaitGroup
 		var mu sync.Mutex

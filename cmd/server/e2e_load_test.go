@@ -41,15 +41,15 @@ func TestE2ELoad(t *testing.T) {
 		for range vmsEach {
 			vm := e.vm(c, client.CreateVMRequest{})
 			e.exec(c, vm.ID, "true") // warm: a VM's first process is slow
-			p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sh -c 'while true; do echo tick; sleep 0.5; done'"})
+			p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sh -c 'while true; do echo tick; sleep 0.5; done'"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			vms = append(vms, vmRef{c, vm.ID, p.Pid})
+			vms = append(vms, vmRef{c, vm.ID, p.Pid()})
 		}
 	}
 	scs, err := e.admin.Sidecars(ctx)
-	if err != nil || len(scs.Items) != 3 {
+	if err != nil || len(scs) != 3 {
 		t.Fatalf("sidecars: %+v %v", scs, err)
 	}
 
@@ -73,9 +73,9 @@ func TestE2ELoad(t *testing.T) {
 			var s *client.Stream
 			var err error
 			if i%2 == 0 {
-				s, err = v.c.ProcessOutput(ctx, v.id, v.pid, client.StreamOptions{})
+				s, err = v.c.VM(v.id).Process(v.pid).Output(ctx, client.StreamOptions{})
 			} else {
-				s, err = v.c.VMEvents(ctx, v.id, client.StreamOptions{})
+				s, err = v.c.VM(v.id).Events(ctx, client.StreamOptions{})
 			}
 			if err != nil {
 				opened.Done()
@@ -86,7 +86,7 @@ func TestE2ELoad(t *testing.T) {
 			// Next runs in this goroutine; stop closes the stream.
 			go func() { <-stop; s.Close() }()
 			for {
-				ev, err := s.Next(ctx)
+				ev, err := next(ctx, s)
 				if err != nil {
 					if first {
 						opened.Done()
@@ -126,12 +126,12 @@ func TestE2ELoad(t *testing.T) {
 			defer ewg.Done()
 			<-gate
 			t0 := time.Now()
-			res, err := v.c.Exec(ctx, v.id, client.ExecRequest{Command: "echo hi"})
+			res, err := v.c.VM(v.id).Exec(ctx, client.ExecRequest{Command: "echo hi"})
 			lat[i] = time.Since(t0)
 			switch {
 			case err != nil:
 				errs <- fmt.Errorf("exec %d: %w", i, err)
-			case res.ExitCode != 0 || res.Stdout != "hi\n":
+			case res.ExitCode != 0 || string(res.Stdout) != "hi\n":
 				errs <- fmt.Errorf("exec %d: %+v", i, res)
 			}
 		}()
@@ -169,7 +169,7 @@ func TestE2ELoad(t *testing.T) {
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 	t.Logf("load: %d tenants, %d VMs on %d sidecars; %d SSE subscribers held (opened in %s, %d events received); "+
 		"%d concurrent execs of `echo hi` in %s: p50 %s, p95 %s, max %s; whole test %s",
-		tenants, len(vms), len(scs.Items), subscribers, openedIn.Round(time.Millisecond), received.Load(),
+		tenants, len(vms), len(scs), subscribers, openedIn.Round(time.Millisecond), received.Load(),
 		execs, execTotal.Round(time.Millisecond), pct(0.50).Round(time.Millisecond), pct(0.95).Round(time.Millisecond),
 		lat[len(lat)-1].Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }

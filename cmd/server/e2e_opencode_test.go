@@ -29,18 +29,19 @@ func TestE2EAgentSessionOpenCode(t *testing.T) {
 		"permission": map[string]string{"bash": "ask", "edit": "ask"},
 		"share":      "disabled", "autoupdate": false,
 	})
-	_, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{
+	_, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{
 		SessionID: sid, Agent: "opencode", Cwd: "/workspace", PermissionPolicy: "ask",
-		PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2},
+		PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: 2 * time.Second},
 		Env:               map[string]string{"OPENCODE_CONFIG_CONTENT": string(cfg), "OPENCODE_DISABLE_MODELS_FETCH": "1"},
 	})
+
 	if err != nil {
 		t.Fatal(err)
 	}
 	feed := e.follow(t, c, vm.ID, sid, "")
 
 	step(t, "Hello", func(t *testing.T) {
-		res, err := c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hello")})
+		res, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,10 +51,10 @@ func TestE2EAgentSessionOpenCode(t *testing.T) {
 	})
 
 	step(t, "DefaultDecisionByKind", func(t *testing.T) {
-		if res, err := c.PromptAsync(ctx, vm.ID, sid, client.PromptRequest{Content: toolPrompt("bash", "echo unattended > /workspace/oc.txt")}); err != nil || res != nil {
+		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: toolPrompt("bash", "echo unattended > /workspace/oc.txt")}); err != nil || res != nil {
 			t.Fatalf("async prompt: %+v %v", res, err)
 		}
-		ev := feed.until(t, turnTimeout, "a permission request", func(ev client.Event) bool {
+		ev := feed.until(t, turnTimeout, "a permission request", func(ev event) bool {
 			se, err := ev.SessionEvent()
 			return err == nil && se.Type == "permission_request"
 		})
@@ -67,7 +68,7 @@ func TestE2EAgentSessionOpenCode(t *testing.T) {
 		if reject == "" {
 			t.Fatalf("no reject_once option in %+v", req.Options)
 		}
-		ev = feed.until(t, turnTimeout, "the default decision", func(ev client.Event) bool {
+		ev = feed.until(t, turnTimeout, "the default decision", func(ev event) bool {
 			se, err := ev.SessionEvent()
 			return err == nil && se.Type == "permission_response" && se.RequestID == req.RequestID
 		})
@@ -78,7 +79,7 @@ func TestE2EAgentSessionOpenCode(t *testing.T) {
 		eventually(t, turnTimeout, "the turn to end", func() bool {
 			return mustSession(t, c, vm.ID, sid).State == client.SessionIdle
 		})
-		if _, err := c.Stat(ctx, vm.ID, "/workspace/oc.txt"); !client.IsCode(err, "not_found") {
+		if _, err := c.VM(vm.ID).Stat(ctx, "/workspace/oc.txt"); !client.IsCode(err, "not_found") {
 			t.Fatalf("the rejected command ran: %v", err)
 		}
 	})

@@ -27,7 +27,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	ctx := ctxFor(t, 6*time.Minute)
 	const sid = "claude-e2e"
 
-	s, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{SessionID: sid, Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask", Env: mock.Env()})
+	s, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask", Env: mock.Env()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,10 +40,10 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	// request it raised, as an event and as a resource.
 	ask := func(t *testing.T, command string) client.Permission {
 		t.Helper()
-		if res, err := c.PromptAsync(ctx, vm.ID, sid, client.PromptRequest{Content: toolPrompt("Bash", command)}); err != nil || res != nil {
+		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: toolPrompt("Bash", command)}); err != nil || res != nil {
 			t.Fatalf("async prompt: %+v %v", res, err)
 		}
-		ev := feed.until(t, turnTimeout, "a permission request", func(ev client.Event) bool {
+		ev := feed.until(t, turnTimeout, "a permission request", func(ev event) bool {
 			se, err := ev.SessionEvent()
 			return err == nil && se.Type == "permission_request"
 		})
@@ -52,19 +52,19 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		if err := json.Unmarshal(se.ToolCall, &tool); err != nil || tool.RawInput.Command != command {
 			t.Fatalf("permission request for %s (%v), want %q", se.ToolCall, err, command)
 		}
-		perms, err := c.Permissions(ctx, vm.ID, sid)
+		perms, err := c.VM(vm.ID).Session(sid).Permissions(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(perms.Items) != 1 || perms.Items[0].RequestID != se.RequestID || perms.Items[0].Status != "pending" ||
-			len(perms.Items[0].Options) == 0 || perms.Items[0].Decision != nil {
-			t.Fatalf("pending permissions %+v, event %+v", perms.Items, se)
+		if len(perms) != 1 || perms[0].RequestID != se.RequestID || perms[0].Status != "pending" ||
+			len(perms[0].Options) == 0 || perms[0].Decision != nil {
+			t.Fatalf("pending permissions %+v, event %+v", perms, se)
 		}
 		got := mustSession(t, c, vm.ID, sid)
 		if got.State != client.SessionWaiting || len(got.PendingPermissions) != 1 || got.PendingPermissions[0].RequestID != se.RequestID {
 			t.Fatalf("session while waiting: %+v", got)
 		}
-		return perms.Items[0]
+		return perms[0]
 	}
 	// response waits for the durable response to a request.
 	response := func(t *testing.T, requestID string) client.SessionEvent {
@@ -74,7 +74,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 				return d
 			}
 		}
-		ev := feed.until(t, turnTimeout, "the permission response", func(ev client.Event) bool {
+		ev := feed.until(t, turnTimeout, "the permission response", func(ev event) bool {
 			se, err := ev.SessionEvent()
 			return err == nil && se.Type == "permission_response" && se.RequestID == requestID
 		})
@@ -89,7 +89,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	}
 	exists := func(t *testing.T, path string) bool {
 		t.Helper()
-		body, err := c.ReadFile(ctx, vm.ID, path)
+		body, err := c.VM(vm.ID).ReadFile(ctx, path)
 		if client.IsCode(err, "not_found") {
 			return false
 		}
@@ -112,13 +112,13 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	step(t, "Allow", func(t *testing.T) {
 		p := ask(t, "echo allowed > /workspace/allowed.txt")
 		allow := p.Option("allow_once")
-		_, err := c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, "no-such-option")
+		_, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, "no-such-option")
 		if ce := wantCode(t, err, "invalid_argument", 400); ce.Details["field"] != "optionId" {
 			t.Errorf("details %v", ce.Details)
 		}
-		_, err = c.AnswerPermission(ctx, vm.ID, sid, "no-such-request", allow)
+		_, err = c.VM(vm.ID).Session(sid).AnswerPermission(ctx, "no-such-request", allow)
 		wantCode(t, err, "not_found", 404)
-		a, err := c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, allow)
+		a, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, allow)
 		if err != nil || a.Status != "accepted" {
 			t.Fatalf("answer: %+v %v", a, err)
 		}
@@ -126,7 +126,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		if r.Status != "accepted" || r.Decision == nil || r.Decision.By != "api" || r.Decision.OptionID != allow || r.Decision.KeyID == "" {
 			t.Fatalf("response event %+v decision %+v", r, r.Decision)
 		}
-		a, err = c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, allow)
+		a, err = c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, allow)
 		if err != nil || a.Status != "not_pending" || a.Reason == "" {
 			t.Fatalf("second answer: %+v %v", a, err)
 		}
@@ -134,14 +134,14 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		if !exists(t, "/workspace/allowed.txt") {
 			t.Fatal("the allowed command did not run")
 		}
-		if perms, _ := c.Permissions(ctx, vm.ID, sid); len(perms.Items) != 0 {
-			t.Fatalf("still pending: %+v", perms.Items)
+		if perms, _ := c.VM(vm.ID).Session(sid).Permissions(ctx); len(perms) != 0 {
+			t.Fatalf("still pending: %+v", perms)
 		}
 	})
 
 	step(t, "Reject", func(t *testing.T) {
 		p := ask(t, "echo rejected > /workspace/rejected.txt")
-		a, err := c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, p.Option("reject_once"))
+		a, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, p.Option("reject_once"))
 		if err != nil || a.Status != "accepted" {
 			t.Fatalf("answer: %+v %v", a, err)
 		}
@@ -159,7 +159,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 
 	step(t, "CancelWhilePending", func(t *testing.T) {
 		p := ask(t, "echo cancelled > /workspace/cancelled.txt")
-		status, err := c.CancelPrompt(ctx, vm.ID, sid)
+		status, err := c.VM(vm.ID).Session(sid).Cancel(ctx)
 		if err != nil || status != "cancelled" {
 			t.Fatalf("cancel: %q %v", status, err)
 		}
@@ -171,7 +171,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		if exists(t, "/workspace/cancelled.txt") {
 			t.Fatal("the command of a cancelled turn ran")
 		}
-		a, err := c.AnswerPermission(ctx, vm.ID, sid, p.RequestID, p.Option("allow_once"))
+		a, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, p.Option("allow_once"))
 		if err != nil || a.Status != "not_pending" {
 			t.Fatalf("answer after cancel: %+v %v", a, err)
 		}
@@ -180,7 +180,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	step(t, "TimeoutDefault", func(t *testing.T) {
 		// The tenant's default decision: reject after 2 s unanswered.
 		if _, err := e.admin.UpdateTenant(ctx, "default", client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
-			PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2},
+			PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: 2 * time.Second},
 		}}); err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	})
 
 	step(t, "DecisionsAreKept", func(t *testing.T) {
-		hist, err := c.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{Limit: 1000})
+		hist, err := c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		// The VM goes; the session's record and history stay, and its
 		// stream ends with the session's end after every durable event.
 		end := mustSession(t, c, vm.ID, sid).LatestSequence
-		if _, err := c.DeleteVM(ctx, vm.ID); err != nil {
+		if _, err := c.VM(vm.ID).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := feed.ended(t, 60*time.Second); !streamEnded(err) {
@@ -241,12 +241,12 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		if s.State != client.SessionClosed || s.LatestSequence != end {
 			t.Fatalf("session after the VM's deletion: %+v", s)
 		}
-		hist, err := c.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{Limit: 1000})
+		hist, err := c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantSequence(t, sequences(hist.Events), 1, end)
-		_, err = c.CancelPrompt(ctx, vm.ID, sid)
+		_, err = c.VM(vm.ID).Session(sid).Cancel(ctx)
 		wantCode(t, err, "conflict", 409)
 	})
 }

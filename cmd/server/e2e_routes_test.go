@@ -29,13 +29,13 @@ func TestE2EVMs(t *testing.T) {
 		Labels:              map[string]string{"team": "red", "suite": "vms"},
 		Env:                 map[string]string{"GREETING": "hello-from-env"},
 		LoopbackExemptPorts: []uint16{8080, 9090},
-		IdleTimeoutSeconds:  3600,
+		IdleTimeout:         time.Hour,
 	})
 	if !strings.HasPrefix(vm.ID, "vm_") || vm.SidecarID == "" || vm.CreatedAt.IsZero() || vm.UpdatedAt.IsZero() {
 		t.Fatalf("vm resource: %+v", vm)
 	}
 	if vm.Labels["team"] != "red" || vm.Env["GREETING"] != "hello-from-env" ||
-		!slices.Equal(vm.LoopbackExemptPorts, []uint16{8080, 9090}) || vm.IdleTimeoutSeconds != 3600 {
+		!slices.Equal(vm.LoopbackExemptPorts, []uint16{8080, 9090}) || vm.IdleTimeout != time.Hour {
 		t.Fatalf("the VM does not carry its options: %+v", vm)
 	}
 	// The VM's environment reaches its commands.
@@ -43,7 +43,7 @@ func TestE2EVMs(t *testing.T) {
 		t.Fatalf("VM env: %q", out)
 	}
 
-	got, err := c.GetVM(ctx, vm.ID)
+	got, err := c.VM(vm.ID).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,24 +107,24 @@ func TestE2EVMs(t *testing.T) {
 	})
 
 	t.Run("delete and state filter", func(t *testing.T) {
-		del, err := c.DeleteVM(ctx, batch[0])
+		del, err := c.VM(batch[0]).Delete(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if del.State != client.VMDisposed {
 			t.Fatalf("delete answered %+v", del)
 		}
-		if g, err := c.GetVM(ctx, batch[0]); err != nil || g.State != client.VMDisposed {
+		if g, err := c.VM(batch[0]).Get(ctx); err != nil || g.State != client.VMDisposed {
 			t.Fatalf("get after delete: %+v %v", g, err)
 		}
-		l, err := c.ListVMs(ctx, client.ListVMsOptions{State: client.VMDisposed, Labels: map[string]string{"batch": "p"}})
+		l, err := c.ListVMs(ctx, client.ListVMsOptions{States: []client.VMState{client.VMDisposed}, Labels: map[string]string{"batch": "p"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ids := vmIDs(l.Items); !sameSet(ids, batch[:1]) {
 			t.Fatalf("disposed: %v", ids)
 		}
-		l, err = c.ListVMs(ctx, client.ListVMsOptions{State: client.VMReady, Labels: map[string]string{"batch": "p"}})
+		l, err = c.ListVMs(ctx, client.ListVMsOptions{States: []client.VMState{client.VMReady}, Labels: map[string]string{"batch": "p"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,24 +142,24 @@ func TestE2EVMEvents(t *testing.T) {
 	ctx := ctxT(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
-	s, err := c.VMEvents(ctx, vm.ID, client.StreamOptions{})
+	s, err := c.VM(vm.ID).Events(ctx, client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sh -c 'exit 7'"})
+	p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sh -c 'exit 7'"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WaitProcess(ctx, vm.ID, p.Pid, 30*time.Second); err != nil {
+	if _, err := c.VM(vm.ID).Process(p.Pid()).Wait(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// Delete once the process_exit event was seen, then read to the end.
-	var evs []client.Event
+	var evs []event
 	req := e.eventReq("GET", "/v1/vms/"+vm.ID+"/events")
 	deleted := false
 	rctx := ctxFor(t, e2eTimeout)
 	for {
-		ev, err := s.Next(rctx)
+		ev, err := next(rctx, s)
 		if err == io.EOF {
 			break
 		}
@@ -170,7 +170,7 @@ func TestE2EVMEvents(t *testing.T) {
 		evs = append(evs, ev)
 		if ev.Type == "process_exit" && !deleted {
 			deleted = true
-			if _, err := c.DeleteVM(ctx, vm.ID); err != nil {
+			if _, err := c.VM(vm.ID).Delete(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,7 +190,7 @@ func TestE2EVMEvents(t *testing.T) {
 			exit = &ve
 		}
 	}
-	if exit == nil || exit.Pid != p.Pid || exit.Exit == nil || exit.Exit.ExitCode != 7 {
+	if exit == nil || exit.Pid != p.Pid() || exit.Exit == nil || exit.Exit.ExitCode != 7 {
 		t.Fatalf("process_exit event: %+v in %s", exit, summarize(evs))
 	}
 	if !slices.Equal(states, []string{"ready", "disposing", "disposed"}) {
@@ -220,55 +220,56 @@ func TestE2EExec(t *testing.T) {
 			check func(t *testing.T, r *client.ExecResult)
 		}{
 			{"stdout stderr exit code", client.ExecRequest{Command: `sh -c 'echo out; echo err >&2; exit 3'`}, func(t *testing.T, r *client.ExecResult) {
-				if r.ExitCode != 3 || r.Stdout != "out\n" || r.Stderr != "err\n" || r.Encoding != "utf8" || r.Truncated {
+				if r.ExitCode != 3 || string(r.Stdout) != "out\n" || string(r.Stderr) != "err\n" || r.Truncated {
 					t.Fatalf("%+v", r)
 				}
 			}},
 			{"argv", client.ExecRequest{Argv: []string{"echo", "a b", "c"}}, func(t *testing.T, r *client.ExecResult) {
-				if r.ExitCode != 0 || r.Stdout != "a b c\n" {
+				if r.ExitCode != 0 || string(r.Stdout) != "a b c\n" {
 					t.Fatalf("%+v", r)
 				}
 			}},
 			{"truncated", client.ExecRequest{Command: `sh -c 'i=0; while [ $i -lt 200 ]; do echo 0123456789; i=$((i+1)); done'`, MaxOutputBytes: 100}, func(t *testing.T, r *client.ExecResult) {
-				if r.ExitCode != 0 || !r.Truncated || len(r.Stdout) == 0 || len(r.Stdout) > 100 || !strings.HasPrefix(r.Stdout, "0123456789\n") {
+				if r.ExitCode != 0 || !r.Truncated || len(r.Stdout) == 0 || len(r.Stdout) > 100 || !bytes.HasPrefix(r.Stdout, []byte("0123456789\n")) {
 					t.Fatalf("truncated %v, %d bytes of stdout: %+v", r.Truncated, len(r.Stdout), r)
 				}
 			}},
-			{"binary output is base64", client.ExecRequest{Command: `printf '\377\000\001ok'`}, func(t *testing.T, r *client.ExecResult) {
-				b, err := r.StdoutBytes()
-				if err != nil || r.Encoding != "base64" || !bytes.Equal(b, []byte{0xff, 0, 1, 'o', 'k'}) {
-					t.Fatalf("%+v: %q %v", r, b, err)
+			{"binary output", client.ExecRequest{Command: `printf '\377\000\001ok'`}, func(t *testing.T, r *client.ExecResult) {
+				// It travels base64 (TestE2EExecBinaryOutput); the client
+				// hands over the bytes.
+				if !bytes.Equal(r.Stdout, []byte{0xff, 0, 1, 'o', 'k'}) {
+					t.Fatalf("%+v: %q", r, r.Stdout)
 				}
 			}},
 			{"stdin", client.ExecRequest{Command: "cat", Stdin: []byte("line one\nline two\n")}, func(t *testing.T, r *client.ExecResult) {
-				if r.Stdout != "line one\nline two\n" {
+				if string(r.Stdout) != "line one\nline two\n" {
 					t.Fatalf("%+v", r)
 				}
 			}},
 			{"binary stdin", client.ExecRequest{Command: "wc -c", Stdin: []byte{0xff, 0xfe, 0, 1}}, func(t *testing.T, r *client.ExecResult) {
-				if strings.TrimSpace(r.Stdout) != "4" {
+				if strings.TrimSpace(string(r.Stdout)) != "4" {
 					t.Fatalf("%+v", r)
 				}
 			}},
 			{"cwd", client.ExecRequest{Command: "pwd", Cwd: "/tmp"}, func(t *testing.T, r *client.ExecResult) {
-				if r.Stdout != "/tmp\n" {
+				if string(r.Stdout) != "/tmp\n" {
 					t.Fatalf("%+v", r)
 				}
 			}},
 			{"env", client.ExecRequest{Command: `sh -c 'echo "$A-$B"'`, Env: map[string]string{"A": "x", "B": "y z"}}, func(t *testing.T, r *client.ExecResult) {
-				if r.Stdout != "x-y z\n" {
+				if string(r.Stdout) != "x-y z\n" {
 					t.Fatalf("%+v", r)
 				}
 			}},
 			{"duration", client.ExecRequest{Command: "sleep 0.3"}, func(t *testing.T, r *client.ExecResult) {
-				if r.ExitCode != 0 || r.DurationMs < 300 || r.DurationMs > 30000 {
+				if r.ExitCode != 0 || r.Duration < 300*time.Millisecond || r.Duration > 30*time.Second {
 					t.Fatalf("%+v", r)
 				}
 			}},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				r, err := c.Exec(ctx, vm.ID, tc.req)
+				r, err := c.VM(vm.ID).Exec(ctx, tc.req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -279,7 +280,7 @@ func TestE2EExec(t *testing.T) {
 
 	t.Run("timeout", func(t *testing.T) {
 		start := time.Now()
-		_, err := c.Exec(ctx, vm.ID, client.ExecRequest{Command: "sleep 30", TimeoutMs: 500})
+		_, err := c.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "sleep 30", Timeout: 500 * time.Millisecond})
 		wantCode(t, err, client.CodeDeadlineExceeded, http.StatusGatewayTimeout)
 		if d := time.Since(start); d > 20*time.Second {
 			t.Fatalf("timeout answered after %s", d)
@@ -291,7 +292,7 @@ func TestE2EExec(t *testing.T) {
 	})
 
 	t.Run("streamed", func(t *testing.T) {
-		s, err := c.ExecStream(ctx, vm.ID, client.ExecRequest{Command: `sh -c 'echo out; echo err >&2; exit 4'`})
+		s, err := c.VM(vm.ID).ExecStream(ctx, client.ExecRequest{Command: `sh -c 'echo out; echo err >&2; exit 4'`})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +304,7 @@ func TestE2EExec(t *testing.T) {
 			t.Errorf("stderr events: %q", out)
 		}
 		x, err := evs[len(evs)-1].Exit()
-		if err != nil || x.ExitCode != 4 || x.DurationMs < 0 {
+		if err != nil || x.ExitCode != 4 || x.Duration < 0 {
 			t.Fatalf("exit event: %+v %v (%s)", x, err, summarize(evs))
 		}
 		for i, ev := range evs[:len(evs)-1] {
@@ -317,19 +318,19 @@ func TestE2EExec(t *testing.T) {
 	t.Run("idempotent exec", func(t *testing.T) {
 		req := client.ExecRequest{Command: `sh -c 'echo x >> /workspace/count; wc -l < /workspace/count'`}
 		key := client.WithIdempotencyKey(e.uniq("exec-key"))
-		first, err := c.Exec(ctx, vm.ID, req, key)
+		first, err := c.VM(vm.ID).Exec(ctx, req, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if first.Replayed || strings.TrimSpace(first.Stdout) != "1" {
+		if first.Replayed || strings.TrimSpace(string(first.Stdout)) != "1" {
 			t.Fatalf("first: %+v", first)
 		}
 		for range 2 {
-			again, err := c.Exec(ctx, vm.ID, req, key)
+			again, err := c.VM(vm.ID).Exec(ctx, req, key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !again.Replayed || again.Stdout != first.Stdout || again.ExitCode != first.ExitCode || again.DurationMs != first.DurationMs {
+			if !again.Replayed || !bytes.Equal(again.Stdout, first.Stdout) || again.ExitCode != first.ExitCode || again.Duration != first.Duration {
 				t.Fatalf("retry: %+v, first %+v", again, first)
 			}
 		}
@@ -338,38 +339,38 @@ func TestE2EExec(t *testing.T) {
 			t.Fatalf("the command ran more than once: wc -l says %q", out)
 		}
 		// The same key with another request is refused (422).
-		_, err = c.Exec(ctx, vm.ID, client.ExecRequest{Command: "echo other"}, key)
+		_, err = c.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "echo other"}, key)
 		wantCode(t, err, client.CodeUnprocessable, http.StatusUnprocessableEntity)
 	})
 
 	t.Run("idempotent spawn", func(t *testing.T) {
 		key := client.WithIdempotencyKey(e.uniq("spawn-key"))
 		req := client.SpawnRequest{Command: "sleep 60"}
-		first, err := c.SpawnProcess(ctx, vm.ID, req, key)
+		first, err := c.VM(vm.ID).Spawn(ctx, req, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := c.SpawnProcess(ctx, vm.ID, req, key)
+		again, err := c.VM(vm.ID).Spawn(ctx, req, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if first.Replayed || !again.Replayed || again.Pid != first.Pid {
+		if first.Replayed() || !again.Replayed() || again.Pid() != first.Pid() {
 			t.Fatalf("first %+v, retry %+v", first, again)
 		}
-		l, err := c.ListProcesses(ctx, vm.ID)
+		l, err := c.VM(vm.ID).Processes(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 0
-		for _, p := range l.Items {
+		for _, p := range l {
 			if p.Command == "sleep" || strings.Contains(p.Command, "sleep 60") || slices.Contains(p.Args, "60") {
 				n++
 			}
 		}
 		if n != 1 {
-			t.Fatalf("%d sleep processes, want 1: %+v", n, l.Items)
+			t.Fatalf("%d sleep processes, want 1: %+v", n, l)
 		}
-		if err := c.Signal(ctx, vm.ID, first.Pid, "SIGKILL"); err != nil {
+		if err := c.VM(vm.ID).Process(first.Pid()).Signal(ctx, "SIGKILL"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -387,18 +388,18 @@ func TestE2EProcesses(t *testing.T) {
 	}
 
 	t.Run("output stdout stderr exit", func(t *testing.T) {
-		p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: `sh -c 'echo to-out; echo to-err >&2; exit 5'`})
+		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: `sh -c 'echo to-out; echo to-err >&2; exit 5'`})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Pid == 0 || p.StartedAt.IsZero() {
-			t.Fatalf("spawn: %+v", p)
+		if info, err := p.Get(ctx); err != nil || info.Pid == 0 || info.StartedAt.IsZero() {
+			t.Fatalf("spawn: %+v %v", info, err)
 		}
-		s, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{})
+		s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs := e.collect(s, outReq(p.Pid), e2eTimeout)
+		evs := e.collect(s, outReq(p.Pid()), e2eTimeout)
 		if output(t, evs, "stdout") != "to-out\n" || output(t, evs, "stderr") != "to-err\n" {
 			t.Fatalf("events: %s", summarize(evs))
 		}
@@ -406,7 +407,7 @@ func TestE2EProcesses(t *testing.T) {
 		if err != nil || x.ExitCode != 5 || x.Signal != "" {
 			t.Fatalf("exit: %+v %v", x, err)
 		}
-		got, err := c.GetProcess(ctx, vm.ID, p.Pid)
+		got, err := c.VM(vm.ID).Process(p.Pid()).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,56 +417,56 @@ func TestE2EProcesses(t *testing.T) {
 	})
 
 	t.Run("stdin and close", func(t *testing.T) {
-		p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Argv: []string{"cat"}})
+		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Argv: []string{"cat"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.WriteStdin(ctx, vm.ID, p.Pid, []byte("first\n")); err != nil {
+		if err := c.VM(vm.ID).Process(p.Pid()).WriteStdin(ctx, []byte("first\n")); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.WriteStdin(ctx, vm.ID, p.Pid, []byte{0xff, 0x00, '\n'}); err != nil {
+		if err := c.VM(vm.ID).Process(p.Pid()).WriteStdin(ctx, []byte{0xff, 0x00, '\n'}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := c.GetProcess(ctx, vm.ID, p.Pid)
+		got, err := c.VM(vm.ID).Process(p.Pid()).Get(ctx)
 		if err != nil || !got.Running {
 			t.Fatalf("cat should still run: %+v %v", got, err)
 		}
-		if err := c.CloseStdin(ctx, vm.ID, p.Pid); err != nil {
+		if err := c.VM(vm.ID).Process(p.Pid()).CloseStdin(ctx); err != nil {
 			t.Fatal(err)
 		}
-		x, err := c.WaitProcess(ctx, vm.ID, p.Pid, 30*time.Second)
+		x, err := c.VM(vm.ID).Process(p.Pid()).Wait(ctx, 30*time.Second)
 		if err != nil || x.ExitCode != 0 {
 			t.Fatalf("wait: %+v %v", x, err)
 		}
-		s, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{})
+		s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs := e.collect(s, outReq(p.Pid), e2eTimeout)
+		evs := e.collect(s, outReq(p.Pid()), e2eTimeout)
 		if out := output(t, evs, "stdout"); out != "first\n\xff\x00\n" {
 			t.Fatalf("cat echoed %q", out)
 		}
 	})
 
 	t.Run("signal and wait", func(t *testing.T) {
-		p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 60"})
+		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 60"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.WaitProcess(ctx, vm.ID, p.Pid, 200*time.Millisecond)
+		_, err = c.VM(vm.ID).Process(p.Pid()).Wait(ctx, 200*time.Millisecond)
 		wantCode(t, err, client.CodeDeadlineExceeded, http.StatusGatewayTimeout)
-		s, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{})
+		s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Signal(ctx, vm.ID, p.Pid, "SIGTERM"); err != nil {
+		if err := c.VM(vm.ID).Process(p.Pid()).Signal(ctx, "SIGTERM"); err != nil {
 			t.Fatal(err)
 		}
-		x, err := c.WaitProcess(ctx, vm.ID, p.Pid, 30*time.Second)
+		x, err := c.VM(vm.ID).Process(p.Pid()).Wait(ctx, 30*time.Second)
 		if err != nil || x.ExitCode != 143 || x.Signal != "SIGTERM" {
 			t.Fatalf("wait after SIGTERM: %+v %v", x, err)
 		}
-		evs := e.collect(s, outReq(p.Pid), e2eTimeout)
+		evs := e.collect(s, outReq(p.Pid()), e2eTimeout)
 		ex, err := evs[len(evs)-1].Exit()
 		if err != nil || ex.ExitCode != 143 || ex.Signal != "SIGTERM" {
 			t.Fatalf("exit event: %+v %v", ex, err)
@@ -473,29 +474,29 @@ func TestE2EProcesses(t *testing.T) {
 	})
 
 	t.Run("list includes exited", func(t *testing.T) {
-		running, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 60"})
+		running, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 60"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := c.ListProcesses(ctx, vm.ID)
+		l, err := c.VM(vm.ID).Processes(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var nRunning, nExited int
-		for _, p := range l.Items {
+		for _, p := range l {
 			if p.Running {
 				nRunning++
 			} else if p.Exit != nil {
 				nExited++
 			}
 		}
-		if nRunning != 1 || nExited < 3 || !slices.IsSortedFunc(l.Items, func(a, b client.Process) int { return int(a.Pid) - int(b.Pid) }) {
-			t.Fatalf("%d running, %d exited: %+v", nRunning, nExited, l.Items)
+		if nRunning != 1 || nExited < 3 || !slices.IsSortedFunc(l, func(a, b client.Process) int { return int(a.Pid) - int(b.Pid) }) {
+			t.Fatalf("%d running, %d exited: %+v", nRunning, nExited, l)
 		}
-		if err := c.Signal(ctx, vm.ID, running.Pid, "SIGKILL"); err != nil {
+		if err := c.VM(vm.ID).Process(running.Pid()).Signal(ctx, "SIGKILL"); err != nil {
 			t.Fatal(err)
 		}
-		x, err := c.WaitProcess(ctx, vm.ID, running.Pid, 30*time.Second)
+		x, err := c.VM(vm.ID).Process(running.Pid()).Wait(ctx, 30*time.Second)
 		if err != nil || x.Signal != "SIGKILL" {
 			t.Fatalf("%+v %v", x, err)
 		}
@@ -531,26 +532,26 @@ func TestE2EShells(t *testing.T) {
 	})
 
 	t.Run("close", func(t *testing.T) {
-		id, err := c.OpenShell(ctx, vm.ID, client.ShellRequest{Shell: "bash"})
+		id, err := c.VM(vm.ID).OpenShell(ctx, client.ShellRequest{Shell: "bash"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := c.ShellOutput(ctx, vm.ID, id, client.StreamOptions{})
+		s, err := id.Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.CloseShell(ctx, vm.ID, id); err != nil {
+		if err := id.Close(ctx); err != nil {
 			s.Close()
 			t.Fatal(err)
 		}
-		evs := e.collect(s, e.eventReq("GET", "/v1/vms/"+vm.ID+"/shells/"+id+"/output"), e2eTimeout)
-		if last := evs[len(evs)-1]; last.Type != client.EventEnd {
+		evs := e.collect(s, e.eventReq("GET", "/v1/vms/"+vm.ID+"/shells/"+id.ID()+"/output"), e2eTimeout)
+		if last := evs[len(evs)-1]; last.Type != "end" {
 			t.Fatalf("a closed shell's stream ends with %s", summarize(evs))
 		}
 		// The shell is gone.
-		err = c.ShellInput(ctx, vm.ID, id, []byte("x"))
+		err = id.Input(ctx, []byte("x"))
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
-		err = c.CloseShell(ctx, vm.ID, id)
+		err = id.Close(ctx)
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	})
 }
@@ -572,38 +573,38 @@ func (e *e2e) shellSession(t *testing.T, vm, line, want string) (bool, string) {
 	t.Helper()
 	ctx := ctxT(t)
 	c := e.admin
-	id, err := c.OpenShell(ctx, vm, client.ShellRequest{Cols: 100, Rows: 30})
+	id, err := c.VM(vm).OpenShell(ctx, client.ShellRequest{Cols: 100, Rows: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ResizeShell(ctx, vm, id, 120, 40); err != nil {
+	if err := id.Resize(ctx, 120, 40); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ShellInput(ctx, vm, id, []byte(strings.Repeat("\x1b[1;1R", 4)+"\n"+line)); err != nil {
+	if err := id.Input(ctx, []byte(strings.Repeat("\x1b[1;1R", 4)+"\n"+line)); err != nil {
 		t.Fatal(err)
 	}
 	// The stream starts from the shell's first output.
-	s, err := c.ShellOutput(ctx, vm, id, client.StreamOptions{})
+	s, err := id.Output(ctx, client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	req := e.eventReq("GET", "/v1/vms/"+vm+"/shells/"+id+"/output")
+	req := e.eventReq("GET", "/v1/vms/"+vm+"/shells/"+id.ID()+"/output")
 	rctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
 	defer cancel()
 	var (
 		screen  bytes.Buffer
 		answers sync.WaitGroup
-		last    client.Event
+		last    event
 	)
 	defer answers.Wait()
 	for {
-		ev, err := s.Next(rctx)
+		ev, err := next(rctx, s)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			_ = c.CloseShell(ctx, vm, id)
+			_ = id.Close(ctx)
 			return false, fmt.Sprintf("stream: %v; screen %q", err, screen.String())
 		}
 		validateEvent(e, req, ev)
@@ -621,18 +622,18 @@ func (e *e2e) shellSession(t *testing.T, vm, line, want string) (bool, string) {
 			answers.Add(1)
 			go func() {
 				defer answers.Done()
-				_ = c.ShellInput(rctx, vm, id, bytes.Repeat([]byte("\x1b[1;1R"), n))
+				_ = id.Input(rctx, bytes.Repeat([]byte("\x1b[1;1R"), n))
 			}()
 		}
 	}
 	if !strings.Contains(screen.String(), want) {
 		return false, fmt.Sprintf("the shell ended (%s %s) without showing %q; screen %q", last.Type, last.Data, want, screen.String())
 	}
-	if last.Type != client.EventEnd {
+	if last.Type != "end" {
 		t.Fatalf("the stream of a shell that exited ends with %q %s", last.Type, last.Data)
 	}
 	// The shell has exited: it stays listed, and input is a conflict.
-	err = c.ShellInput(ctx, vm, id, []byte("x"))
+	err = id.Input(ctx, []byte("x"))
 	wantCode(t, err, client.CodeConflict, http.StatusConflict)
 	return true, ""
 }
@@ -646,7 +647,7 @@ func TestE2EFiles(t *testing.T) {
 	vm := e.vm(c, client.CreateVMRequest{})
 
 	content := []byte("hello, files\n")
-	w, err := c.WriteFile(ctx, vm.ID, "/workspace/a/b/hello.txt", bytes.NewReader(content), client.WriteFileOptions{Mkdirs: true})
+	w, err := c.VM(vm.ID).WriteFile(ctx, "/workspace/a/b/hello.txt", bytes.NewReader(content), client.WriteFileOptions{Mkdirs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,7 +655,7 @@ func TestE2EFiles(t *testing.T) {
 		t.Fatalf("write: %+v", w)
 	}
 	binary := bytes.Repeat([]byte{0, 1, 2, 0xff}, 50000)
-	if _, err := c.WriteFile(ctx, vm.ID, "/workspace/a/blob.bin", bytes.NewReader(binary), client.WriteFileOptions{}); err != nil {
+	if _, err := c.VM(vm.ID).WriteFile(ctx, "/workspace/a/blob.bin", bytes.NewReader(binary), client.WriteFileOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -666,7 +667,7 @@ func TestE2EFiles(t *testing.T) {
 			{"/workspace/a/b/hello.txt", "text/plain", content},
 			{"/workspace/a/blob.bin", "application/octet-stream", binary},
 		} {
-			r, err := c.ReadFile(ctx, vm.ID, f.path)
+			r, err := c.VM(vm.ID).ReadFile(ctx, f.path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -691,33 +692,33 @@ func TestE2EFiles(t *testing.T) {
 	})
 
 	t.Run("HEAD", func(t *testing.T) {
-		h, err := c.StatFileHead(ctx, vm.ID, "/workspace/a/b/hello.txt")
+		h, err := c.VM(vm.ID).HeadFile(ctx, "/workspace/a/b/hello.txt")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if h.Size != int64(len(content)) || !strings.HasPrefix(h.ContentType, "text/plain") || h.IsDir || h.ModTime.IsZero() {
 			t.Fatalf("%+v", h)
 		}
-		h, err = c.StatFileHead(ctx, vm.ID, "/workspace/a")
+		h, err = c.VM(vm.ID).HeadFile(ctx, "/workspace/a")
 		if err != nil || !h.IsDir {
 			t.Fatalf("dir: %+v %v", h, err)
 		}
-		_, err = c.StatFileHead(ctx, vm.ID, "/workspace/none")
+		_, err = c.VM(vm.ID).HeadFile(ctx, "/workspace/none")
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	})
 
 	t.Run("mkdir, list, stat, move", func(t *testing.T) {
-		if err := c.Mkdir(ctx, vm.ID, "/workspace/a/c/d/e"); err != nil {
+		if err := c.VM(vm.ID).Mkdir(ctx, "/workspace/a/c/d/e"); err != nil {
 			t.Fatal(err)
 		}
-		l, err := c.ListDir(ctx, vm.ID, "/workspace/a", false, 0)
+		l, err := c.VM(vm.ID).ListDir(ctx, "/workspace/a", client.ListDirOptions{Recursive: false, MaxDepth: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if names := entryNames(l.Items, false); !sameSet(names, []string{"b", "c", "blob.bin"}) {
+		if names := entryNames(l, false); !sameSet(names, []string{"b", "c", "blob.bin"}) {
 			t.Fatalf("list: %v", names)
 		}
-		for _, it := range l.Items {
+		for _, it := range l {
 			// (A plain listing's sizes are 0 on the pinned engine: its
 			// readDir reports none; the recursive listing does.)
 			if (it.Name == "blob.bin") == it.IsDir || it.Path != "/workspace/a/"+it.Name {
@@ -734,36 +735,36 @@ func TestE2EFiles(t *testing.T) {
 			{2, []string{"/workspace/a/b", "/workspace/a/b/hello.txt", "/workspace/a/c", "/workspace/a/c/d", "/workspace/a/blob.bin"}},
 			{3, tree},
 		} {
-			l, err = c.ListDir(ctx, vm.ID, "/workspace/a", true, tc.maxDepth)
+			l, err = c.VM(vm.ID).ListDir(ctx, "/workspace/a", client.ListDirOptions{Recursive: true, MaxDepth: tc.maxDepth})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if paths := entryNames(l.Items, true); !sameSet(paths, tc.want) {
+			if paths := entryNames(l, true); !sameSet(paths, tc.want) {
 				t.Fatalf("recursive, maxDepth %d: %v, want %v", tc.maxDepth, paths, tc.want)
 			}
-			for _, it := range l.Items {
+			for _, it := range l {
 				if it.Name == "blob.bin" && (it.IsDir || it.Size != int64(len(binary))) {
 					t.Fatalf("entry %+v", it)
 				}
 			}
 		}
-		if err := c.Mkdir(ctx, vm.ID, "/workspace/a/c/d"); err != nil {
+		if err := c.VM(vm.ID).Mkdir(ctx, "/workspace/a/c/d"); err != nil {
 			t.Fatalf("mkdir of an existing directory: %v", err)
 		}
 
-		st, err := c.Stat(ctx, vm.ID, "/workspace/a/b/hello.txt")
+		st, err := c.VM(vm.ID).Stat(ctx, "/workspace/a/b/hello.txt")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st.Size != int64(len(content)) || st.IsDir || st.Path != "/workspace/a/b/hello.txt" || st.ModTime.IsZero() || st.Mode&0o170000 != 0o100000 {
 			t.Fatalf("stat: %+v", st)
 		}
-		if err := c.Move(ctx, vm.ID, "/workspace/a/b/hello.txt", "/workspace/a/c/moved.txt"); err != nil {
+		if err := c.VM(vm.ID).Move(ctx, "/workspace/a/b/hello.txt", "/workspace/a/c/moved.txt"); err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.Stat(ctx, vm.ID, "/workspace/a/b/hello.txt")
+		_, err = c.VM(vm.ID).Stat(ctx, "/workspace/a/b/hello.txt")
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
-		r, err := c.ReadFile(ctx, vm.ID, "/workspace/a/c/moved.txt")
+		r, err := c.VM(vm.ID).ReadFile(ctx, "/workspace/a/c/moved.txt")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -779,18 +780,18 @@ func TestE2EFiles(t *testing.T) {
 	})
 
 	t.Run("delete", func(t *testing.T) {
-		if err := c.DeleteFile(ctx, vm.ID, "/workspace/a/blob.bin", false); err != nil {
+		if err := c.VM(vm.ID).DeleteFile(ctx, "/workspace/a/blob.bin", client.DeleteFileOptions{Recursive: false}); err != nil {
 			t.Fatal(err)
 		}
 		// A non-empty directory needs recursive.
-		err := c.DeleteFile(ctx, vm.ID, "/workspace/a", false)
+		err := c.VM(vm.ID).DeleteFile(ctx, "/workspace/a", client.DeleteFileOptions{Recursive: false})
 		if err == nil {
 			t.Fatal("deleting a non-empty directory without recursive succeeded")
 		}
-		if err := c.DeleteFile(ctx, vm.ID, "/workspace/a", true); err != nil {
+		if err := c.VM(vm.ID).DeleteFile(ctx, "/workspace/a", client.DeleteFileOptions{Recursive: true}); err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.Stat(ctx, vm.ID, "/workspace/a")
+		_, err = c.VM(vm.ID).Stat(ctx, "/workspace/a")
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	})
 }
@@ -855,12 +856,12 @@ func TestE2ETenants(t *testing.T) {
 	if k1.Key == "" || k1.ID == "" || k1.TenantID != tn.ID || !strings.HasPrefix(k1.Key, k1.Prefix) || k1.CreatedAt.IsZero() {
 		t.Fatalf("key: %+v", k1)
 	}
-	keys, err := a.ListKeys(ctx, tn.ID)
+	keys, err := a.Keys(ctx, tn.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, k := range keys.Items {
+	for _, k := range keys {
 		if k.Key != "" {
 			t.Fatalf("a listed key shows its secret: %+v", k)
 		}
@@ -872,7 +873,7 @@ func TestE2ETenants(t *testing.T) {
 
 	c1, c2 := e.client(k1.Key), e.client(k2.Key)
 	vm := e.vm(c1, client.CreateVMRequest{})
-	if _, err := c2.GetVM(ctx, vm.ID); err != nil {
+	if _, err := c2.VM(vm.ID).Get(ctx); err != nil {
 		t.Fatalf("both keys are the same tenant: %v", err)
 	}
 
@@ -882,7 +883,7 @@ func TestE2ETenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	found := false
-	for _, sc := range scs.Items {
+	for _, sc := range scs {
 		if sc.ID == vm.SidecarID {
 			found = true
 			if !sc.Isolated || !slices.Equal(sc.Tenants, []string{tn.ID}) || sc.VMCount != 1 || sc.Pid <= 0 || sc.State == "" || sc.StartedAt.IsZero() {
@@ -891,19 +892,19 @@ func TestE2ETenants(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("vm's sidecar %s not listed: %+v", vm.SidecarID, scs.Items)
+		t.Fatalf("vm's sidecar %s not listed: %+v", vm.SidecarID, scs)
 	}
 
 	if err := a.DeleteKey(ctx, tn.ID, k1.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c1.GetVM(ctx, vm.ID)
+	_, err = c1.VM(vm.ID).Get(ctx)
 	wantCode(t, err, client.CodeUnauthenticated, http.StatusUnauthorized)
-	if _, err := c2.GetVM(ctx, vm.ID); err != nil {
+	if _, err := c2.VM(vm.ID).Get(ctx); err != nil {
 		t.Fatalf("the other key must still work: %v", err)
 	}
-	keys, err = a.ListKeys(ctx, tn.ID)
-	if err != nil || len(keys.Items) != 1 || keys.Items[0].ID != k2.ID {
+	keys, err = a.Keys(ctx, tn.ID)
+	if err != nil || len(keys) != 1 || keys[0].ID != k2.ID {
 		t.Fatalf("keys after delete: %+v %v", keys, err)
 	}
 }

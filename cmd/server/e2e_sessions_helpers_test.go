@@ -40,7 +40,7 @@ type sessionFeed struct {
 	done   chan struct{}
 
 	mu   sync.Mutex
-	evs  []client.Event
+	evs  []event
 	err  error // why the stream ended
 	next int   // until's read position
 }
@@ -49,7 +49,7 @@ type sessionFeed struct {
 func (e *e2e) follow(t testing.TB, c *client.Client, vm, session, lastID string) *sessionFeed {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := c.SessionEvents(ctx, vm, session, client.StreamOptions{LastEventID: lastID})
+	s, err := c.VM(vm).Session(session).Events(ctx, client.StreamOptions{LastEventID: lastID})
 	if err != nil {
 		cancel()
 		t.Fatalf("open session events: %v", err)
@@ -59,7 +59,7 @@ func (e *e2e) follow(t testing.TB, c *client.Client, vm, session, lastID string)
 		defer close(f.done)
 		defer cancel()
 		for {
-			ev, err := s.Next(ctx)
+			ev, err := next(ctx, s)
 			f.mu.Lock()
 			if err != nil {
 				f.err = err
@@ -85,7 +85,7 @@ func (f *sessionFeed) close() {
 
 // until returns the first event after the previous until's that satisfies
 // pred, failing the test after d or when the stream ends first.
-func (f *sessionFeed) until(t testing.TB, d time.Duration, what string, pred func(client.Event) bool) client.Event {
+func (f *sessionFeed) until(t testing.TB, d time.Duration, what string, pred func(event) bool) event {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -116,7 +116,7 @@ func (f *sessionFeed) durableUntil(t testing.TB, d time.Duration, seq uint64) {
 	f.mu.Lock()
 	f.next = 0
 	f.mu.Unlock()
-	f.until(t, d, "durable event "+itoa(seq), func(ev client.Event) bool {
+	f.until(t, d, "durable event "+itoa(seq), func(ev event) bool {
 		se, err := ev.SessionEvent()
 		return err == nil && se.Sequence == seq
 	})
@@ -136,10 +136,10 @@ func (f *sessionFeed) ended(t testing.TB, d time.Duration) error {
 	return f.err
 }
 
-func (f *sessionFeed) events() []client.Event {
+func (f *sessionFeed) events() []event {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]client.Event(nil), f.evs...)
+	return append([]event(nil), f.evs...)
 }
 
 // durable returns the durable events seen so far.
@@ -147,7 +147,7 @@ func (f *sessionFeed) durable(t testing.TB) []client.SessionEvent {
 	t.Helper()
 	var out []client.SessionEvent
 	for _, ev := range f.events() {
-		if ev.Type != client.EventDurable {
+		if ev.Type != "durable" {
 			continue
 		}
 		se, err := ev.SessionEvent()
@@ -233,12 +233,12 @@ func toolPrompt(tool, command string) json.RawMessage {
 }
 
 // endState returns the state of a stream's final end event.
-func endState(t testing.TB, evs []client.Event) string {
+func endState(t testing.TB, evs []event) client.SessionState {
 	t.Helper()
 	if len(evs) == 0 || evs[len(evs)-1].Type != "end" {
 		t.Fatalf("stream did not end with an end event: %s", summarize(evs))
 	}
-	var end struct{ State string }
+	var end struct{ State client.SessionState }
 	if err := evs[len(evs)-1].Decode(&end); err != nil {
 		t.Fatal(err)
 	}

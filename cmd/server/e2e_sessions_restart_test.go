@@ -28,18 +28,18 @@ func TestE2ESessionsSurviveRestart(t *testing.T) {
 	ctx := ctxFor(t, 4*time.Minute)
 
 	cmd, base, logs := startBinary(t, bin, dataDir)
-	c := client.New(base, testAdminKey, client.WithHTTPClient(hc))
+	c := mustClient(t, base, testAdminKey, client.WithHTTPClient(hc))
 	e.gw = &gatewayProc{URL: base}
 	vm, err := c.CreateVM(ctx, client.CreateVMRequest{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const sid = "survivor"
-	if _, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{SessionID: sid, Agent: "pi", Env: mock.Env()}); err != nil {
+	if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "pi", Env: mock.Env()}); err != nil {
 		t.Fatalf("open: %v\n%s", err, logs.String())
 	}
 	feed := e.follow(t, c, vm.ID, sid, "")
-	if _, err := c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hello")}); err != nil {
+	if _, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")}); err != nil {
 		t.Fatal(err)
 	}
 	feed.durableUntil(t, 30*time.Second, 2)
@@ -47,7 +47,7 @@ func TestE2ESessionsSurviveRestart(t *testing.T) {
 	seen := feed.durable(t)
 	wantSequence(t, sequences(seen), 1, 2)
 	// More happens that the client does not see.
-	if _, err := c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: toolPrompt("bash", "echo x > /tmp/x")}); err != nil {
+	if _, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: toolPrompt("bash", "echo x > /tmp/x")}); err != nil {
 		t.Fatal(err)
 	}
 	end := mustSession(t, c, vm.ID, sid).LatestSequence
@@ -62,18 +62,18 @@ func TestE2ESessionsSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	for _, sc := range sidecars.Items {
+	for _, sc := range sidecars {
 		waitDead(t, sc.Pid)
 	}
 
 	_, base2, _ := startBinary(t, bin, dataDir)
-	c2 := client.New(base2, testAdminKey, client.WithHTTPClient(hc))
+	c2 := mustClient(t, base2, testAdminKey, client.WithHTTPClient(hc))
 	e.gw = &gatewayProc{URL: base2}
 	s := mustSession(t, c2, vm.ID, sid)
 	if s.State != client.SessionLost || s.LatestSequence != end {
 		t.Fatalf("after the restart: %+v", s)
 	}
-	list, err := c2.ListSessions(ctx, vm.ID, client.ListOptions{})
+	list, err := c2.VM(vm.ID).ListSessions(ctx, client.ListOptions{})
 	if err != nil || len(list.Items) != 1 || list.Items[0].State != client.SessionLost {
 		t.Fatalf("sessions after the restart: %+v %v", list, err)
 	}
@@ -86,12 +86,12 @@ func TestE2ESessionsSurviveRestart(t *testing.T) {
 	if st := endState(t, resumed.events()); st != client.SessionLost {
 		t.Fatalf("end state %q", st)
 	}
-	hist, err := c2.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{Limit: 1000})
+	hist, err := c2.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantSequence(t, sequences(hist.Events), 1, end)
-	_, err = c2.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hello")})
+	_, err = c2.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
 	if ce := wantCode(t, err, "conflict", 409); ce.Details["state"] != "lost" {
 		t.Errorf("details %v", ce.Details)
 	}

@@ -46,61 +46,61 @@ func TestE2EAgentSessionPi(t *testing.T) {
 	var feed *sessionFeed
 
 	step(t, "Agents", func(t *testing.T) {
-		agents, err := c.Agents(ctx, vm.ID)
+		agents, err := c.VM(vm.ID).Agents(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		installed := map[string]bool{}
-		for _, a := range agents.Items {
+		for _, a := range agents {
 			installed[a.ID] = a.Installed
 		}
 		if !installed["pi"] {
-			t.Fatalf("pi not installed: %+v", agents.Items)
+			t.Fatalf("pi not installed: %+v", agents)
 		}
 	})
 
 	step(t, "OpenErrors", func(t *testing.T) {
-		_, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{Agent: "no-such-agent"})
+		_, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{Agent: "no-such-agent"})
 		if ce := wantCode(t, err, "invalid_argument", 400); ce.Details["reason"] != "unknown_agent" {
 			t.Errorf("details %v", ce.Details)
 		}
-		agents, _ := c.Agents(ctx, vm.ID)
-		for _, a := range agents.Items {
+		agents, _ := c.VM(vm.ID).Agents(ctx)
+		for _, a := range agents {
 			if !a.Installed {
-				_, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{Agent: a.ID})
+				_, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{Agent: a.ID})
 				if ce := wantCode(t, err, "unprocessable", 422); ce.Details["reason"] != "agent_not_installed" {
 					t.Errorf("details %v", ce.Details)
 				}
 				break
 			}
 		}
-		_, err = c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{Agent: "pi", SessionID: "../x"})
+		_, err = c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{Agent: "pi", SessionID: "../x"})
 		wantCode(t, err, "invalid_argument", 400)
-		_, err = c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{Agent: "pi", PermissionPolicy: "sometimes"})
+		_, err = c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{Agent: "pi", PermissionPolicy: "sometimes"})
 		wantCode(t, err, "invalid_argument", 400)
-		_, err = c.GetSession(ctx, vm.ID, "no-such-session")
+		_, err = c.VM(vm.ID).Session("no-such-session").Get(ctx)
 		wantCode(t, err, "not_found", 404)
-		_, err = c.Prompt(ctx, vm.ID, "no-such-session", client.PromptRequest{Content: client.TextPrompt("hi")})
+		_, err = c.VM(vm.ID).Session("no-such-session").Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hi")})
 		wantCode(t, err, "not_found", 404)
-		_, err = c.SessionEvents(ctx, vm.ID, "no-such-session", client.StreamOptions{})
+		_, err = c.VM(vm.ID).Session("no-such-session").Events(ctx, client.StreamOptions{})
 		wantCode(t, err, "not_found", 404)
-		_, err = c.SessionHistory(ctx, vm.ID, "no-such-session", client.HistoryQuery{})
+		_, err = c.VM(vm.ID).Session("no-such-session").History(ctx, client.HistoryQuery{})
 		wantCode(t, err, "not_found", 404)
-		list, err := c.ListSessions(ctx, vm.ID, client.ListOptions{})
+		list, err := c.VM(vm.ID).ListSessions(ctx, client.ListOptions{})
 		if err != nil || len(list.Items) != 0 {
 			t.Fatalf("sessions after failed opens: %+v %v", list, err)
 		}
 	})
 
 	step(t, "Open", func(t *testing.T) {
-		s, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{SessionID: sid, Agent: "pi", Cwd: "/workspace", Env: mock.Env()})
+		s, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "pi", Cwd: "/workspace", Env: mock.Env()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if s.ID != sid || s.State != client.SessionIdle || s.Agent != "pi" || s.Cwd != "/workspace" || s.LatestSequence != 0 || s.PermissionPolicy != "allow_all" {
 			t.Fatalf("opened %+v", s)
 		}
-		_, err = c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{SessionID: sid, Agent: "pi"})
+		_, err = c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "pi"})
 		wantCode(t, err, "conflict", 409)
 	})
 	// The feed follows the session for the whole test, from before its
@@ -130,7 +130,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 	})
 
 	step(t, "Hello", func(t *testing.T) {
-		res, err := c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hello")})
+		res, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		}
 		var deltas []string
 		for _, ev := range feed.events() {
-			if ev.Type != client.EventEphemeral {
+			if ev.Type != "ephemeral" {
 				continue
 			}
 			eph, err := ev.EphemeralEvent()
@@ -163,7 +163,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		if strings.Join(deltas, "") != mockanthropic.HelloText || len(deltas) != 5 {
 			t.Errorf("deltas %q", deltas)
 		}
-		s, err := c.GetSession(ctx, vm.ID, sid)
+		s, err := c.VM(vm.ID).Session(sid).Get(ctx)
 		if err != nil || s.LatestSequence != 2 || s.State != client.SessionIdle {
 			t.Fatalf("session %+v %v", s, err)
 		}
@@ -171,14 +171,14 @@ func TestE2EAgentSessionPi(t *testing.T) {
 
 	step(t, "ToolCall", func(t *testing.T) {
 		before := len(feed.durable(t))
-		res, err := c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: toolPrompt("bash", "echo tool-ran > /workspace/tool.txt")})
+		res, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: toolPrompt("bash", "echo tool-ran > /workspace/tool.txt")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.StopReason != "end_turn" {
 			t.Fatalf("result %+v", res)
 		}
-		s, _ := c.GetSession(ctx, vm.ID, sid)
+		s, _ := c.VM(vm.ID).Session(sid).Get(ctx)
 		feed.durableUntil(t, 30*time.Second, s.LatestSequence)
 		var completed bool
 		for _, d := range feed.durable(t)[before:] {
@@ -189,7 +189,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		if !completed {
 			t.Errorf("no completed tool call in %+v", feed.durable(t)[before:])
 		}
-		body, err := c.ReadFile(ctx, vm.ID, "/workspace/tool.txt")
+		body, err := c.VM(vm.ID).ReadFile(ctx, "/workspace/tool.txt")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,19 +202,19 @@ func TestE2EAgentSessionPi(t *testing.T) {
 
 	step(t, "IdempotentPrompt", func(t *testing.T) {
 		req := client.PromptRequest{Content: client.TextPrompt("hello again"), IdempotencyKey: "turn-1"}
-		first, err := c.Prompt(ctx, vm.ID, sid, req)
+		first, err := c.VM(vm.ID).Session(sid).Prompt(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		calls, latest := mockRequests(mock), mustSession(t, c, vm.ID, sid).LatestSequence
-		again, err := c.Prompt(ctx, vm.ID, sid, req)
+		again, err := c.VM(vm.ID).Session(sid).Prompt(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !again.Replayed || first.Replayed || again.StopReason != first.StopReason || string(again.Message) != string(first.Message) {
 			t.Fatalf("first %+v, retry %+v", first, again)
 		}
-		async, err := c.PromptAsync(ctx, vm.ID, sid, req)
+		async, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, req)
 		if err != nil || async == nil || !async.Replayed {
 			t.Fatalf("async retry of a finished turn: %+v %v", async, err)
 		}
@@ -224,33 +224,33 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		if s := mustSession(t, c, vm.ID, sid); s.LatestSequence != latest {
 			t.Fatalf("the retry added events: %d, was %d", s.LatestSequence, latest)
 		}
-		_, err = c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("something else"), IdempotencyKey: "turn-1"})
+		_, err = c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("something else"), IdempotencyKey: "turn-1"})
 		wantCode(t, err, "unprocessable", 422)
 	})
 
 	step(t, "CancelSlow", func(t *testing.T) {
-		if res, err := c.PromptAsync(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("SLOW please")}); err != nil || res != nil {
+		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: client.TextPrompt("SLOW please")}); err != nil || res != nil {
 			t.Fatalf("async prompt: %+v %v", res, err)
 		}
-		feed.until(t, turnTimeout, "a SLOW delta", func(ev client.Event) bool {
+		feed.until(t, turnTimeout, "a SLOW delta", func(ev event) bool {
 			eph, err := ev.EphemeralEvent()
 			return err == nil && strings.Contains(string(eph.Update), "slow ")
 		})
 		if s := mustSession(t, c, vm.ID, sid); s.State != client.SessionRunning {
 			t.Errorf("state during a turn: %s", s.State)
 		}
-		_, err := c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hello")})
+		_, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
 		if ce := wantCode(t, err, "conflict", 409); ce.Details["reason"] != "turn_running" {
 			t.Errorf("details %v", ce.Details)
 		}
-		status, err := c.CancelPrompt(ctx, vm.ID, sid)
+		status, err := c.VM(vm.ID).Session(sid).Cancel(ctx)
 		if err != nil || status != "cancelled" {
 			t.Fatalf("cancel: %q %v", status, err)
 		}
 		eventually(t, 30*time.Second, "the cancelled turn to end", func() bool {
 			return mustSession(t, c, vm.ID, sid).State == client.SessionIdle
 		})
-		status, err = c.CancelPrompt(ctx, vm.ID, sid)
+		status, err = c.VM(vm.ID).Session(sid).Cancel(ctx)
 		if err != nil || status != "no_active_prompt" {
 			t.Fatalf("second cancel: %q %v", status, err)
 		}
@@ -262,10 +262,10 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		// full sequence, once each.
 		start := mustSession(t, c, vm.ID, sid).LatestSequence
 		first := e.follow(t, c, vm.ID, sid, itoa(start))
-		if res, err := c.PromptAsync(ctx, vm.ID, sid, client.PromptRequest{Content: toolPrompt("bash", "echo resumed > /workspace/resume.txt")}); err != nil || res != nil {
+		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: toolPrompt("bash", "echo resumed > /workspace/resume.txt")}); err != nil || res != nil {
 			t.Fatalf("async prompt: %v", err)
 		}
-		first.until(t, turnTimeout, "the turn's first event", func(ev client.Event) bool { return ev.Type == client.EventDurable })
+		first.until(t, turnTimeout, "the turn's first event", func(ev event) bool { return ev.Type == "durable" })
 		first.close()
 		seen := first.durable(t)
 		last := seen[len(seen)-1].Sequence
@@ -290,7 +290,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 
 	step(t, "History", func(t *testing.T) {
 		end := mustSession(t, c, vm.ID, sid).LatestSequence
-		all, err := c.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{Limit: 1000})
+		all, err := c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +298,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		if all.HasMoreBefore || all.HasMoreAfter {
 			t.Errorf("whole history has more: %+v", all)
 		}
-		page, err := c.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{After: 1, Limit: 2})
+		page, err := c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{After: 1, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +306,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		if !page.HasMoreBefore || !page.HasMoreAfter {
 			t.Errorf("middle page flags: %+v", page)
 		}
-		page, err = c.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{Before: end, Limit: 2})
+		page, err = c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{Before: end, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,32 +330,32 @@ func TestE2EAgentSessionPi(t *testing.T) {
 	})
 
 	step(t, "ConfigAndInfo", func(t *testing.T) {
-		cfg, err := c.SessionConfig(ctx, vm.ID, sid)
+		cfg, err := c.VM(vm.ID).Session(sid).Config(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if cfg.Options == nil {
 			t.Errorf("config %+v", cfg)
 		}
-		_, err = c.SetSessionConfig(ctx, vm.ID, sid, "model", "claude-opus-4-6")
+		_, err = c.VM(vm.ID).Session(sid).SetConfig(ctx, "model", "claude-opus-4-6")
 		if ce := wantCode(t, err, "conflict", 409); ce.Details["agentCode"] == nil {
 			t.Errorf("set config problem has no agentCode: %+v", ce)
 		}
-		caps, err := c.SessionCapabilities(ctx, vm.ID, sid)
+		caps, err := c.VM(vm.ID).Session(sid).Capabilities(ctx)
 		if err != nil || !json.Valid(caps) {
 			t.Fatalf("capabilities %s %v", caps, err)
 		}
-		if _, err := c.SessionAgentInfo(ctx, vm.ID, sid); err != nil {
+		if _, err := c.VM(vm.ID).Session(sid).AgentInfo(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})
 
 	step(t, "UnloadAndPromptAgain", func(t *testing.T) {
-		s, err := c.UnloadSession(ctx, vm.ID, sid)
+		s, err := c.VM(vm.ID).Session(sid).Unload(ctx)
 		if err != nil || s.State != client.SessionUnloaded {
 			t.Fatalf("unload: %+v %v", s, err)
 		}
-		res, err := c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hello after unload")})
+		res, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello after unload")})
 		if err != nil || messageText(t, res.Message) != mockanthropic.HelloText {
 			t.Fatalf("prompt after unload: %+v %v", res, err)
 		}
@@ -389,10 +389,10 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		if s.State != client.SessionLost || s.LatestSequence != end {
 			t.Fatalf("session after the crash: %+v", s)
 		}
-		_, err := c.Prompt(ctx, vm.ID, sid, client.PromptRequest{Content: client.TextPrompt("hello")})
+		_, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
 		wantCode(t, err, "conflict", 409)
-		perms, err := c.Permissions(ctx, vm.ID, sid)
-		if err != nil || len(perms.Items) != 0 {
+		perms, err := c.VM(vm.ID).Session(sid).Permissions(ctx)
+		if err != nil || len(perms) != 0 {
 			t.Fatalf("permissions of a lost session: %+v %v", perms, err)
 		}
 		// Resume after the crash: from the store, then the end.
@@ -404,27 +404,27 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		if st := endState(t, again.events()); st != client.SessionLost {
 			t.Fatalf("resumed end state %q", st)
 		}
-		hist, err := c.SessionHistory(ctx, vm.ID, sid, client.HistoryQuery{Limit: 1000})
+		hist, err := c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantSequence(t, sequences(hist.Events), 1, end)
-		list, err := c.ListSessions(ctx, vm.ID, client.ListOptions{})
+		list, err := c.VM(vm.ID).ListSessions(ctx, client.ListOptions{})
 		if err != nil || len(list.Items) != 1 || list.Items[0].State != client.SessionLost {
 			t.Fatalf("sessions: %+v %v", list, err)
 		}
 		// Deleting the record of a lost session works and is final.
-		if err := c.DeleteSession(ctx, vm.ID, sid); err != nil {
+		if err := c.VM(vm.ID).Session(sid).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.GetSession(ctx, vm.ID, sid)
+		_, err = c.VM(vm.ID).Session(sid).Get(ctx)
 		wantCode(t, err, "not_found", 404)
 	})
 }
 
 func mustSession(t testing.TB, c *client.Client, vm, sid string) *client.Session {
 	t.Helper()
-	s, err := c.GetSession(ctxT(t), vm, sid)
+	s, err := c.VM(vm).Session(sid).Get(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}

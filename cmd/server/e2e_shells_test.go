@@ -25,7 +25,7 @@ type screen struct {
 	req    *http.Request
 	mu     sync.Mutex
 	buf    bytes.Buffer
-	last   client.Event // the final event, once the stream ended
+	last   event // the final event, once the stream ended
 	lastID uint64
 	ended  chan struct{}
 	wg     sync.WaitGroup
@@ -35,7 +35,7 @@ type screen struct {
 // stream ends or the test does.
 func (e *e2e) followScreen(t testing.TB, c *client.Client, vm, shell string) *screen {
 	t.Helper()
-	s, err := c.ShellOutput(ctxT(t), vm, shell, client.StreamOptions{})
+	s, err := c.VM(vm).Shell(shell).Output(ctxT(t), client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func (e *e2e) followScreen(t testing.TB, c *client.Client, vm, shell string) *sc
 		defer sc.wg.Done()
 		defer close(sc.ended)
 		for {
-			ev, err := s.Next(ctx)
+			ev, err := next(ctx, s)
 			if err != nil {
 				return
 			}
@@ -95,7 +95,7 @@ func (sc *screen) waitFor(want string) bool {
 }
 
 // end waits for the stream's final event.
-func (sc *screen) end() client.Event {
+func (sc *screen) end() event {
 	sc.t.Helper()
 	select {
 	case <-sc.ended:
@@ -122,15 +122,15 @@ func (e *e2e) openLiveShell(t testing.TB, c *client.Client, vm string, req clien
 	// in a row were seen.
 	const attempts = 10
 	for i := 1; ; i++ {
-		id, err := c.OpenShell(ctxT(t), vm, req)
+		id, err := c.VM(vm).OpenShell(ctxT(t), req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := e.followScreen(t, c, vm, id)
+		sc := e.followScreen(t, c, vm, id.ID())
 		if sc.waitFor(prompt) {
-			return id, sc
+			return id.ID(), sc
 		}
-		why := e.engineLostAnswer(t, c, vm, id, sc)
+		why := e.engineLostAnswer(t, c, vm, id.ID(), sc)
 		if i == attempts {
 			t.Fatalf("no shell showed its prompt in %d attempts; last: %s", attempts, why)
 		}
@@ -147,7 +147,7 @@ func (e *e2e) engineLostAnswer(t testing.TB, c *client.Client, vm, id string, sc
 	t.Helper()
 	sc.end()
 	screen := sc.String()
-	sh, err := c.GetShell(ctxT(t), vm, id)
+	sh, err := c.VM(vm).Shell(id).Get(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,16 +191,16 @@ func TestE2EShellWithoutTerminal(t *testing.T) {
 	t.Run("VM disposed", func(t *testing.T) {
 		ctx := ctxT(t)
 		vm2 := e.vm(c, client.CreateVMRequest{})
-		id, err := c.OpenShell(ctx, vm2.ID, client.ShellRequest{})
+		id, err := c.VM(vm2.ID).OpenShell(ctx, client.ShellRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := e.followScreen(t, c, vm2.ID, id)
-		if _, err := c.DeleteVM(ctx, vm2.ID); err != nil {
+		sc := e.followScreen(t, c, vm2.ID, id.ID())
+		if _, err := c.VM(vm2.ID).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
 		last := sc.end()
-		if last.Type != client.EventError {
+		if last.Type != "error" {
 			t.Fatalf("a shell whose VM was disposed ends with %s %s", last.Type, last.Data)
 		}
 		p, err := last.Problem()
@@ -221,7 +221,7 @@ func (e *e2e) shellWithoutTerminal(t *testing.T, c *client.Client, vm, shell str
 		return errors.As(err, &ce) && ce.Code == client.CodeConflict
 	}
 	id, sc := e.openLiveShell(t, c, vm, client.ShellRequest{Shell: shell, Cols: 100, Rows: 30})
-	got, err := c.GetShell(ctx, vm, id)
+	got, err := c.VM(vm).Shell(id).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func (e *e2e) shellWithoutTerminal(t *testing.T, c *client.Client, vm, shell str
 		t.Fatalf("running shell: %+v", got)
 	}
 
-	if err := c.ShellInput(ctx, vm, id, []byte("echo shell-$((6*7))-ok\r")); ended(err) {
+	if err := c.VM(vm).Shell(id).Input(ctx, []byte("echo shell-$((6*7))-ok\r")); ended(err) {
 		return e.engineLostAnswer(t, c, vm, id, sc)
 	} else if err != nil {
 		t.Fatal(err)
@@ -241,22 +241,22 @@ func (e *e2e) shellWithoutTerminal(t *testing.T, c *client.Client, vm, shell str
 	// The guest has no stty or tput (its stty says terminal control
 	// is not supported in WASM), so the size is checked on the
 	// gateway's side.
-	if err := c.ResizeShell(ctx, vm, id, 120, 40); ended(err) {
+	if err := c.VM(vm).Shell(id).Resize(ctx, 120, 40); ended(err) {
 		return e.engineLostAnswer(t, c, vm, id, sc)
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.GetShell(ctx, vm, id); err != nil || got.Cols != 120 || got.Rows != 40 {
+	if got, err := c.VM(vm).Shell(id).Get(ctx); err != nil || got.Cols != 120 || got.Rows != 40 {
 		t.Fatalf("after resize: %+v %v", got, err)
 	}
 
 	// Idle at the prompt well past the engine's 2 s wait for a cursor
 	// answer: the shell is still there and still runs commands.
 	time.Sleep(3 * time.Second)
-	if got, err := c.GetShell(ctx, vm, id); err != nil || got.State != client.ShellRunning {
+	if got, err := c.VM(vm).Shell(id).Get(ctx); err != nil || got.State != client.ShellRunning {
 		return e.engineLostAnswer(t, c, vm, id, sc)
 	}
-	if err := c.ShellInput(ctx, vm, id, []byte("echo still-$((1+1))\r")); ended(err) {
+	if err := c.VM(vm).Shell(id).Input(ctx, []byte("echo still-$((1+1))\r")); ended(err) {
 		return e.engineLostAnswer(t, c, vm, id, sc)
 	} else if err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func (e *e2e) shellWithoutTerminal(t *testing.T, c *client.Client, vm, shell str
 	}
 
 	// The shell may end before the write is acknowledged.
-	if err := c.ShellInput(ctx, vm, id, []byte("exit 3\r")); err != nil && !ended(err) {
+	if err := c.VM(vm).Shell(id).Input(ctx, []byte("exit 3\r")); err != nil && !ended(err) {
 		t.Fatal(err)
 	}
 	last := sc.end()
@@ -277,23 +277,23 @@ func (e *e2e) shellWithoutTerminal(t *testing.T, c *client.Client, vm, shell str
 	if err != nil || st.ExitCode != 3 || st.Signal != "" {
 		t.Fatalf("final event %s %s: %+v %v", last.Type, last.Data, st, err)
 	}
-	got, err = c.GetShell(ctx, vm, id)
+	got, err = c.VM(vm).Shell(id).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.State != client.ShellExited || got.Exit == nil || got.Exit.ExitCode != 3 || got.ExitedAt == nil || got.ExitedAt.Before(got.StartedAt) {
 		t.Fatalf("ended shell: %+v", got)
 	}
-	list, err := c.ListShells(ctx, vm)
+	list, err := c.VM(vm).Shells(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := false
-	for _, it := range list.Items {
+	for _, it := range list {
 		found = found || it.ID == id && it.State == client.ShellExited && it.Exit != nil && it.Exit.ExitCode == 3
 	}
 	if !found {
-		t.Fatalf("the ended shell is not listed with its exit: %+v", list.Items)
+		t.Fatalf("the ended shell is not listed with its exit: %+v", list)
 	}
 
 	// The ended shell's output is still there to resume from, but not
@@ -301,7 +301,7 @@ func (e *e2e) shellWithoutTerminal(t *testing.T, c *client.Client, vm, shell str
 	err = e.raw("GET", "/v1/vms/"+vm+"/shells/"+id+"/output", testAdminKey, nil,
 		map[string]string{"Last-Event-ID": strconv.FormatUint(sc.lastID+10, 10)})
 	wantCode(t, err, client.CodeInvalidArgument, http.StatusBadRequest)
-	s, err := c.ShellOutput(ctx, vm, id, client.StreamOptions{LastEventID: strconv.FormatUint(sc.lastID, 10)})
+	s, err := c.VM(vm).Shell(id).Output(ctx, client.StreamOptions{LastEventID: strconv.FormatUint(sc.lastID, 10)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,19 +310,19 @@ func (e *e2e) shellWithoutTerminal(t *testing.T, c *client.Client, vm, shell str
 		t.Fatalf("resumed at the end: %s", summarize(evs))
 	}
 
-	ce := wantCode(t, c.ResizeShell(ctx, vm, id, 80, 24), client.CodeConflict, http.StatusConflict)
+	ce := wantCode(t, c.VM(vm).Shell(id).Resize(ctx, 80, 24), client.CodeConflict, http.StatusConflict)
 	if ce.Details["state"] != "exited" {
 		t.Fatalf("late resize: details %v", ce.Details)
 	}
-	ce = wantCode(t, c.ShellInput(ctx, vm, id, []byte("x")), client.CodeConflict, http.StatusConflict)
+	ce = wantCode(t, c.VM(vm).Shell(id).Input(ctx, []byte("x")), client.CodeConflict, http.StatusConflict)
 	if ce.Details["state"] != "exited" {
 		t.Fatalf("late input: details %v", ce.Details)
 	}
-	if err := c.CloseShell(ctx, vm, id); err != nil {
+	if err := c.VM(vm).Shell(id).Close(ctx); err != nil {
 		t.Fatalf("DELETE of an ended shell: %v", err)
 	}
-	wantCode(t, c.CloseShell(ctx, vm, id), client.CodeNotFound, http.StatusNotFound)
-	_, err = c.GetShell(ctx, vm, id)
+	wantCode(t, c.VM(vm).Shell(id).Close(ctx), client.CodeNotFound, http.StatusNotFound)
+	_, err = c.VM(vm).Shell(id).Get(ctx)
 	wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	return ""
 }
@@ -331,7 +331,7 @@ func (e *e2e) shellWithoutTerminal(t *testing.T, c *client.Client, vm, shell str
 // upTo and returns it.
 func (e *e2e) shellOutputUpTo(t testing.TB, c *client.Client, vm, shell string, upTo uint64) []byte {
 	t.Helper()
-	s, err := c.ShellOutput(ctxT(t), vm, shell, client.StreamOptions{})
+	s, err := c.VM(vm).Shell(shell).Output(ctxT(t), client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func (e *e2e) shellOutputUpTo(t testing.TB, c *client.Client, vm, shell string, 
 	req := e.eventReq("GET", "/v1/vms/"+vm+"/shells/"+shell+"/output")
 	var out bytes.Buffer
 	for {
-		ev, err := s.Next(ctxT(t))
+		ev, err := next(ctxT(t), s)
 		if err == io.EOF {
 			t.Fatalf("the stream ended before sequence %d", upTo)
 		}
@@ -347,7 +347,7 @@ func (e *e2e) shellOutputUpTo(t testing.TB, c *client.Client, vm, shell string, 
 			t.Fatal(err)
 		}
 		validateEvent(e, req, ev)
-		if ev.Type == client.EventGap {
+		if ev.Type == "gap" {
 			t.Fatalf("gap in a short shell's output: %s", ev.Data)
 		}
 		if o, err := ev.Output(); err == nil {

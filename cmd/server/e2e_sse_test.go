@@ -36,21 +36,21 @@ func TestE2ESSEResume(t *testing.T) {
 	vm := e.vm(c, client.CreateVMRequest{})
 	e.exec(c, vm.ID, "true")
 	cmd, want := numbered(25)
-	p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: cmd})
+	p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: cmd})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vm.ID, p.Pid))
+	req := e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vm.ID, p.Pid()))
 
 	// First connection: read until line-8, then go away mid-stream.
-	s, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{})
+	s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got strings.Builder
 	var seqs []uint64
 	for !strings.Contains(got.String(), "line-8\n") {
-		ev, err := s.Next(ctx)
+		ev, err := next(ctx, s)
 		if err != nil {
 			t.Fatalf("first connection: %v after %q", err, got.String())
 		}
@@ -73,7 +73,7 @@ func TestE2ESSEResume(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // more output while nobody listens
 
 	// Second connection from there: exactly the rest, then exit.
-	s, err = c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{LastEventID: last})
+	s, err = c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: last})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,67 +99,70 @@ func TestE2ESSEResume(t *testing.T) {
 	t.Run("lastEventId query parameter", func(t *testing.T) {
 		// For clients that cannot set headers (EventSource).
 		mid := seqs[len(seqs)/2]
-		r, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/vms/%s/processes/%d/output?lastEventId=%d", e.gw.URL, vm.ID, p.Pid, mid), nil)
+		r, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/vms/%s/processes/%d/output?lastEventId=%d", e.gw.URL, vm.ID, p.Pid(), mid), nil)
 		r.Header.Set("Authorization", "Bearer "+testAdminKey)
 		r.Header.Set("Accept", "text/event-stream")
 		resp, err := e.hc.Do(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs := e.collect(client.NewStream(resp.Body, 0), req, e2eTimeout)
-		if o, err := evs[0].Output(); err != nil || o.Seq != mid+1 {
-			t.Fatalf("resumed with ?lastEventId=%d: %s", mid, summarize(evs))
+		defer resp.Body.Close()
+		if first := firstEvent(t, resp.Body); first.Type != "stdout" || first.ID != strconv.FormatUint(mid+1, 10) {
+			t.Fatalf("resumed with ?lastEventId=%d: %s#%s %s", mid, first.Type, first.ID, first.Data)
 		}
 	})
 
 	t.Run("resume after the exit", func(t *testing.T) {
 		// Resuming from the last output event gives just the exit event.
-		s, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{LastEventID: strconv.FormatUint(seqs[len(seqs)-1], 10)})
+		s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: strconv.FormatUint(seqs[len(seqs)-1], 10)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		evs := e.collect(s, req, e2eTimeout)
-		if len(evs) != 1 || evs[0].Type != client.EventExit {
+		if len(evs) != 1 || evs[0].Type != "exit" {
 			t.Fatalf("%s", summarize(evs))
 		}
 	})
 
-	t.Run("FollowProcessOutput", func(t *testing.T) {
+	t.Run("Follow", func(t *testing.T) {
 		var all strings.Builder
-		err := c.FollowProcessOutput(ctx, vm.ID, p.Pid, func(ev client.Event) error {
-			validateEvent(e, req, ev)
-			if o, err := ev.Output(); err == nil {
+		var last client.Event
+		for ev, err := range c.VM(vm.ID).Process(p.Pid()).Follow(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, ok := ev.(*client.Output); ok {
 				all.Write(o.Data)
 			}
-			return nil
-		})
-		if err != nil || all.String() != want {
-			t.Fatalf("%v: %q", err, all.String())
+			last = ev
+		}
+		if x, ok := last.(*client.Exit); !ok || x.ExitCode != 0 || all.String() != want {
+			t.Fatalf("ended with %#v: %q", last, all.String())
 		}
 	})
 
 	t.Run("VM events", func(t *testing.T) {
-		s, err := c.VMEvents(ctx, vm.ID, client.StreamOptions{})
+		s, err := c.VM(vm.ID).Events(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, err := s.Next(ctx)
+		first, err := next(ctx, s)
 		s.Close()
 		if err != nil || first.Type != "state" {
 			t.Fatalf("%v %v", first, err)
 		}
 		// Resuming after the first event skips it: the next is the
 		// process's exit.
-		s, err = c.VMEvents(ctx, vm.ID, client.StreamOptions{LastEventID: first.ID})
+		s, err = c.VM(vm.ID).Events(ctx, client.StreamOptions{LastEventID: first.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		next, err := s.Next(ctx)
-		if err != nil || next.Type != "process_exit" || next.ID == first.ID {
-			t.Fatalf("after %s#%s: %s#%s %v", first.Type, first.ID, next.Type, next.ID, err)
+		second, err := next(ctx, s)
+		if err != nil || second.Type != "process_exit" || second.ID == first.ID {
+			t.Fatalf("after %s#%s: %s#%s %v", first.Type, first.ID, second.Type, second.ID, err)
 		}
-		validateEvent(e, e.eventReq("GET", "/v1/vms/"+vm.ID+"/events"), next)
+		validateEvent(e, e.eventReq("GET", "/v1/vms/"+vm.ID+"/events"), second)
 	})
 }
 
@@ -171,17 +174,17 @@ func TestE2ESSEGap(t *testing.T) {
 	ctx := ctxT(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
-	p, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: `sh -c 'i=0; while [ $i -lt 200 ]; do echo 0123456789-$i; i=$((i+1)); done'`})
+	p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: `sh -c 'i=0; while [ $i -lt 200 ]; do echo 0123456789-$i; i=$((i+1)); done'`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if x, err := c.WaitProcess(ctx, vm.ID, p.Pid, 60*time.Second); err != nil || x.ExitCode != 0 {
+	if x, err := c.VM(vm.ID).Process(p.Pid()).Wait(ctx, 60*time.Second); err != nil || x.ExitCode != 0 {
 		t.Fatalf("%+v %v", x, err)
 	}
-	req := e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vm.ID, p.Pid))
+	req := e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vm.ID, p.Pid()))
 	for _, from := range []string{"", "0", "1"} {
 		t.Run("from "+strconv.Quote(from), func(t *testing.T) {
-			s, err := c.ProcessOutput(ctx, vm.ID, p.Pid, client.StreamOptions{LastEventID: from})
+			s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: from})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,23 +230,23 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 	e.exec(c, vm.ID, "true")
 	// An agent session's streams too (opening one needs no model).
 	const sid = "leak-check"
-	if _, err := c.OpenSession(ctx, vm.ID, client.OpenSessionRequest{SessionID: sid, Agent: "pi"}); err != nil {
+	if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "pi"}); err != nil {
 		t.Fatal(err)
 	}
-	quiet, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sleep 600"})
+	quiet, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 600"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	busy, err := c.SpawnProcess(ctx, vm.ID, client.SpawnRequest{Command: "sh -c 'while true; do echo tick; sleep 0.05; done'"})
+	busy, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sh -c 'while true; do echo tick; sleep 0.05; done'"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Warm whatever starts lazily on a first stream, then measure.
-	s, err := c.ProcessOutput(ctx, vm.ID, busy.Pid, client.StreamOptions{})
+	s, err := c.VM(vm.ID).Process(busy.Pid()).Output(ctx, client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Next(ctx); err != nil {
+	if _, err := next(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -254,22 +257,22 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 	const n = 20
 	var streams []*client.Stream
 	for i := range n {
-		pid := quiet.Pid
+		pid := quiet.Pid()
 		if i%2 == 0 {
-			pid = busy.Pid
+			pid = busy.Pid()
 		}
-		s, err := c.ProcessOutput(ctx, vm.ID, pid, client.StreamOptions{})
+		s, err := c.VM(vm.ID).Process(pid).Output(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		streams = append(streams, s)
-		s, err = c.VMEvents(ctx, vm.ID, client.StreamOptions{})
+		s, err = c.VM(vm.ID).Events(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		streams = append(streams, s)
 		if i%2 == 0 {
-			s, err = c.SessionEvents(ctx, vm.ID, sid, client.StreamOptions{})
+			s, err = c.VM(vm.ID).Session(sid).Events(ctx, client.StreamOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,7 +281,7 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 	}
 	// Every stream is live: it delivers an event.
 	for _, s := range streams[:2] {
-		if _, err := s.Next(ctx); err != nil {
+		if _, err := next(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -291,12 +294,12 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 	eventually(t, 15*time.Second, "the subscriber gauge to return to 0", func() bool { return e.metric("agentos_gateway_sse_subscribers") == 0 })
 	e.goroutinesBack(t, baseline, open, total, "streams")
 	// The processes and the VM still serve new streams.
-	s, err = c.ProcessOutput(ctx, vm.ID, busy.Pid, client.StreamOptions{})
+	s, err = c.VM(vm.ID).Process(busy.Pid()).Output(ctx, client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Next(ctx); err != nil {
+	if _, err := next(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -307,10 +310,10 @@ func TestE2EIdleTimeout(t *testing.T) {
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
-	idle := e.vm(c, client.CreateVMRequest{IdleTimeoutSeconds: 1})
-	watched := e.vm(c, client.CreateVMRequest{IdleTimeoutSeconds: 1})
+	idle := e.vm(c, client.CreateVMRequest{IdleTimeout: 1 * time.Second})
+	watched := e.vm(c, client.CreateVMRequest{IdleTimeout: 1 * time.Second})
 	keep := e.vm(c, client.CreateVMRequest{})
-	evs, err := c.VMEvents(ctx, watched.ID, client.StreamOptions{})
+	evs, err := c.VM(watched.ID).Events(ctx, client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +323,7 @@ func TestE2EIdleTimeout(t *testing.T) {
 	var got *client.VM
 	eventually(t, 15*time.Second, "the idle VM to be disposed", func() bool {
 		// GET reads the record: it does not count as using the VM.
-		got, err = c.GetVM(ctx, idle.ID)
+		got, err = c.VM(idle.ID).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,22 +333,22 @@ func TestE2EIdleTimeout(t *testing.T) {
 		t.Fatalf("disposed with reason %q", got.Reason)
 	}
 	t.Logf("idle VM disposed %s after its creation", time.Since(created).Round(100*time.Millisecond))
-	_, err = c.Exec(ctx, idle.ID, client.ExecRequest{Command: "true"})
+	_, err = c.VM(idle.ID).Exec(ctx, client.ExecRequest{Command: "true"})
 	stateIs("disposed")(t, wantCode(t, err, client.CodeConflict, http.StatusConflict))
 
 	// The VM with an open event stream is still there, well past its
 	// timeout; once the stream is closed it goes too.
 	time.Sleep(1500 * time.Millisecond)
-	if v, err := c.GetVM(ctx, watched.ID); err != nil || v.State != client.VMReady {
+	if v, err := c.VM(watched.ID).Get(ctx); err != nil || v.State != client.VMReady {
 		t.Fatalf("a VM with an open stream: %+v %v", v, err)
 	}
 	evs.Close()
 	eventually(t, 15*time.Second, "the watched VM to be disposed once unwatched", func() bool {
-		v, err := c.GetVM(ctx, watched.ID)
+		v, err := c.VM(watched.ID).Get(ctx)
 		return err == nil && v.State == client.VMDisposed && v.Reason == "idle timeout"
 	})
 	// A VM without an idle timeout stays.
-	if v, err := c.GetVM(ctx, keep.ID); err != nil || v.State != client.VMReady {
+	if v, err := c.VM(keep.ID).Get(ctx); err != nil || v.State != client.VMReady {
 		t.Fatalf("a VM without idle timeout: %+v %v", v, err)
 	}
 }

@@ -69,7 +69,7 @@ func TestStreamedExecIdempotency(t *testing.T) {
 	var res struct{ Stdout, Stderr string }
 	_ = json.NewDecoder(resp.Body).Decode(&res)
 	resp.Body.Close()
-	if resp.Header.Get("Idempotent-Replayed") != "true" || res.Stdout != "out\n" || res.Stderr != "err\n" {
+	if resp.Header.Get("Idempotent-Replayed") != "true" || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
 		t.Fatalf("buffered replay: %q %+v", resp.Header.Get("Idempotent-Replayed"), res)
 	}
 	var count struct{ Stdout string }

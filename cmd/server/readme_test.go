@@ -96,7 +96,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 				t.Fatalf("listed %q, want the one VM of the walk-through", out)
 			}
 			// The walk-through's last step removed its record.
-			_, err := e.admin.GetVM(ctxT(t), vm)
+			_, err := e.admin.VM(vm).Get(ctxT(t))
 			wantCode(t, err, "not_found", 404)
 		}},
 		{"delete record", regexp.MustCompile(`-w '%\{http_code\}\\n' -XDELETE .*/v1/vms/\$VM$`), func(t *testing.T, out string) {

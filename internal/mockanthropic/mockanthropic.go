@@ -97,7 +97,6 @@ type Request struct {
 
 // Server is a running mock. Its methods are safe for concurrent use.
 type Server struct {
-	tb       testing.TB
 	ln       net.Listener
 	srv      *http.Server
 	cancel   context.CancelFunc
@@ -116,12 +115,27 @@ type Server struct {
 // test ends (or earlier by Close).
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	s, err := Listen()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return s
+}
+
+// Listen starts a mock on 127.0.0.1 with a free port, for a caller that
+// has no test to tie it to (a TestMain); Close stops it.
+func Listen() (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("mockanthropic: listen: %v", err)
+		return nil, fmt.Errorf("mockanthropic: listen: %w", err)
 	}
 	base, cancel := context.WithCancel(context.Background())
-	s := &Server{tb: tb, ln: ln, cancel: cancel, serveErr: make(chan error, 1)}
+	s := &Server{ln: ln, cancel: cancel, serveErr: make(chan error, 1)}
 	s.srv = &http.Server{
 		Handler:           http.HandlerFunc(s.serveHTTP),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -130,8 +144,7 @@ func Start(tb testing.TB) *Server {
 		BaseContext: func(net.Listener) context.Context { return base },
 	}
 	go func() { s.serveErr <- s.srv.Serve(ln) }()
-	tb.Cleanup(s.Close)
-	return s
+	return s, nil
 }
 
 // Port returns the port the mock listens on.
@@ -181,21 +194,24 @@ func (s *Server) Requests() []Request {
 }
 
 // Close stops the mock: in-flight streams are cut, connections closed, and
-// Close returns once every handler has returned. It is idempotent.
-func (s *Server) Close() {
+// Close returns once every handler has returned. It is idempotent, and
+// returns why serving failed, if it did.
+func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.closed = true
 	s.mu.Unlock()
 	s.cancel()
 	_ = s.srv.Close() // closes the listener and every connection, active ones too
-	if err := <-s.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		s.tb.Errorf("mockanthropic: serve: %v", err)
-	}
+	err := <-s.serveErr
 	s.handlers.Wait()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("mockanthropic: serve: %w", err)
+	}
+	return nil
 }
 
 func (s *Server) record(r Request) {
