@@ -138,7 +138,7 @@ type attachTarget struct {
 	control func(ctx context.Context, f controlFrame) error
 	// exit is the end of the output: exit status, or the reason it is
 	// unknowable.
-	exit func(endErr error) (*vms.ExitStatus, error)
+	exit func(endErr error) (*gateway.ExitStatus, error)
 	// attached, when set, runs for the connection's life and returns its
 	// undo.
 	attached func() func()
@@ -587,8 +587,8 @@ func (s *Server) attachProcess(w http.ResponseWriter, r *http.Request) {
 
 // endStatus adapts an Exit method: the status, or why it is unknowable
 // (the error the log closed with when the target has none).
-func endStatus(exit func() (*vms.ExitStatus, error)) func(error) (*vms.ExitStatus, error) {
-	return func(endErr error) (*vms.ExitStatus, error) {
+func endStatus(exit func() (*gateway.ExitStatus, error)) func(error) (*gateway.ExitStatus, error) {
+	return func(endErr error) (*gateway.ExitStatus, error) {
 		st, err := exit()
 		if err == nil && st == nil {
 			err = endErr

@@ -276,7 +276,7 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listJSON[agentos.DirEntry]{Items: entries})
+	writeJSON(w, http.StatusOK, listJSON[gateway.DirEntry]{Items: entries})
 }
 
 type mkdirRequest struct {

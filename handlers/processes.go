@@ -51,7 +51,7 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listJSON[vms.ProcessInfo]{Items: ps})
+	writeJSON(w, http.StatusOK, listJSON[gateway.ProcessInfo]{Items: ps})
 }
 
 // process resolves {vm} and {pid} and holds the VM for the request.

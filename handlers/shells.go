@@ -46,7 +46,7 @@ func (s *Server) listShells(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listJSON[vms.ShellInfo]{Items: shs})
+	writeJSON(w, http.StatusOK, listJSON[gateway.ShellInfo]{Items: shs})
 }
 
 func (s *Server) getShell(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +134,7 @@ func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
 
 // shellEnd renders the end of a shell's output: end with the exit status,
 // or error when the end is unknowable.
-func shellEnd(exit func() (*vms.ExitStatus, error)) func(last uint64, endErr error) []sseEvent {
+func shellEnd(exit func() (*gateway.ExitStatus, error)) func(last uint64, endErr error) []sseEvent {
 	return func(last uint64, endErr error) []sseEvent {
 		st, err := endStatus(exit)(endErr)
 		if err != nil {
@@ -146,7 +146,7 @@ func shellEnd(exit func() (*vms.ExitStatus, error)) func(last uint64, endErr err
 
 // exitJSON is an exit status as the streams carry it: signal is null when
 // the program exited by itself.
-func exitJSON(exit *vms.ExitStatus) []byte {
+func exitJSON(exit *gateway.ExitStatus) []byte {
 	var sig any
 	if exit.Signal != "" {
 		sig = exit.Signal

@@ -17,7 +17,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/archive"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
@@ -463,11 +462,11 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	check("POST", exec, exitEvent(2, &vms.ExecResult{ExitCode: 0, Duration: time.Millisecond}, nil))
 	check("POST", exec, exitEvent(2, &vms.ExecResult{ExitCode: 137, Signal: "SIGKILL", StdoutTruncated: true}, nil))
 	check("POST", exec, exitEvent(2, nil, gateway.Errorf(gateway.CodeDeadlineExceeded, "exec: deadline exceeded")))
-	shellExit := func(st *vms.ExitStatus) func() (*vms.ExitStatus, error) {
-		return func() (*vms.ExitStatus, error) { return st, nil }
+	shellExit := func(st *gateway.ExitStatus) func() (*gateway.ExitStatus, error) {
+		return func() (*gateway.ExitStatus, error) { return st, nil }
 	}
-	check("GET", shellOut, shellEnd(shellExit(&vms.ExitStatus{ExitCode: 3}))(3, nil)[0])
-	check("GET", shellOut, shellEnd(shellExit(&vms.ExitStatus{ExitCode: 137, Signal: "SIGKILL"}))(3, nil)[0])
+	check("GET", shellOut, shellEnd(shellExit(&gateway.ExitStatus{ExitCode: 3}))(3, nil)[0])
+	check("GET", shellOut, shellEnd(shellExit(&gateway.ExitStatus{ExitCode: 137, Signal: "SIGKILL"}))(3, nil)[0])
 	check("GET", shellOut, shellEnd(shellExit(nil))(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed"))[0])
 	check("GET", shellOut, endEvent(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed")))
 	check("GET", procOut, endEvent(3, errors.New("boom")))
@@ -480,7 +479,7 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	}
 	log.Close(nil)
 	var got []sseEvent
-	err := followLog(context.Background(), log, 0, func(ev sseEvent) error { got = append(got, ev); return nil }, outputEvent, shellEnd(shellExit(&vms.ExitStatus{})))
+	err := followLog(context.Background(), log, 0, func(ev sseEvent) error { got = append(got, ev); return nil }, outputEvent, shellEnd(shellExit(&gateway.ExitStatus{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,15 +496,15 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	}
 
 	// VM events: the SSE event name is the event's type.
-	for _, v := range []vms.VMEvent{
+	for _, v := range []gateway.VMEvent{
 		{Type: "state", Time: now, State: gateway.VMReady},
 		{Type: "state", Time: now, State: gateway.VMLost, Reason: "sidecar died"},
 		{Type: "limit_warning", Time: now, Name: "memory", Detail: map[string]string{"used": "90%"}},
-		{Type: "process_exit", Time: now, Pid: 7, Exit: &vms.ExitStatus{ExitCode: 1, Signal: "SIGTERM"}},
+		{Type: "process_exit", Time: now, Pid: 7, Exit: &gateway.ExitStatus{ExitCode: 1, Signal: "SIGTERM"}},
 		{Type: "structured", Time: now, Name: "events_dropped"},
 	} {
 		data, _ := json.Marshal(v)
-		check("GET", events, sseEvent{Event: v.Type, Data: data})
+		check("GET", events, sseEvent{Event: string(v.Type), Data: data})
 	}
 
 	// Agent session events: the SSE event name is the sessions.Event kind.
@@ -604,13 +603,13 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 		{"Sidecar", sidecarJSON{}, true},
 		{"Stat", statJSON{}, true},
 		{"ArchiveExtracted", archiveExtractedJSON{}, true},
-		{"ProcessInfo", vms.ProcessInfo{}, true},
-		{"ExitStatus", vms.ExitStatus{}, true},
-		{"Shell", vms.ShellInfo{}, true},
-		{"ShellList", listJSON[vms.ShellInfo]{}, true},
+		{"ProcessInfo", gateway.ProcessInfo{}, true},
+		{"ExitStatus", gateway.ExitStatus{}, true},
+		{"Shell", gateway.ShellInfo{}, true},
+		{"ShellList", listJSON[gateway.ShellInfo]{}, true},
 		{"AttachServerFrame", serverFrame{}, true},
-		{"VMEvent", vms.VMEvent{}, true},
-		{"DirEntry", agentos.DirEntry{}, true},
+		{"VMEvent", gateway.VMEvent{}, true},
+		{"DirEntry", gateway.DirEntry{}, true},
 		{"Tenant", gateway.Tenant{}, true},
 		{"Quotas", gateway.Quotas{}, true},
 		{"OpenSessionRequest", openSessionRequest{}, false},
@@ -651,7 +650,7 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 func TestGoValuesValidate(t *testing.T) {
 	doc := apispec.MustLoad(t)
 	now := time.Now()
-	exit := &vms.ExitStatus{ExitCode: 143, Signal: "SIGTERM"}
+	exit := &gateway.ExitStatus{ExitCode: 143, Signal: "SIGTERM"}
 	for _, c := range []struct {
 		schema string
 		v      any
@@ -661,14 +660,14 @@ func TestGoValuesValidate(t *testing.T) {
 			Spec: gateway.VMSpec{Labels: map[string]string{"a": "b"}, Env: map[string]string{"A": "1"}, Permissions: map[string]any{"fs": "allow"},
 				Limits: map[string]any{"resources": map[string]any{"maxProcesses": 64}}, LoopbackExemptPorts: []uint16{3000}, Software: []string{"@agentos-software/pi"},
 				Agents: []string{"pi"}, IdleTimeoutSeconds: 60}})},
-		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{"1"}, Cwd: "/", Running: true, StartedAt: now}},
-		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Exit: exit, StartedAt: now, ExitedAt: &now}},
-		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Error: "the VM is lost", StartedAt: now}},
-		{"ExitStatus", vms.ExitStatus{ExitCode: 0}},
-		{"Shell", vms.ShellInfo{ID: "sh_1", Shell: "sh", State: vms.ShellRunning, Cols: 80, Rows: 24, StartedAt: now}},
-		{"Shell", vms.ShellInfo{ID: "sh_1", Shell: "bash", State: vms.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Exit: exit}},
-		{"Shell", vms.ShellInfo{ID: "sh_1", Shell: "bash", State: vms.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Error: "the VM is disposed"}},
-		{"ShellList", listJSON[vms.ShellInfo]{Items: []vms.ShellInfo{}}},
+		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{"1"}, Cwd: "/", Running: true, StartedAt: now}},
+		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Exit: exit, StartedAt: now, ExitedAt: &now}},
+		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Error: "the VM is lost", StartedAt: now}},
+		{"ExitStatus", gateway.ExitStatus{ExitCode: 0}},
+		{"Shell", gateway.ShellInfo{ID: "sh_1", Shell: "sh", State: gateway.ShellRunning, Cols: 80, Rows: 24, StartedAt: now}},
+		{"Shell", gateway.ShellInfo{ID: "sh_1", Shell: "bash", State: gateway.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Exit: exit}},
+		{"Shell", gateway.ShellInfo{ID: "sh_1", Shell: "bash", State: gateway.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Error: "the VM is disposed"}},
+		{"ShellList", listJSON[gateway.ShellInfo]{Items: []gateway.ShellInfo{}}},
 		{"AttachServerFrame", serverFrame{Type: "hello", Seq: new(uint64)}},
 		{"AttachServerFrame", serverFrame{Type: "gap", From: 1, To: 7}},
 		{"AttachServerFrame", serverFrame{Type: "exit", Seq: new(uint64), ExitCode: &exit.ExitCode, Signal: &exit.Signal}},
@@ -681,7 +680,7 @@ func TestGoValuesValidate(t *testing.T) {
 		{"APIKey", keyJSON{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: rfc3339(now)}},
 		{"Stat", statJSON{Path: "/", Mode: 0o40755, IsDir: true, ModTime: rfc3339(now)}},
 		{"ArchiveExtracted", archiveExtractedJSON{Path: "/workspace", Stats: archive.Stats{Files: 2, Dirs: 1, Symlinks: 1, Bytes: 10}}},
-		{"DirList", listJSON[agentos.DirEntry]{Items: []agentos.DirEntry{{Name: "a", Path: "/a", Size: 1}}}},
+		{"DirList", listJSON[gateway.DirEntry]{Items: []gateway.DirEntry{{Name: "a", Path: "/a", Size: 1}}}},
 		{"Problem", Problem{Type: ProblemType + "conflict", Title: "Conflict", Status: 409, Detail: "the VM is lost", Code: gateway.CodeConflict,
 			Instance: "/v1/vms/vm_1", RequestID: "r", Details: map[string]any{"state": "lost", "reason": "sidecar died"}}},
 		{"Tenant", gateway.Tenant{ID: "ten_1", Name: "acme", CreatedAt: now, UpdatedAt: now,

@@ -213,9 +213,9 @@ func (s *Server) vmEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
-		return followLog(ctx, log, after, emit, func(e vms.Entry[vms.VMEvent]) sseEvent {
+		return followLog(ctx, log, after, emit, func(e vms.Entry[gateway.VMEvent]) sseEvent {
 			data, _ := json.Marshal(e.V)
-			return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: e.V.Type, Data: data}
+			return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: string(e.V.Type), Data: data}
 		}, nil)
 	})
 }
