@@ -18,7 +18,6 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
-	"github.com/agentos-gateway/agentos-gateway/archive"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
@@ -164,7 +163,7 @@ func (e *specEnv) do(method, path, key string, header map[string]string, body st
 }
 
 func specProblemCode(b []byte) string {
-	var p Problem
+	var p api.Problem
 	_ = json.Unmarshal(b, &p)
 	return string(p.Code)
 }
@@ -369,7 +368,7 @@ func TestDeletedKeyStopsWorking(t *testing.T) {
 	if status != 201 {
 		t.Fatalf("create key: %d %s", status, body)
 	}
-	var k keyJSON
+	var k api.APIKey
 	if err := json.Unmarshal(body, &k); err != nil || k.Key == "" {
 		t.Fatalf("created key %s: %v", body, err)
 	}
@@ -583,55 +582,55 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 		v        any
 		response bool
 	}{
-		{"CreateVMRequest", createVMRequest{}, false},
-		{"ExecRequest", execRequest{}, false},
-		{"SpawnRequest", spawnRequest{}, false},
-		{"SignalRequest", signalRequest{}, false},
-		{"OpenShellRequest", openShellRequest{}, false},
-		{"ResizeRequest", resizeRequest{}, false},
-		{"MkdirRequest", mkdirRequest{}, false},
-		{"MoveRequest", moveRequest{}, false},
-		{"CreateTenantRequest", createTenantRequest{}, false},
-		{"UpdateTenantRequest", updateTenantRequest{}, false},
-		{"QuotasUpdate", quotasJSON{}, false},
-		{"Problem", Problem{}, true},
-		{"VM", vmJSON{}, true},
-		{"VMList", listJSON[vmJSON]{}, true},
-		{"ExecResult", execResultJSON{}, true},
-		{"OutputEvent", outputJSON{}, true},
-		{"CreatedAPIKey", keyJSON{}, false}, // key is omitempty in Go, always there when created
-		{"Sidecar", sidecarJSON{}, true},
-		{"Stat", statJSON{}, true},
-		{"ArchiveExtracted", archiveExtractedJSON{}, true},
+		{"CreateVMRequest", api.CreateVMRequest{}, false},
+		{"ExecRequest", api.ExecRequest{}, false},
+		{"SpawnRequest", api.SpawnRequest{}, false},
+		{"SignalRequest", api.SignalRequest{}, false},
+		{"OpenShellRequest", api.OpenShellRequest{}, false},
+		{"ResizeRequest", api.ResizeRequest{}, false},
+		{"MkdirRequest", api.MkdirRequest{}, false},
+		{"MoveRequest", api.MoveRequest{}, false},
+		{"CreateTenantRequest", api.CreateTenantRequest{}, false},
+		{"UpdateTenantRequest", api.UpdateTenantRequest{}, false},
+		{"QuotasUpdate", api.QuotasUpdate{}, false},
+		{"Problem", api.Problem{}, true},
+		{"VM", api.VM{}, true},
+		{"VMList", api.List[api.VM]{}, true},
+		{"ExecResult", api.ExecResult{}, true},
+		{"OutputEvent", api.OutputEvent{}, true},
+		{"CreatedAPIKey", api.APIKey{}, false}, // key is omitempty in Go, always there when created
+		{"Sidecar", api.Sidecar{}, true},
+		{"Stat", api.Stat{}, true},
+		{"ArchiveExtracted", api.ArchiveExtracted{}, true},
 		{"ProcessInfo", gateway.ProcessInfo{}, true},
 		{"ExitStatus", gateway.ExitStatus{}, true},
 		{"Shell", gateway.ShellInfo{}, true},
-		{"ShellList", listJSON[gateway.ShellInfo]{}, true},
-		{"AttachServerFrame", serverFrame{}, true},
+		{"ShellList", api.List[gateway.ShellInfo]{}, true},
+		{"AttachServerFrame", api.AttachServerFrame{}, true},
 		{"VMEvent", gateway.VMEvent{}, true},
 		{"DirEntry", gateway.DirEntry{}, true},
 		{"Tenant", gateway.Tenant{}, true},
 		{"Quotas", gateway.Quotas{}, true},
-		{"OpenSessionRequest", openSessionRequest{}, false},
-		{"Session", sessionJSON{}, true},
-		{"Permission", permissionJSON{}, true},
+		{"OpenSessionRequest", api.OpenSessionRequest{}, false},
+		{"Session", api.Session{}, true},
+		{"Permission", api.Permission{}, true},
 		{"PermissionDecision", gateway.PermissionDecision{}, true},
 		{"PermissionDefault", gateway.PermissionDefault{}, true},
 		{"SessionSettings", gateway.SessionSettings{}, true},
-		{"SessionSettingsUpdate", sessionSettingsJSON{}, false},
-		{"PromptRequest", promptRequest{}, false},
+		{"SessionSettingsUpdate", api.SessionSettingsUpdate{}, false},
+		{"PromptRequest", api.PromptRequest{}, false},
 		{"PromptResult", sessions.PromptResult{}, true},
-		{"PromptAccepted", promptAcceptedJSON{}, true},
-		{"CancelResult", cancelJSON{}, true},
-		{"AnswerPermissionRequest", answerPermissionRequest{}, false},
+		{"PromptAccepted", api.PromptAccepted{}, true},
+		{"CancelResult", api.CancelResult{}, true},
+		{"AnswerPermissionRequest", api.AnswerPermissionRequest{}, false},
 		{"PermissionAnswer", sessions.Answer{}, true},
-		{"SessionConfig", configJSON{}, true},
-		{"SetConfigRequest", setConfigRequest{}, false},
-		{"SessionHistory", historyJSON{}, true},
+		{"SessionConfig", api.SessionConfig{}, true},
+		{"SetConfigRequest", api.SetConfigRequest{}, false},
+		{"SessionHistory", api.SessionHistory{}, true},
 		{"Agent", sessions.Agent{}, true},
-		{"AgentList", listJSON[sessions.Agent]{}, true},
-		{"SessionList", listJSON[sessionJSON]{}, true},
-		{"PermissionList", listJSON[permissionJSON]{}, true},
+		{"AgentList", api.List[sessions.Agent]{}, true},
+		{"SessionList", api.List[api.Session]{}, true},
+		{"PermissionList", api.List[api.Permission]{}, true},
 		{"SessionEvent", sessions.EventData{}, true},
 	} {
 		apispec.CheckType(t, doc, c.schema, c.v, c.response)
@@ -667,21 +666,21 @@ func TestGoValuesValidate(t *testing.T) {
 		{"Shell", gateway.ShellInfo{ID: "sh_1", Shell: "sh", State: gateway.ShellRunning, Cols: 80, Rows: 24, StartedAt: now}},
 		{"Shell", gateway.ShellInfo{ID: "sh_1", Shell: "bash", State: gateway.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Exit: exit}},
 		{"Shell", gateway.ShellInfo{ID: "sh_1", Shell: "bash", State: gateway.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Error: "the VM is disposed"}},
-		{"ShellList", listJSON[gateway.ShellInfo]{Items: []gateway.ShellInfo{}}},
-		{"AttachServerFrame", serverFrame{Type: "hello", Seq: new(uint64)}},
-		{"AttachServerFrame", serverFrame{Type: "gap", From: 1, To: 7}},
-		{"AttachServerFrame", serverFrame{Type: "exit", Seq: new(uint64), ExitCode: &exit.ExitCode, Signal: &exit.Signal}},
-		{"AttachServerFrame", serverFrame{Type: "exit", Seq: new(uint64), Code: "conflict", Detail: "the VM is disposed"}},
-		{"AttachServerFrame", serverFrame{Type: "error", Code: "invalid_argument", Detail: "unknown signal"}},
+		{"ShellList", api.List[gateway.ShellInfo]{Items: []gateway.ShellInfo{}}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "hello", Seq: new(uint64)}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "gap", From: 1, To: 7}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "exit", Seq: new(uint64), ExitCode: &exit.ExitCode, Signal: &exit.Signal}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "exit", Seq: new(uint64), Code: "conflict", Detail: "the VM is disposed"}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "error", Code: "invalid_argument", Detail: "unknown signal"}},
 		{"ExitStatus", *exit},
-		{"ExecResult", execResultJSON{ExitCode: 1, Stdout: "a", Stderr: "", Encoding: "utf8", DurationMs: 3}},
+		{"ExecResult", api.ExecResult{ExitCode: 1, Stdout: "a", Stderr: "", Encoding: "utf8", DurationMs: 3}},
 		{"Tenant", gateway.Tenant{ID: "default", Name: "default", CreatedAt: now, UpdatedAt: now}},
-		{"CreatedAPIKey", keyJSON{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: rfc3339(now), Key: "agk_secret"}},
-		{"APIKey", keyJSON{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: rfc3339(now)}},
-		{"Stat", statJSON{Path: "/", Mode: 0o40755, IsDir: true, ModTime: rfc3339(now)}},
-		{"ArchiveExtracted", archiveExtractedJSON{Path: "/workspace", Stats: archive.Stats{Files: 2, Dirs: 1, Symlinks: 1, Bytes: 10}}},
-		{"DirList", listJSON[gateway.DirEntry]{Items: []gateway.DirEntry{{Name: "a", Path: "/a", Size: 1}}}},
-		{"Problem", Problem{Type: ProblemType + "conflict", Title: "Conflict", Status: 409, Detail: "the VM is lost", Code: gateway.CodeConflict,
+		{"CreatedAPIKey", api.APIKey{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: now, Key: "agk_secret"}},
+		{"APIKey", api.APIKey{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: now}},
+		{"Stat", api.Stat{Path: "/", Mode: 0o40755, IsDir: true, ModTime: now}},
+		{"ArchiveExtracted", api.ArchiveExtracted{Path: "/workspace", Files: 2, Dirs: 1, Symlinks: 1, Bytes: 10}},
+		{"DirList", api.List[gateway.DirEntry]{Items: []gateway.DirEntry{{Name: "a", Path: "/a", Size: 1}}}},
+		{"Problem", api.Problem{Type: api.ProblemType + "conflict", Title: "Conflict", Status: 409, Detail: "the VM is lost", Code: gateway.CodeConflict,
 			Instance: "/v1/vms/vm_1", RequestID: "r", Details: map[string]any{"state": "lost", "reason": "sidecar died"}}},
 		{"Tenant", gateway.Tenant{ID: "ten_1", Name: "acme", CreatedAt: now, UpdatedAt: now,
 			Sessions: gateway.SessionSettings{RetentionDays: 30, PermissionDefault: &gateway.PermissionDefault{Decision: gateway.DecisionAllow, TimeoutSeconds: 60}}}},
@@ -696,19 +695,19 @@ func TestGoValuesValidate(t *testing.T) {
 				{RequestID: "req_2", Options: specPermissionOptions, AskedAt: now, Status: gateway.PermissionPending,
 					Decision: &gateway.PermissionDecision{By: gateway.DecidedByAPI, KeyID: "key_1", OptionID: "allow-once", Status: "accepted", At: now}},
 			}})},
-		{"Permission", permissionJSON{RequestID: "req_1", Options: specPermissionOptions, ToolCall: json.RawMessage("null"),
-			AskedAt: rfc3339(now), Status: gateway.PermissionPending}},
+		{"Permission", api.Permission{RequestID: "req_1", Options: specPermissionOptions, ToolCall: json.RawMessage("null"),
+			AskedAt: now, Status: gateway.PermissionPending}},
 		{"Permission", permissionResources([]gateway.Permission{{RequestID: "req_1", AskedAt: now, Status: gateway.PermissionDropped,
 			Decision: &gateway.PermissionDecision{By: gateway.DecidedByAgent, Status: "not_pending", Reason: "vm_ended", At: now}}})[0]},
-		{"PermissionList", listJSON[permissionJSON]{Items: permissionResources(nil)}},
-		{"SessionList", listJSON[sessionJSON]{Items: []sessionJSON{}, NextCursor: "abc"}},
-		{"AgentList", listJSON[sessions.Agent]{Items: []sessions.Agent{{ID: "pi", Installed: true}, {ID: "codex"}}}},
-		{"SessionHistory", historyJSON{Events: specDurableEvents(now), HasMoreBefore: true}},
-		{"SessionHistory", historyJSON{Events: []json.RawMessage{}}},
+		{"PermissionList", api.List[api.Permission]{Items: permissionResources(nil)}},
+		{"SessionList", api.List[api.Session]{Items: []api.Session{}, NextCursor: "abc"}},
+		{"AgentList", api.List[sessions.Agent]{Items: []sessions.Agent{{ID: "pi", Installed: true}, {ID: "codex"}}}},
+		{"SessionHistory", api.SessionHistory{Events: specDurableEvents(now), HasMoreBefore: true}},
+		{"SessionHistory", api.SessionHistory{Events: []json.RawMessage{}}},
 		{"PromptResult", sessions.PromptResult{StopReason: "end_turn", Message: json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"done"}]}`)}},
 		{"PromptResult", sessions.PromptResult{StopReason: "cancelled", Message: json.RawMessage("null")}},
-		{"PromptAccepted", promptAcceptedJSON{Status: "accepted"}},
-		{"CancelResult", cancelJSON{Status: "no_active_prompt"}},
+		{"PromptAccepted", api.PromptAccepted{Status: "accepted"}},
+		{"CancelResult", api.CancelResult{Status: "no_active_prompt"}},
 		{"PermissionAnswer", sessions.Answer{Status: "accepted"}},
 		{"PermissionAnswer", sessions.Answer{Status: "not_pending", Reason: "already_resolved"}},
 		{"SessionConfig", configResource(sessions.SessionConfig{Revision: 3, Options: json.RawMessage(`[{"id":"model","currentValue":"sonnet"}]`)})},
@@ -833,7 +832,7 @@ func TestSessionRoutesAnswerTheSpec(t *testing.T) {
 
 	// The session of a lost VM is listed lost.
 	status, _, body := e.do("GET", ses, specAdminKey, nil, "")
-	var got sessionJSON
+	var got api.Session
 	if err := json.Unmarshal(body, &got); status != 200 || err != nil || got.State != gateway.SessionLost || got.LatestSequence != 3 {
 		t.Errorf("session of a lost VM: %d %s", status, body)
 	}
