@@ -22,7 +22,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.List[sessions.Agent]{Items: agents})
+	writeJSON(w, http.StatusOK, api.List[gateway.Agent]{Items: agents})
 }
 
 func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {

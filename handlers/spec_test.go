@@ -542,9 +542,9 @@ var specPermissionOptions = json.RawMessage(`[{"optionId":"allow-once","name":"A
 // specDurableEvents are durable session events of each type, as the
 // recorder stores and serves them.
 func specDurableEvents(now time.Time) []json.RawMessage {
-	ts := now.UTC().Format(time.RFC3339Nano)
+	ts := now.UTC()
 	out := []json.RawMessage{}
-	for _, e := range []sessions.EventData{
+	for _, e := range []gateway.SessionEventData{
 		{Sequence: 1, Timestamp: ts, Type: "user_message_chunk", Update: json.RawMessage(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}`)},
 		{Sequence: 2, Timestamp: ts, Type: "tool_call", Update: json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"ls","status":"pending"}`)},
 		{Sequence: 3, Timestamp: ts, Type: "permission_request", RequestID: "req_1", Options: specPermissionOptions,
@@ -619,19 +619,19 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 		{"SessionSettings", gateway.SessionSettings{}, true},
 		{"SessionSettingsUpdate", api.SessionSettingsUpdate{}, false},
 		{"PromptRequest", api.PromptRequest{}, false},
-		{"PromptResult", sessions.PromptResult{}, true},
+		{"PromptResult", gateway.PromptResult{}, true},
 		{"PromptAccepted", api.PromptAccepted{}, true},
 		{"CancelResult", api.CancelResult{}, true},
 		{"AnswerPermissionRequest", api.AnswerPermissionRequest{}, false},
-		{"PermissionAnswer", sessions.Answer{}, true},
+		{"PermissionAnswer", gateway.PermissionAnswer{}, true},
 		{"SessionConfig", api.SessionConfig{}, true},
 		{"SetConfigRequest", api.SetConfigRequest{}, false},
 		{"SessionHistory", api.SessionHistory{}, true},
-		{"Agent", sessions.Agent{}, true},
-		{"AgentList", api.List[sessions.Agent]{}, true},
+		{"Agent", gateway.Agent{}, true},
+		{"AgentList", api.List[gateway.Agent]{}, true},
 		{"SessionList", api.List[api.Session]{}, true},
 		{"PermissionList", api.List[api.Permission]{}, true},
-		{"SessionEvent", sessions.EventData{}, true},
+		{"SessionEvent", gateway.SessionEventData{}, true},
 	} {
 		apispec.CheckType(t, doc, c.schema, c.v, c.response)
 	}
@@ -701,15 +701,15 @@ func TestGoValuesValidate(t *testing.T) {
 			Decision: &gateway.PermissionDecision{By: gateway.DecidedByAgent, Status: "not_pending", Reason: "vm_ended", At: now}}})[0]},
 		{"PermissionList", api.List[api.Permission]{Items: permissionResources(nil)}},
 		{"SessionList", api.List[api.Session]{Items: []api.Session{}, NextCursor: "abc"}},
-		{"AgentList", api.List[sessions.Agent]{Items: []sessions.Agent{{ID: "pi", Installed: true}, {ID: "codex"}}}},
+		{"AgentList", api.List[gateway.Agent]{Items: []gateway.Agent{{ID: "pi", Installed: true}, {ID: "codex"}}}},
 		{"SessionHistory", api.SessionHistory{Events: specDurableEvents(now), HasMoreBefore: true}},
 		{"SessionHistory", api.SessionHistory{Events: []json.RawMessage{}}},
-		{"PromptResult", sessions.PromptResult{StopReason: "end_turn", Message: json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"done"}]}`)}},
-		{"PromptResult", sessions.PromptResult{StopReason: "cancelled", Message: json.RawMessage("null")}},
+		{"PromptResult", gateway.PromptResult{StopReason: "end_turn", Message: json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"done"}]}`)}},
+		{"PromptResult", gateway.PromptResult{StopReason: "cancelled", Message: json.RawMessage("null")}},
 		{"PromptAccepted", api.PromptAccepted{Status: "accepted"}},
 		{"CancelResult", api.CancelResult{Status: "no_active_prompt"}},
-		{"PermissionAnswer", sessions.Answer{Status: "accepted"}},
-		{"PermissionAnswer", sessions.Answer{Status: "not_pending", Reason: "already_resolved"}},
+		{"PermissionAnswer", gateway.PermissionAnswer{Status: "accepted"}},
+		{"PermissionAnswer", gateway.PermissionAnswer{Status: "not_pending", Reason: "already_resolved"}},
 		{"SessionConfig", configResource(sessions.SessionConfig{Revision: 3, Options: json.RawMessage(`[{"id":"model","currentValue":"sonnet"}]`)})},
 		{"SessionConfig", configResource(sessions.SessionConfig{})},
 	} {
@@ -738,7 +738,7 @@ func TestSessionRoutesAnswerTheSpec(t *testing.T) {
 	}
 	durable := specDurableEvents(now)[:3]
 	for i, raw := range durable {
-		var ev sessions.EventData
+		var ev gateway.SessionEventData
 		_ = json.Unmarshal(raw, &ev)
 		if err := e.db.AppendSessionEvents(ctx, gateway.SessionEvent{VMID: e.lostVM, SessionID: "s_1", Sequence: uint64(i + 1), Time: now, Type: ev.Type, Data: raw}); err != nil {
 			t.Fatal(err)
