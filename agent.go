@@ -44,3 +44,43 @@ type SessionEventData struct {
 	// Decision says who settled a permission request, how and when.
 	Decision *PermissionDecision `json:"decision,omitempty"`
 }
+
+// EphemeralEvent is the data of a session stream's ephemeral event: a
+// streamed delta, not stored. Update is the ACP session/update payload,
+// Type its sessionUpdate kind.
+type EphemeralEvent struct {
+	AfterSequence uint64          `json:"afterSequence"`
+	Type          string          `json:"type"`
+	Update        json.RawMessage `json:"update"`
+}
+
+// AgentStderrEvent is the data of a session stream's agent_stderr event:
+// output of the agent process.
+type AgentStderrEvent struct {
+	AgentType string `json:"agentType"`
+	ProcessID string `json:"processId"`
+	Text      string `json:"text"`
+}
+
+// AgentExitEvent is the data of a session stream's agent_exit event: the
+// agent process ended. ExitCode is nil when it is not known (killed by a
+// signal); Restart is what the engine does about it. The fields are in the
+// order the gateway has always sent them.
+type AgentExitEvent struct {
+	AgentType string `json:"agentType"`
+	ExitCode  *int32 `json:"exitCode"`
+	ProcessID string `json:"processId"`
+	Restart   string `json:"restart"`
+}
+
+// OverflowEvent is the data of a session stream's overflow event: the
+// follower fell behind and streamed deltas were dropped.
+type OverflowEvent struct {
+	Reason string `json:"reason"`
+}
+
+// SessionEndEvent is the data of a session stream's final end event: the
+// session's state then (closed, lost, or deleted when the session was).
+type SessionEndEvent struct {
+	State string `json:"state"`
+}

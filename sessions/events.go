@@ -62,11 +62,7 @@ func (r *recorder) describe(ev agentos.SessionEvent, now time.Time) recorded {
 }
 
 func ephemeralData(ev agentos.SessionEvent) json.RawMessage {
-	b, _ := json.Marshal(struct {
-		AfterSequence uint64          `json:"afterSequence"`
-		Type          string          `json:"type"`
-		Update        json.RawMessage `json:"update"`
-	}{ev.AfterSequence, updateKind(ev.Update), orNull(ev.Update)})
+	b, _ := json.Marshal(gateway.EphemeralEvent{AfterSequence: ev.AfterSequence, Type: updateKind(ev.Update), Update: orNull(ev.Update)})
 	return b
 }
 
