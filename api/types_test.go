@@ -1,8 +1,6 @@
 package api_test
 
 import (
-	"go/ast"
-	"go/parser"
 	"go/token"
 	"maps"
 	"path/filepath"
@@ -169,12 +167,12 @@ func TestEveryWireShapeIsHeld(t *testing.T) {
 	for _, c := range wireShapes {
 		held[shapeName(reflect.TypeOf(c.v))] = true
 	}
-	for _, name := range jsonStructs(t, ".") {
+	for _, name := range exportedJSONStructs(t, ".") {
 		if !held["api."+name] {
 			t.Errorf("api.%s has JSON tags but is not held against a schema", name)
 		}
 	}
-	for _, name := range jsonStructs(t, "..") {
+	for _, name := range exportedJSONStructs(t, "..") {
 		_, excused := notWire[name]
 		switch {
 		case held["gateway."+name] && excused:
@@ -201,48 +199,18 @@ func pkgName(t reflect.Type) string {
 	return filepath.Base(t.PkgPath())
 }
 
-// jsonStructs returns the exported struct types of the Go package in dir
-// (its non-test files) that have a field with a json tag.
-func jsonStructs(t *testing.T, dir string) []string {
+// exportedJSONStructs returns the exported JSON-tagged struct types of the
+// Go package in dir.
+func exportedJSONStructs(t *testing.T, dir string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, decl := range file.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.TYPE {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				ts := spec.(*ast.TypeSpec)
-				if st, ok := ts.Type.(*ast.StructType); ok && ts.Name.IsExported() && hasJSONTag(st) {
-					out = append(out, ts.Name.Name)
-				}
-			}
+	for _, st := range apispec.JSONStructs(t, dir) {
+		if token.IsExported(st.Name) {
+			out = append(out, st.Name)
 		}
 	}
 	if len(out) == 0 {
 		t.Fatalf("no JSON-tagged structs in %s: the scan reads the wrong folder", dir)
 	}
 	return out
-}
-
-func hasJSONTag(st *ast.StructType) bool {
-	for _, field := range st.Fields.List {
-		if field.Tag != nil && strings.Contains(field.Tag.Value, `json:"`) {
-			return true
-		}
-	}
-	return false
 }
