@@ -32,22 +32,10 @@ type Session struct {
 	PermissionPolicy      string                     `json:"permissionPolicy"`
 	PermissionDefault     *gateway.PermissionDefault `json:"permissionDefault"`
 	State                 gateway.SessionState       `json:"state"`
-	PendingPermissions    []Permission               `json:"pendingPermissions"`
+	PendingPermissions    []gateway.Permission       `json:"pendingPermissions"`
 	LatestSequence        uint64                     `json:"latestSequence"`
 	CreatedAt             time.Time                  `json:"createdAt"`
 	UpdatedAt             time.Time                  `json:"updatedAt"`
-}
-
-// Permission is a permission request of an agent as the API shows it:
-// Options and ToolCall are ACP's, as the agent sent them (null when it sent
-// none). AskedAt is in UTC.
-type Permission struct {
-	RequestID string                      `json:"requestId"`
-	Options   json.RawMessage             `json:"options"`
-	ToolCall  json.RawMessage             `json:"toolCall"`
-	AskedAt   time.Time                   `json:"askedAt"`
-	Status    string                      `json:"status"`
-	Decision  *gateway.PermissionDecision `json:"decision"`
 }
 
 // PromptRequest is the body of POST /v1/vms/{vm}/sessions/{session}/prompt:

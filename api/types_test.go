@@ -76,8 +76,7 @@ var wireShapes = []struct {
 	{"OpenSessionRequest", api.OpenSessionRequest{}, false},
 	{"Session", api.Session{}, true},
 	{"SessionList", api.List[api.Session]{}, true},
-	{"Permission", api.Permission{}, true},
-	{"PermissionList", api.List[api.Permission]{}, true},
+	{"PermissionList", api.List[gateway.Permission]{}, true},
 	{"PromptRequest", api.PromptRequest{}, false},
 	{"PromptAccepted", api.PromptAccepted{}, true},
 	{"CancelResult", api.CancelResult{}, true},
@@ -97,6 +96,7 @@ var wireShapes = []struct {
 	{"Quotas", gateway.Quotas{}, true},
 	{"SessionSettings", gateway.SessionSettings{}, true},
 	{"PermissionDefault", gateway.PermissionDefault{}, true},
+	{"Permission", gateway.Permission{}, true},
 	{"PermissionDecision", gateway.PermissionDecision{}, true},
 	{"ExitStatus", gateway.ExitStatus{}, true},
 	{"ProcessInfo", gateway.ProcessInfo{}, true},
@@ -119,14 +119,13 @@ var wireShapes = []struct {
 var controlFrameSchemas = []string{"AttachShellControl", "AttachProcessControl"}
 
 // notWire are the root package's JSON-tagged structs that the API does not
-// serve as they are, each with why its JSON exists.
+// serve as they are, each with what it serves instead.
 var notWire = map[string]string{
-	"VM":         "the store's record; the API serves api.VM, its spec flattened",
-	"VMSpec":     "stored as JSON by the store; served flattened in api.VM",
-	"APIKey":     "the store's record, with Admin; the API serves api.APIKey",
-	"Page":       "a page of the store; the API serves api.List",
-	"Session":    "the store's record; the API serves api.Session",
-	"Permission": "the store's record; the API serves api.Permission",
+	"VM":      "api.VM, the record with its spec flattened",
+	"VMSpec":  "its fields in api.VM (the store keeps it as JSON)",
+	"APIKey":  "api.APIKey, without Admin and with the secret once",
+	"Page":    "api.List, whose nextCursor is always there",
+	"Session": "api.Session, whose permissionDefault is always there",
 }
 
 // Every wire shape has exactly the fields of its schema, and a field the

@@ -76,12 +76,12 @@ func sessionResource(s gateway.Session) api.Session {
 }
 
 // permissionResources are permission requests as the API shows them:
-// options and tool call null when the agent sent none.
-func permissionResources(ps []gateway.Permission) []api.Permission {
-	out := make([]api.Permission, len(ps))
+// options and tool call null when the agent sent none, times in UTC.
+func permissionResources(ps []gateway.Permission) []gateway.Permission {
+	out := make([]gateway.Permission, len(ps))
 	for i, p := range ps {
-		out[i] = api.Permission{RequestID: p.RequestID, Options: nullIfEmpty(p.Options), ToolCall: nullIfEmpty(p.ToolCall),
-			AskedAt: p.AskedAt.UTC(), Status: p.Status, Decision: p.Decision}
+		p.Options, p.ToolCall, p.AskedAt = nullIfEmpty(p.Options), nullIfEmpty(p.ToolCall), p.AskedAt.UTC()
+		out[i] = p
 	}
 	return out
 }
@@ -209,7 +209,7 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Permission]{Items: permissionResources(ps)})
+	writeJSON(w, http.StatusOK, api.List[gateway.Permission]{Items: permissionResources(ps)})
 }
 
 func (s *Server) answerPermission(w http.ResponseWriter, r *http.Request) {
