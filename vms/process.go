@@ -13,9 +13,9 @@ import (
 
 // Chunk is a piece of process or shell output.
 type Chunk struct {
-	Stream string    `json:"stream"` // "stdout" | "stderr"
-	Data   []byte    `json:"-"`
-	Time   time.Time `json:"ts"`
+	Stream string // "stdout" | "stderr"
+	Data   []byte
+	Time   time.Time
 }
 
 // ExecRequest is a one-shot command: a command line (Command), or an argv
@@ -103,14 +103,14 @@ func launchError(err error, what string) error {
 
 // ExecResult is a finished one-shot command.
 type ExecResult struct {
-	ExitCode        int           `json:"exitCode"`
-	Signal          string        `json:"signal,omitempty"`
-	Stdout          []byte        `json:"-"`
-	Stderr          []byte        `json:"-"`
-	StdoutTruncated bool          `json:"-"`
-	StderrTruncated bool          `json:"-"`
-	Duration        time.Duration `json:"-"`
-	Pid             uint32        `json:"-"`
+	ExitCode        int
+	Signal          string
+	Stdout          []byte
+	Stderr          []byte
+	StdoutTruncated bool
+	StderrTruncated bool
+	Duration        time.Duration
+	Pid             uint32
 }
 
 // countProcess enforces the tenant's process quota and returns its release.
