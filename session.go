@@ -104,8 +104,9 @@ type Permission struct {
 	ToolCall  json.RawMessage `json:"toolCall"`
 	AskedAt   time.Time       `json:"askedAt"`
 	// Status is pending, answered or dropped.
-	Status   string              `json:"status"`
-	Decision *PermissionDecision `json:"decision,omitempty"`
+	Status string `json:"status"`
+	// Decision is null until the request is settled.
+	Decision *PermissionDecision `json:"decision"`
 }
 
 // Who can decide a permission request.

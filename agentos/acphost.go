@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 // JSON-RPC error codes used in answers to ACP host requests.
@@ -229,7 +231,7 @@ func (tt *terminalTable) get(params json.RawMessage) (*terminal, string, error) 
 	return t, p.TerminalID, nil
 }
 
-func exitStatusJSON(st ExitStatus) map[string]any {
+func exitStatusJSON(st gateway.ExitStatus) map[string]any {
 	m := map[string]any{"exitCode": st.ExitCode, "signal": nil}
 	if st.Signal != "" {
 		m["signal"] = st.Signal

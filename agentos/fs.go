@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
 
@@ -36,15 +37,6 @@ type FileInfo struct {
 	Nlink      uint64      `json:"nlink"`
 	UID        uint32      `json:"uid"`
 	GID        uint32      `json:"gid"`
-}
-
-// DirEntry is one entry of a directory listing.
-type DirEntry struct {
-	Name      string `json:"name"`
-	Path      string `json:"path"`
-	IsDir     bool   `json:"isDirectory"`
-	IsSymlink bool   `json:"isSymbolicLink"`
-	Size      int64  `json:"size"`
 }
 
 // CheckPath validates a guest path: absolute, no NUL byte, and no ".." that
@@ -211,7 +203,7 @@ func (vm *VM) Mkdir(ctx context.Context, p string, parents bool) error {
 }
 
 // ReadDir lists a directory.
-func (vm *VM) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
+func (vm *VM) ReadDir(ctx context.Context, p string) ([]gateway.DirEntry, error) {
 	r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationReadDir, Path: p})
 	if err != nil {
 		return nil, err
@@ -229,7 +221,7 @@ type ReadDirOptions struct {
 }
 
 // ReadDirRecursive lists a directory tree, flattened.
-func (vm *VM) ReadDirRecursive(ctx context.Context, p string, o ReadDirOptions) ([]DirEntry, error) {
+func (vm *VM) ReadDirRecursive(ctx context.Context, p string, o ReadDirOptions) ([]gateway.DirEntry, error) {
 	for _, pat := range o.Exclude {
 		if _, err := path.Match(pat, ""); err != nil {
 			return nil, fmt.Errorf("%w: exclude pattern %q: %v", ErrInvalidArgument, pat, err)
@@ -265,7 +257,7 @@ func (vm *VM) ReadDirRecursive(ctx context.Context, p string, o ReadDirOptions) 
 	return out, nil
 }
 
-func excluded(e DirEntry, patterns []string) bool {
+func excluded(e gateway.DirEntry, patterns []string) bool {
 	for _, pat := range patterns {
 		if ok, _ := path.Match(pat, e.Name); ok {
 			return true
@@ -286,13 +278,13 @@ func underAny(p string, prefixes []string) bool {
 	return false
 }
 
-func dirEntries(r protocol.GuestFilesystemResultResponse) []DirEntry {
+func dirEntries(r protocol.GuestFilesystemResultResponse) []gateway.DirEntry {
 	if r.Entries == nil {
-		return []DirEntry{}
+		return []gateway.DirEntry{}
 	}
-	out := make([]DirEntry, len(*r.Entries))
+	out := make([]gateway.DirEntry, len(*r.Entries))
 	for i, e := range *r.Entries {
-		out[i] = DirEntry{Name: e.Name, Path: e.Path, IsDir: e.IsDirectory, IsSymlink: e.IsSymbolicLink, Size: int64(e.Size)}
+		out[i] = gateway.DirEntry{Name: e.Name, Path: e.Path, IsDir: e.IsDirectory, IsSymlink: e.IsSymbolicLink, Size: int64(e.Size)}
 	}
 	return out
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 func TestCheckPath(t *testing.T) {
@@ -201,7 +203,7 @@ func TestLargeFileRoundTrip(t *testing.T) {
 	}
 }
 
-func entryNames(es []DirEntry) []string {
+func entryNames(es []gateway.DirEntry) []string {
 	out := make([]string, len(es))
 	for i, e := range es {
 		out[i] = e.Name
@@ -209,7 +211,7 @@ func entryNames(es []DirEntry) []string {
 	return out
 }
 
-func entryPaths(es []DirEntry) []string {
+func entryPaths(es []gateway.DirEntry) []string {
 	out := make([]string, len(es))
 	for i, e := range es {
 		out[i] = e.Path

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
 
@@ -44,13 +45,6 @@ type Output struct {
 	Time   time.Time
 }
 
-// ExitStatus is how a process ended. Signal is set when the client killed
-// the process with that signal and the exit code is 128+signo.
-type ExitStatus struct {
-	ExitCode int
-	Signal   string
-}
-
 // ProcessInfo is a row of a VM's process table.
 type ProcessInfo struct {
 	ProcessID string
@@ -59,7 +53,7 @@ type ProcessInfo struct {
 	Args      []string
 	Cwd       string
 	Running   bool
-	Exit      *ExitStatus
+	Exit      *gateway.ExitStatus
 	StartedAt time.Time
 	ExitedAt  time.Time
 	// Err is set when the process's fate is unknown: its VM was disposed or
@@ -345,8 +339,8 @@ func (p *Process) Info() ProcessInfo {
 	return info
 }
 
-func (p *Process) statusLocked() ExitStatus {
-	st := ExitStatus{ExitCode: p.exitCode}
+func (p *Process) statusLocked() gateway.ExitStatus {
+	st := gateway.ExitStatus{ExitCode: p.exitCode}
 	if p.lastSignal != "" && p.exitCode == 128+signalNumber(p.lastSignal) {
 		st.Signal = p.lastSignal
 	}
@@ -430,7 +424,7 @@ func (p *Process) settle() {
 	// The exit event goes out before waiters wake, so that whatever a waiter
 	// does next (dispose the VM, say) comes after it in the VM's events.
 	p.vm.noteExited(p.id)
-	p.vm.events.publish(VMEvent{Kind: "process_exit", Time: time.Now(), Process: &ProcessExit{ProcessID: p.id, ExitCode: st.ExitCode, Signal: st.Signal}})
+	p.vm.events.publish(Event{Kind: "process_exit", Time: time.Now(), Process: &ProcessExit{ProcessID: p.id, ExitStatus: st}})
 	close(p.done)
 	p.notify()
 }
@@ -464,16 +458,16 @@ func (p *Process) fail(err error) {
 
 // Wait waits for the process to exit. It returns the exit status, or an
 // error when the exit could not be observed (VM disposed, sidecar died).
-func (p *Process) Wait(ctx context.Context) (ExitStatus, error) {
+func (p *Process) Wait(ctx context.Context) (gateway.ExitStatus, error) {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return ExitStatus{}, ctx.Err()
+		return gateway.ExitStatus{}, ctx.Err()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
-		return ExitStatus{}, p.err
+		return gateway.ExitStatus{}, p.err
 	}
 	return p.statusLocked(), nil
 }

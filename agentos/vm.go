@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
 
@@ -92,9 +93,10 @@ type VMOptions struct {
 	EventBuffer int
 }
 
-// VMEvent is something that happened to a VM: a life-cycle change, a limit
-// warning, a process exit, or another structured event of the sidecar.
-type VMEvent struct {
+// Event is something that happened to a VM as the engine reports it: a
+// life-cycle change, a limit warning, a process exit, or another structured
+// event of the sidecar. The gateway's own VM events are gateway.VMEvent.
+type Event struct {
 	Kind    string            `json:"kind"` // "lifecycle", "limit_warning", "process_exit", "structured"
 	Time    time.Time         `json:"time"`
 	State   VMState           `json:"state,omitempty"`
@@ -104,11 +106,10 @@ type VMEvent struct {
 	Process *ProcessExit      `json:"process,omitempty"`
 }
 
-// ProcessExit describes a finished process in a VMEvent.
+// ProcessExit describes a finished process in an Event.
 type ProcessExit struct {
 	ProcessID string `json:"processId"`
-	ExitCode  int    `json:"exitCode"`
-	Signal    string `json:"signal,omitempty"`
+	gateway.ExitStatus
 }
 
 // VM is one agentOS virtual machine hosted by a Sidecar.
@@ -131,7 +132,7 @@ type VM struct {
 	procs     map[string]*Process
 	exitedIDs []string // exited process ids, oldest first, for eviction
 	sessions  map[string]*Session
-	events    hub[VMEvent]
+	events    hub[Event]
 	acpEvents hub[SessionEvent]
 	nextProc  atomic.Int64
 
@@ -161,7 +162,7 @@ func (vm *VM) State() (VMState, error) {
 }
 
 // Subscribe returns a bounded feed of the VM's events.
-func (vm *VM) Subscribe(buffer int) *Subscription[VMEvent] { return vm.events.subscribe(buffer) }
+func (vm *VM) Subscribe(buffer int) *Subscription[Event] { return vm.events.subscribe(buffer) }
 
 // vmConfigJSON is the CreateVmRequest config the sidecar parses; field order
 // follows the official SDK.
@@ -519,7 +520,7 @@ func (vm *VM) Dispose(ctx context.Context) error {
 	}
 	vm.state = VMDisposing
 	vm.mu.Unlock()
-	vm.events.publish(VMEvent{Kind: "lifecycle", Time: time.Now(), State: VMDisposing})
+	vm.events.publish(Event{Kind: "lifecycle", Time: time.Now(), State: VMDisposing})
 
 	vm.closeSessions(ctx)
 	resp, err := vm.s.call(ctx, vm.own, protocol.DisposeVMRequest{Reason: protocol.DisposeReasonRequested})
@@ -583,7 +584,7 @@ func (vm *VM) finish(state VMState, err error) {
 	if err != nil && state == VMLost {
 		reason = err.Error()
 	}
-	vm.events.publish(VMEvent{Kind: "lifecycle", Time: time.Now(), State: state, Reason: reason})
+	vm.events.publish(Event{Kind: "lifecycle", Time: time.Now(), State: state, Reason: reason})
 	vm.events.close(err)
 	vm.acpEvents.close(err)
 	vm.cleanupFiles()
@@ -619,7 +620,7 @@ func (vm *VM) handleEvent(ev protocol.EventPayload) {
 		if e.Name == "limit_warning" {
 			kind = "limit_warning"
 		}
-		vm.events.publish(VMEvent{Kind: kind, Time: time.Now(), Name: e.Name, Detail: e.Detail.ToMap()})
+		vm.events.publish(Event{Kind: kind, Time: time.Now(), Name: e.Name, Detail: e.Detail.ToMap()})
 	case protocol.ExtEnvelope:
 		if e.Namespace == protocol.ACPNamespace {
 			vm.handleACPEvent(e.Payload)
@@ -663,7 +664,7 @@ func (vm *VM) onLifecycle(st protocol.VMLifecycleState) {
 		}
 	}
 	vm.mu.Unlock()
-	vm.events.publish(VMEvent{Kind: "lifecycle", Time: time.Now(), State: next})
+	vm.events.publish(Event{Kind: "lifecycle", Time: time.Now(), State: next})
 }
 
 // stateRank orders the states a VM moves through.

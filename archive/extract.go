@@ -23,10 +23,10 @@ type Limits struct {
 // Stats count what an extraction wrote. A hard link counts as a file of no
 // bytes.
 type Stats struct {
-	Files    int   `json:"files"`
-	Dirs     int   `json:"dirs"`
-	Symlinks int   `json:"symlinks"`
-	Bytes    int64 `json:"bytes"`
+	Files    int
+	Dirs     int
+	Symlinks int
+	Bytes    int64
 }
 
 // Extract reads a tar archive from r and recreates its entries under root,

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/archive"
 )
 
@@ -152,11 +153,5 @@ func (s *Server) writeArchive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, archiveExtractedJSON{Path: p, Stats: st})
-}
-
-// archiveExtractedJSON is the answer of an archive upload.
-type archiveExtractedJSON struct {
-	Path string `json:"path"`
-	archive.Stats
+	writeJSON(w, http.StatusOK, api.ArchiveExtracted{Path: p, Files: st.Files, Dirs: st.Dirs, Symlinks: st.Symlinks, Bytes: st.Bytes})
 }

@@ -21,6 +21,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -59,66 +60,44 @@ const (
 	streamStderr byte = 2
 )
 
-// serverFrame is a control frame from the gateway to a client.
-type serverFrame struct {
-	Type string `json:"type"`
-	// Seq: hello, the sequence the next binary frame follows; exit, the
-	// last sequence of the output.
-	Seq      *uint64 `json:"seq,omitempty"`
-	From     uint64  `json:"from,omitempty"`
-	To       uint64  `json:"to,omitempty"`
-	ExitCode *int    `json:"exitCode,omitempty"`
-	Signal   *string `json:"signal,omitempty"`
-	Code     string  `json:"code,omitempty"`
-	Detail   string  `json:"detail,omitempty"`
-}
-
-// controlFrame is a control frame from a client.
-type controlFrame struct {
-	Type   string `json:"type"`
-	Cols   uint16 `json:"cols,omitempty"`
-	Rows   uint16 `json:"rows,omitempty"`
-	Signal string `json:"signal,omitempty"`
-}
-
 // errControl is why a client's control frame was refused; the connection is
 // closed with it as the reason.
 var errControl = errors.New("bad control frame")
 
 // decodeControl parses a client's text frame, accepting only the types in
 // allowed.
-func decodeControl(b []byte, allowed ...string) (controlFrame, error) {
-	var f controlFrame
+func decodeControl(b []byte, allowed ...string) (api.AttachControlFrame, error) {
+	var f api.AttachControlFrame
 	if len(b) > maxControlFrame {
 		return f, fmt.Errorf("%w: over %d bytes", errControl, maxControlFrame)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return controlFrame{}, fmt.Errorf("%w: not a JSON object of known fields", errControl)
+		return api.AttachControlFrame{}, fmt.Errorf("%w: not a JSON object of known fields", errControl)
 	}
 	if dec.More() {
-		return controlFrame{}, fmt.Errorf("%w: more than one JSON value", errControl)
+		return api.AttachControlFrame{}, fmt.Errorf("%w: more than one JSON value", errControl)
 	}
 	known := false
 	for _, a := range allowed {
 		known = known || f.Type == a
 	}
 	if !known {
-		return controlFrame{}, fmt.Errorf("%w: type must be one of %s", errControl, strings.Join(allowed, ", "))
+		return api.AttachControlFrame{}, fmt.Errorf("%w: type must be one of %s", errControl, strings.Join(allowed, ", "))
 	}
 	switch f.Type {
 	case "resize":
 		if f.Cols < 1 || f.Cols > 1000 || f.Rows < 1 || f.Rows > 1000 || f.Signal != "" {
-			return controlFrame{}, fmt.Errorf("%w: resize needs cols and rows in [1, 1000]", errControl)
+			return api.AttachControlFrame{}, fmt.Errorf("%w: resize needs cols and rows in [1, 1000]", errControl)
 		}
 	case "signal":
 		if f.Signal == "" || len(f.Signal) > 16 || f.Cols != 0 || f.Rows != 0 {
-			return controlFrame{}, fmt.Errorf("%w: signal needs a signal name", errControl)
+			return api.AttachControlFrame{}, fmt.Errorf("%w: signal needs a signal name", errControl)
 		}
 	default:
 		if f.Cols != 0 || f.Rows != 0 || f.Signal != "" {
-			return controlFrame{}, fmt.Errorf("%w: %s takes no other field", errControl, f.Type)
+			return api.AttachControlFrame{}, fmt.Errorf("%w: %s takes no other field", errControl, f.Type)
 		}
 	}
 	return f, nil
@@ -135,10 +114,10 @@ type attachTarget struct {
 	// received, when set, sees each input frame as soon as it arrives.
 	received func(data []byte)
 	// control applies a decoded control frame.
-	control func(ctx context.Context, f controlFrame) error
+	control func(ctx context.Context, f api.AttachControlFrame) error
 	// exit is the end of the output: exit status, or the reason it is
 	// unknowable.
-	exit func(endErr error) (*vms.ExitStatus, error)
+	exit func(endErr error) (*gateway.ExitStatus, error)
 	// attached, when set, runs for the connection's life and returns its
 	// undo.
 	attached func() func()
@@ -147,7 +126,7 @@ type attachTarget struct {
 // inputItem is one client frame waiting for the engine, in arrival order.
 type inputItem struct {
 	data    []byte
-	control *controlFrame
+	control *api.AttachControlFrame
 }
 
 // inputQueue is the client frames waiting for the engine, bounded in
@@ -380,7 +359,7 @@ func (s *Server) attachOutput(ctx context.Context, conn *websocket.Conn, t attac
 		defer cancel()
 		return conn.Write(wctx, typ, b)
 	}
-	sendJSON := func(f serverFrame) error {
+	sendJSON := func(f api.AttachServerFrame) error {
 		b, _ := json.Marshal(f)
 		return send(websocket.MessageText, b)
 	}
@@ -393,7 +372,7 @@ func (s *Server) attachOutput(ctx context.Context, conn *websocket.Conn, t attac
 		}
 	}
 	cursor := after
-	if err := sendJSON(serverFrame{Type: "hello", Seq: &cursor}); err != nil {
+	if err := sendJSON(api.AttachServerFrame{Type: "hello", Seq: &cursor}); err != nil {
 		return gone()
 	}
 	for {
@@ -402,7 +381,7 @@ func (s *Server) attachOutput(ctx context.Context, conn *websocket.Conn, t attac
 			return gone()
 		}
 		if b.GapTo > 0 {
-			if err := sendJSON(serverFrame{Type: "gap", From: b.GapFrom, To: b.GapTo}); err != nil {
+			if err := sendJSON(api.AttachServerFrame{Type: "gap", From: b.GapFrom, To: b.GapTo}); err != nil {
 				return gone()
 			}
 			cursor = b.GapTo
@@ -411,7 +390,7 @@ func (s *Server) attachOutput(ctx context.Context, conn *websocket.Conn, t attac
 			// Each binary frame is the next sequence; a hole in the
 			// numbering is announced like a dropped range.
 			if e.Seq > cursor+1 {
-				if err := sendJSON(serverFrame{Type: "gap", From: cursor + 1, To: e.Seq - 1}); err != nil {
+				if err := sendJSON(api.AttachServerFrame{Type: "gap", From: cursor + 1, To: e.Seq - 1}); err != nil {
 					return gone()
 				}
 			}
@@ -422,10 +401,10 @@ func (s *Server) attachOutput(ctx context.Context, conn *websocket.Conn, t attac
 		}
 		if b.Done {
 			last := cursor
-			f := serverFrame{Type: "exit", Seq: &last}
+			f := api.AttachServerFrame{Type: "exit", Seq: &last}
 			exit, err := t.exit(b.Err)
 			if err != nil {
-				f.Code, f.Detail = string(gateway.ErrorCode(err)), gateway.ErrorMessage(err)
+				f.Code, f.Detail = gateway.ErrorCode(err), gateway.ErrorMessage(err)
 			} else {
 				f.ExitCode = &exit.ExitCode
 				if exit.Signal != "" {
@@ -501,7 +480,7 @@ func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, t attach
 			err = t.input(ctx, item.data)
 		}
 		if err != nil && ctx.Err() == nil {
-			b, _ := json.Marshal(serverFrame{Type: "error", Code: string(gateway.ErrorCode(err)), Detail: gateway.ErrorMessage(err)})
+			b, _ := json.Marshal(api.AttachServerFrame{Type: "error", Code: gateway.ErrorCode(err), Detail: gateway.ErrorMessage(err)})
 			wctx, cancel := context.WithTimeout(ctx, attachWriteTimeout)
 			_ = conn.Write(wctx, websocket.MessageText, b)
 			cancel()
@@ -548,7 +527,7 @@ func (s *Server) attachShell(w http.ResponseWriter, r *http.Request) {
 		frame:    func(c vms.Chunk) []byte { return c.Data },
 		input:    sh.WriteInput,
 		received: sh.NoteReplies,
-		control: func(ctx context.Context, f controlFrame) error {
+		control: func(ctx context.Context, f api.AttachControlFrame) error {
 			return sh.Resize(ctx, f.Cols, f.Rows)
 		},
 		exit:     endStatus(sh.Exit),
@@ -575,7 +554,7 @@ func (s *Server) attachProcess(w http.ResponseWriter, r *http.Request) {
 			return append([]byte{prefix}, c.Data...)
 		},
 		input: p.WriteStdin,
-		control: func(ctx context.Context, f controlFrame) error {
+		control: func(ctx context.Context, f api.AttachControlFrame) error {
 			if f.Type == "signal" {
 				return p.Signal(ctx, f.Signal)
 			}
@@ -587,8 +566,8 @@ func (s *Server) attachProcess(w http.ResponseWriter, r *http.Request) {
 
 // endStatus adapts an Exit method: the status, or why it is unknowable
 // (the error the log closed with when the target has none).
-func endStatus(exit func() (*vms.ExitStatus, error)) func(error) (*vms.ExitStatus, error) {
-	return func(endErr error) (*vms.ExitStatus, error) {
+func endStatus(exit func() (*gateway.ExitStatus, error)) func(error) (*gateway.ExitStatus, error) {
+	return func(endErr error) (*gateway.ExitStatus, error) {
 		st, err := exit()
 		if err == nil && st == nil {
 			err = endErr

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 func TestDecodeControl(t *testing.T) {
@@ -15,29 +17,29 @@ func TestDecodeControl(t *testing.T) {
 		name    string
 		in      string
 		allowed []string
-		want    controlFrame
+		want    api.AttachControlFrame
 		ok      bool
 	}{
-		{"resize", `{"type":"resize","cols":120,"rows":40}`, shell, controlFrame{Type: "resize", Cols: 120, Rows: 40}, true},
-		{"resize, spaces around", " {\"type\":\"resize\",\"cols\":1,\"rows\":1000}\n", shell, controlFrame{Type: "resize", Cols: 1, Rows: 1000}, true},
-		{"resize too wide", `{"type":"resize","cols":1001,"rows":40}`, shell, controlFrame{}, false},
-		{"resize without rows", `{"type":"resize","cols":80}`, shell, controlFrame{}, false},
-		{"resize with a signal", `{"type":"resize","cols":80,"rows":24,"signal":"SIGINT"}`, shell, controlFrame{}, false},
-		{"resize on a process", `{"type":"resize","cols":80,"rows":24}`, proc, controlFrame{}, false},
-		{"negative size", `{"type":"resize","cols":-1,"rows":24}`, shell, controlFrame{}, false},
-		{"close_stdin", `{"type":"close_stdin"}`, proc, controlFrame{Type: "close_stdin"}, true},
-		{"close_stdin with a size", `{"type":"close_stdin","cols":3}`, proc, controlFrame{}, false},
-		{"signal", `{"type":"signal","signal":"SIGTERM"}`, proc, controlFrame{Type: "signal", Signal: "SIGTERM"}, true},
-		{"signal without a name", `{"type":"signal"}`, proc, controlFrame{}, false},
-		{"signal name too long", `{"type":"signal","signal":"` + strings.Repeat("X", 17) + `"}`, proc, controlFrame{}, false},
-		{"signal on a shell", `{"type":"signal","signal":"SIGTERM"}`, shell, controlFrame{}, false},
-		{"unknown type", `{"type":"paste"}`, shell, controlFrame{}, false},
-		{"no type", `{}`, shell, controlFrame{}, false},
-		{"unknown field", `{"type":"resize","cols":80,"rows":24,"x":1}`, shell, controlFrame{}, false},
-		{"two values", `{"type":"close_stdin"}{"type":"close_stdin"}`, proc, controlFrame{}, false},
-		{"not JSON", `resize 80 24`, shell, controlFrame{}, false},
-		{"array", `["resize"]`, shell, controlFrame{}, false},
-		{"too large", `{"type":"close_stdin"}` + strings.Repeat(" ", maxControlFrame), proc, controlFrame{}, false},
+		{"resize", `{"type":"resize","cols":120,"rows":40}`, shell, api.AttachControlFrame{Type: "resize", Cols: 120, Rows: 40}, true},
+		{"resize, spaces around", " {\"type\":\"resize\",\"cols\":1,\"rows\":1000}\n", shell, api.AttachControlFrame{Type: "resize", Cols: 1, Rows: 1000}, true},
+		{"resize too wide", `{"type":"resize","cols":1001,"rows":40}`, shell, api.AttachControlFrame{}, false},
+		{"resize without rows", `{"type":"resize","cols":80}`, shell, api.AttachControlFrame{}, false},
+		{"resize with a signal", `{"type":"resize","cols":80,"rows":24,"signal":"SIGINT"}`, shell, api.AttachControlFrame{}, false},
+		{"resize on a process", `{"type":"resize","cols":80,"rows":24}`, proc, api.AttachControlFrame{}, false},
+		{"negative size", `{"type":"resize","cols":-1,"rows":24}`, shell, api.AttachControlFrame{}, false},
+		{"close_stdin", `{"type":"close_stdin"}`, proc, api.AttachControlFrame{Type: "close_stdin"}, true},
+		{"close_stdin with a size", `{"type":"close_stdin","cols":3}`, proc, api.AttachControlFrame{}, false},
+		{"signal", `{"type":"signal","signal":"SIGTERM"}`, proc, api.AttachControlFrame{Type: "signal", Signal: "SIGTERM"}, true},
+		{"signal without a name", `{"type":"signal"}`, proc, api.AttachControlFrame{}, false},
+		{"signal name too long", `{"type":"signal","signal":"` + strings.Repeat("X", 17) + `"}`, proc, api.AttachControlFrame{}, false},
+		{"signal on a shell", `{"type":"signal","signal":"SIGTERM"}`, shell, api.AttachControlFrame{}, false},
+		{"unknown type", `{"type":"paste"}`, shell, api.AttachControlFrame{}, false},
+		{"no type", `{}`, shell, api.AttachControlFrame{}, false},
+		{"unknown field", `{"type":"resize","cols":80,"rows":24,"x":1}`, shell, api.AttachControlFrame{}, false},
+		{"two values", `{"type":"close_stdin"}{"type":"close_stdin"}`, proc, api.AttachControlFrame{}, false},
+		{"not JSON", `resize 80 24`, shell, api.AttachControlFrame{}, false},
+		{"array", `["resize"]`, shell, api.AttachControlFrame{}, false},
+		{"too large", `{"type":"close_stdin"}` + strings.Repeat(" ", maxControlFrame), proc, api.AttachControlFrame{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

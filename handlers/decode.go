@@ -16,6 +16,7 @@ import (
 	"github.com/go-playground/validator/v10"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 var validate = newValidator()
@@ -99,9 +100,9 @@ var requestTypes = structsByName(requestBodies...)
 
 // requestBodies are the request body types, one of each.
 var requestBodies = []any{
-	createVMRequest{}, execRequest{}, spawnRequest{}, signalRequest{}, openShellRequest{}, resizeRequest{},
-	mkdirRequest{}, moveRequest{}, createTenantRequest{}, updateTenantRequest{}, openSessionRequest{},
-	promptRequest{}, answerPermissionRequest{}, setConfigRequest{}, gateway.PermissionDefault{},
+	api.CreateVMRequest{}, api.ExecRequest{}, api.SpawnRequest{}, api.SignalRequest{}, api.OpenShellRequest{}, api.ResizeRequest{},
+	api.MkdirRequest{}, api.MoveRequest{}, api.CreateTenantRequest{}, api.UpdateTenantRequest{}, api.OpenSessionRequest{},
+	api.PromptRequest{}, api.AnswerPermissionRequest{}, api.SetConfigRequest{}, gateway.PermissionDefault{},
 }
 
 // embeddedStructs are the Go names of the untagged embedded structs of the
@@ -406,7 +407,7 @@ type location struct {
 	isMap bool
 }
 
-// locate resolves a validator struct namespace ("execRequest.commandJSON.
+// locate resolves a validator struct namespace ("ExecRequest.Invocation.
 // Argv[2]") against the type it was validated from.
 func locate(root reflect.Type, ns string) location {
 	var loc location

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // A validation error names the field as the JSON body spells it: nested
@@ -20,14 +21,14 @@ func TestValidateStructNamesJSONFields(t *testing.T) {
 		v     any
 		field string
 	}{
-		{"embedded", &execRequest{commandJSON: commandJSON{Command: "true", Cwd: "relative"}}, "cwd"},
-		{"embedded in spawn", &spawnRequest{commandJSON{Command: "b", Cwd: "relative"}}, "cwd"},
-		{"nested", &createTenantRequest{Name: "t", Quotas: quotasJSON{MaxVMs: ptr(-1)}}, "quotas.maxVms"},
-		{"top level", &openSessionRequest{Agent: "pi", PermissionPolicy: "sometimes"}, "permissionPolicy"},
-		{"pointer to struct", &openSessionRequest{Agent: "pi", PermissionDefault: &gateway.PermissionDefault{Decision: "maybe", TimeoutSeconds: 1}}, "permissionDefault.decision"},
-		{"array item", &execRequest{commandJSON: commandJSON{Argv: []string{"a", "b", "c\x00"}}}, "argv[2]"},
-		{"object key", &execRequest{commandJSON: commandJSON{Command: "true", Env: map[string]string{"A=B": "x"}}}, "env.A=B"},
-		{"object value", &openShellRequest{Env: map[string]string{"A": "x\x00y"}}, "env.A"},
+		{"embedded", &api.ExecRequest{Invocation: api.Invocation{Command: "true", Cwd: "relative"}}, "cwd"},
+		{"embedded in spawn", &api.SpawnRequest{Invocation: api.Invocation{Command: "b", Cwd: "relative"}}, "cwd"},
+		{"nested", &api.CreateTenantRequest{Name: "t", Quotas: api.QuotasUpdate{MaxVMs: ptr(-1)}}, "quotas.maxVms"},
+		{"top level", &api.OpenSessionRequest{Agent: "pi", PermissionPolicy: "sometimes"}, "permissionPolicy"},
+		{"pointer to struct", &api.OpenSessionRequest{Agent: "pi", PermissionDefault: &gateway.PermissionDefault{Decision: "maybe", TimeoutSeconds: 1}}, "permissionDefault.decision"},
+		{"array item", &api.ExecRequest{Invocation: api.Invocation{Argv: []string{"a", "b", "c\x00"}}}, "argv[2]"},
+		{"object key", &api.ExecRequest{Invocation: api.Invocation{Command: "true", Env: map[string]string{"A=B": "x"}}}, "env.A=B"},
+		{"object value", &api.OpenShellRequest{Env: map[string]string{"A": "x\x00y"}}, "env.A"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := validateStruct(c.v)
@@ -48,38 +49,38 @@ func TestDecodeMessages(t *testing.T) {
 		field   string
 		message string
 	}{
-		{&createVMRequest{}, `[]`, "", "the body must be a JSON object"},
-		{&createVMRequest{}, `"x"`, "", "the body must be a JSON object"},
-		{&createVMRequest{}, `{"labels":`, "", "the body is not valid JSON: it ends in the middle of a value"},
-		{&createVMRequest{}, `{"labels":{},}`, "", "the body is not valid JSON (error at byte 14)"},
-		{&createVMRequest{}, `{"env":{"A=B":"x"}}`, "env.A=B", `env key "A=B" is not a valid environment variable name: it must not be empty or contain "=" or NUL bytes`},
-		{&createVMRequest{}, `{"env":{"A\u0000":"x"}}`, "env.A\x00", `env key "A\x00" is not a valid environment variable name: it must not be empty or contain "=" or NUL bytes`},
-		{&createVMRequest{}, `{"env":{"A":"x\u0000y"}}`, "env.A", `the value of env key "A" must not contain NUL bytes`},
-		{&createVMRequest{}, `{"env":{"A":1}}`, "env", `field "env" must be an object whose values are strings`},
-		{&createVMRequest{}, `{"limits":[]}`, "limits", `field "limits" must be an object`},
-		{&createVMRequest{}, `{"labels":{"":"x"}}`, "labels.", `labels key "" must not be empty`},
-		{&createVMRequest{}, `{"labels":{"a":"` + strings.Repeat("x", 257) + `"}}`, "labels.a", `the value of labels key "a" must be at most 256 characters long`},
-		{&createVMRequest{}, `{"loopbackExemptPorts":[70000]}`, "loopbackExemptPorts", `field "loopbackExemptPorts" must be an array of integers from 1 to 65535`},
-		{&createVMRequest{}, `{"loopbackExemptPorts":[0]}`, "loopbackExemptPorts[0]", `field "loopbackExemptPorts[0]" must be an integer from 1 to 65535`},
-		{&createVMRequest{}, `{"idleTimeoutSeconds":1e400}`, "idleTimeoutSeconds", `field "idleTimeoutSeconds" must be an integer from 0 to 604800`},
-		{&createVMRequest{}, `{"agents":["x"]}`, "agents[0]", `field "agents[0]" must be one of: pi, claude, codex, opencode`},
-		{&createVMRequest{}, `{"software":[""]}`, "software[0]", `field "software[0]" must not be empty`},
-		{&execRequest{}, `{"argv":["a","b\u0000"]}`, "argv[1]", `field "argv[1]" must not contain NUL bytes`},
-		{&execRequest{}, `{"argv":[1]}`, "argv", `field "argv" must be an array of strings`},
-		{&spawnRequest{}, `{"argv":"ls"}`, "argv", `field "argv" must be an array of strings`},
-		{&execRequest{}, `{"command":"ls","cwd":"x"}`, "cwd", `field "cwd" must be an absolute path`},
-		{&execRequest{}, `{"command":"ls\u0000x"}`, "command", `field "command" must not contain NUL bytes`},
-		{&execRequest{}, `{"command":"ls","timeoutMs":"x"}`, "timeoutMs", `field "timeoutMs" must be an integer from 0 to 86400000`},
-		{&execRequest{}, `{"command":"ls","stdinEncoding":"hex"}`, "stdinEncoding", `field "stdinEncoding" must be one of: utf8, base64`},
-		{&openShellRequest{}, `{"cols":70000}`, "cols", `field "cols" must be an integer from 1 to 1000`},
-		{&openShellRequest{}, `{"cols":2000}`, "cols", `field "cols" must be an integer from 1 to 1000`},
-		{&resizeRequest{}, `{"rows":1}`, "cols", `field "cols" must be an integer from 1 to 1000`},
-		{&createTenantRequest{}, `{"name":"x","quotas":{"maxVms":"x"}}`, "quotas.maxVms", `field "quotas.maxVms" must be an integer from 0 to 100000`},
-		{&createTenantRequest{}, `{"name":"x","quotas":{"requestsPerSecond":-1}}`, "quotas.requestsPerSecond", `field "quotas.requestsPerSecond" must be a number from 0 to 100000`},
-		{&createTenantRequest{}, `{}`, "name", `field "name" is required`},
-		{&openSessionRequest{}, `{"agent":"pi","permissionDefault":{"decision":"allow","timeoutSeconds":"x"}}`, "permissionDefault.timeoutSeconds", `field "permissionDefault.timeoutSeconds" must be an integer from 1 to 604800`},
-		{&openSessionRequest{}, `{"agent":"pi","additionalDirectories":["x"]}`, "additionalDirectories[0]", `field "additionalDirectories[0]" must be an absolute path`},
-		{&signalRequest{}, `{"signal":"SIGTERMSIGTERMSIGTERM"}`, "signal", `field "signal" must be at most 16 characters long`},
+		{&api.CreateVMRequest{}, `[]`, "", "the body must be a JSON object"},
+		{&api.CreateVMRequest{}, `"x"`, "", "the body must be a JSON object"},
+		{&api.CreateVMRequest{}, `{"labels":`, "", "the body is not valid JSON: it ends in the middle of a value"},
+		{&api.CreateVMRequest{}, `{"labels":{},}`, "", "the body is not valid JSON (error at byte 14)"},
+		{&api.CreateVMRequest{}, `{"env":{"A=B":"x"}}`, "env.A=B", `env key "A=B" is not a valid environment variable name: it must not be empty or contain "=" or NUL bytes`},
+		{&api.CreateVMRequest{}, `{"env":{"A\u0000":"x"}}`, "env.A\x00", `env key "A\x00" is not a valid environment variable name: it must not be empty or contain "=" or NUL bytes`},
+		{&api.CreateVMRequest{}, `{"env":{"A":"x\u0000y"}}`, "env.A", `the value of env key "A" must not contain NUL bytes`},
+		{&api.CreateVMRequest{}, `{"env":{"A":1}}`, "env", `field "env" must be an object whose values are strings`},
+		{&api.CreateVMRequest{}, `{"limits":[]}`, "limits", `field "limits" must be an object`},
+		{&api.CreateVMRequest{}, `{"labels":{"":"x"}}`, "labels.", `labels key "" must not be empty`},
+		{&api.CreateVMRequest{}, `{"labels":{"a":"` + strings.Repeat("x", 257) + `"}}`, "labels.a", `the value of labels key "a" must be at most 256 characters long`},
+		{&api.CreateVMRequest{}, `{"loopbackExemptPorts":[70000]}`, "loopbackExemptPorts", `field "loopbackExemptPorts" must be an array of integers from 1 to 65535`},
+		{&api.CreateVMRequest{}, `{"loopbackExemptPorts":[0]}`, "loopbackExemptPorts[0]", `field "loopbackExemptPorts[0]" must be an integer from 1 to 65535`},
+		{&api.CreateVMRequest{}, `{"idleTimeoutSeconds":1e400}`, "idleTimeoutSeconds", `field "idleTimeoutSeconds" must be an integer from 0 to 604800`},
+		{&api.CreateVMRequest{}, `{"agents":["x"]}`, "agents[0]", `field "agents[0]" must be one of: pi, claude, codex, opencode`},
+		{&api.CreateVMRequest{}, `{"software":[""]}`, "software[0]", `field "software[0]" must not be empty`},
+		{&api.ExecRequest{}, `{"argv":["a","b\u0000"]}`, "argv[1]", `field "argv[1]" must not contain NUL bytes`},
+		{&api.ExecRequest{}, `{"argv":[1]}`, "argv", `field "argv" must be an array of strings`},
+		{&api.SpawnRequest{}, `{"argv":"ls"}`, "argv", `field "argv" must be an array of strings`},
+		{&api.ExecRequest{}, `{"command":"ls","cwd":"x"}`, "cwd", `field "cwd" must be an absolute path`},
+		{&api.ExecRequest{}, `{"command":"ls\u0000x"}`, "command", `field "command" must not contain NUL bytes`},
+		{&api.ExecRequest{}, `{"command":"ls","timeoutMs":"x"}`, "timeoutMs", `field "timeoutMs" must be an integer from 0 to 86400000`},
+		{&api.ExecRequest{}, `{"command":"ls","stdinEncoding":"hex"}`, "stdinEncoding", `field "stdinEncoding" must be one of: utf8, base64`},
+		{&api.OpenShellRequest{}, `{"cols":70000}`, "cols", `field "cols" must be an integer from 1 to 1000`},
+		{&api.OpenShellRequest{}, `{"cols":2000}`, "cols", `field "cols" must be an integer from 1 to 1000`},
+		{&api.ResizeRequest{}, `{"rows":1}`, "cols", `field "cols" must be an integer from 1 to 1000`},
+		{&api.CreateTenantRequest{}, `{"name":"x","quotas":{"maxVms":"x"}}`, "quotas.maxVms", `field "quotas.maxVms" must be an integer from 0 to 100000`},
+		{&api.CreateTenantRequest{}, `{"name":"x","quotas":{"requestsPerSecond":-1}}`, "quotas.requestsPerSecond", `field "quotas.requestsPerSecond" must be a number from 0 to 100000`},
+		{&api.CreateTenantRequest{}, `{}`, "name", `field "name" is required`},
+		{&api.OpenSessionRequest{}, `{"agent":"pi","permissionDefault":{"decision":"allow","timeoutSeconds":"x"}}`, "permissionDefault.timeoutSeconds", `field "permissionDefault.timeoutSeconds" must be an integer from 1 to 604800`},
+		{&api.OpenSessionRequest{}, `{"agent":"pi","additionalDirectories":["x"]}`, "additionalDirectories[0]", `field "additionalDirectories[0]" must be an absolute path`},
+		{&api.SignalRequest{}, `{"signal":"SIGTERMSIGTERMSIGTERM"}`, "signal", `field "signal" must be at most 16 characters long`},
 	} {
 		t.Run(c.body, func(t *testing.T) {
 			err := decodeJSONBytes([]byte(c.body), 1<<20, c.v)
@@ -99,9 +100,9 @@ func TestDecodeMessages(t *testing.T) {
 
 // internalWords are what a message must never show: Go types, the
 // validator's tags, encoding/json's and the engine's wording.
-var internalWords = regexp.MustCompile(`handlers\.|gateway\.|\[\]|map\[|uint|int8|int16|int32|int64|float|interface|\bstruct\b|json:|RawMessage|Go (value|struct)|` +
+var internalWords = regexp.MustCompile(`handlers\.|api\.|gateway\.|\[\]|map\[|uint|int8|int16|int32|int64|float|interface|\bstruct\b|json:|RawMessage|Go (value|struct)|` +
 	`required_without|excluded_with|startswith|oneof|omitempty|dive|endkeys|\bgte\b|\blte\b|nonul|envkey|\bfails\b|\bmin=|\bmax=|` +
-	`Request\b|commandJSON|quotasJSON|sessionSettingsJSON|ERR_AGENTOS|serde|sidecar path|storage stat|node_modules|/tmp|/root|/work`)
+	`Request\b|Invocation|QuotasUpdate|SessionSettingsUpdate|ERR_AGENTOS|serde|sidecar path|storage stat|node_modules|/tmp|/root|/work`)
 
 // checkClean fails t if err is not a bad-input *gateway.Error whose message
 // is in the gateway's words.

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // statusOf is the one place where error codes become HTTP statuses.
@@ -33,21 +34,6 @@ var statusOf = map[gateway.Code]int{
 	gateway.CodeRangeNotSatisfiable: http.StatusRequestedRangeNotSatisfiable,
 }
 
-// Problem is an RFC 9457 problem document with the gateway's stable code.
-type Problem struct {
-	Type      string         `json:"type"`
-	Title     string         `json:"title"`
-	Status    int            `json:"status"`
-	Detail    string         `json:"detail"`
-	Instance  string         `json:"instance,omitempty"`
-	Code      gateway.Code   `json:"code"`
-	RequestID string         `json:"requestId,omitempty"`
-	Details   map[string]any `json:"details,omitempty"`
-}
-
-// ProblemType is the URI prefix of the problem types, one per code.
-const ProblemType = "urn:agentos-gateway:problem:"
-
 // writeError renders err as problem+json. Internal causes are logged, never
 // shown.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -56,8 +42,8 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == 0 {
 		status = http.StatusInternalServerError
 	}
-	p := Problem{
-		Type: ProblemType + string(code), Title: http.StatusText(status), Status: status,
+	p := api.Problem{
+		Type: api.ProblemType + string(code), Title: http.StatusText(status), Status: status,
 		Detail: gateway.ErrorMessage(err), Instance: r.URL.Path, Code: code, RequestID: requestID(r.Context()),
 	}
 	var ge *gateway.Error

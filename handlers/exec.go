@@ -13,38 +13,10 @@ import (
 	"unicode/utf8"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
-
-// execRequest is the body of POST /v1/vms/{vm}/exec.
-type execRequest struct {
-	commandJSON
-	Stdin          *string `json:"stdin"`
-	StdinEncoding  string  `json:"stdinEncoding" validate:"omitempty,oneof=utf8 base64"`
-	TimeoutMs      int64   `json:"timeoutMs" validate:"gte=0,lte=86400000"`
-	MaxOutputBytes int     `json:"maxOutputBytes" validate:"gte=0,lte=16777216"`
-}
-
-// execResultJSON is the answer of a buffered exec.
-type execResultJSON struct {
-	ExitCode   int    `json:"exitCode"`
-	Signal     string `json:"signal,omitempty"`
-	Stdout     string `json:"stdout"`
-	Stderr     string `json:"stderr"`
-	Encoding   string `json:"encoding"` // "utf8" or "base64", for both streams
-	Truncated  bool   `json:"truncated"`
-	DurationMs int64  `json:"durationMs"`
-}
-
-// outputJSON is the data of stdout/stderr SSE events.
-type outputJSON struct {
-	Seq      uint64 `json:"seq"`
-	Stream   string `json:"stream"`
-	Data     string `json:"data"`
-	Encoding string `json:"encoding"`
-	TS       string `json:"ts"`
-}
 
 // encodeBytes returns output as JSON text: as is when it is text, base64
 // when it is not valid UTF-8 or is binary (see isBinary).
@@ -88,27 +60,15 @@ func isBinary(b []byte) bool {
 	return control*10 > len(b) || escaped > 2*len(b)
 }
 
-func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
 func wantsEventStream(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// commandJSON is what to run, in exec and spawn bodies: a command line
-// (command alone), a program and its arguments run without a shell (command
-// with args), or an argv run without a shell.
-type commandJSON struct {
-	Command string            `json:"command" validate:"max=131072,nonul"`
-	Args    []string          `json:"args" validate:"omitempty,max=4096,dive,max=131072,nonul"`
-	Argv    []string          `json:"argv" validate:"omitempty,max=4096,dive,max=131072,nonul"`
-	Cwd     string            `json:"cwd" validate:"omitempty,startswith=/,max=4096,nonul"`
-	Env     map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
-}
-
-// resolve checks the combination of command, args and argv and returns the
-// command line or the argv to run (exactly one of them is set). An empty
-// args list still means "no shell": `{"command":"ls","args":[]}` runs ls.
-func (c commandJSON) resolve() (string, []string, error) {
+// resolveInvocation checks the combination of command, args and argv and
+// returns the command line or the argv to run (exactly one of them is set).
+// An empty args list still means "no shell": `{"command":"ls","args":[]}`
+// runs ls.
+func resolveInvocation(c api.Invocation) (string, []string, error) {
 	switch {
 	case c.Argv != nil && (c.Command != "" || c.Args != nil):
 		return "", nil, gateway.Errorf(gateway.CodeInvalidArgument,
@@ -128,8 +88,9 @@ func (c commandJSON) resolve() (string, []string, error) {
 	return c.Command, nil, nil
 }
 
-func (req *execRequest) toService() (vms.ExecRequest, error) {
-	command, argv, err := req.resolve()
+// execService is the service's request for an exec body.
+func execService(req *api.ExecRequest) (vms.ExecRequest, error) {
+	command, argv, err := resolveInvocation(req.Invocation)
 	if err != nil {
 		return vms.ExecRequest{}, err
 	}
@@ -154,12 +115,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	var req execRequest
+	var req api.ExecRequest
 	if err := decodeJSONBytes(body, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	sreq, err := req.toService()
+	sreq, err := execService(&req)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -196,8 +157,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 }
 
 // execResultBody is the JSON answer of a finished exec.
-func execResultBody(res *vms.ExecResult) execResultJSON {
-	out := execResultJSON{ExitCode: res.ExitCode, Signal: res.Signal, Encoding: "utf8",
+func execResultBody(res *vms.ExecResult) api.ExecResult {
+	out := api.ExecResult{ExitCode: res.ExitCode, Signal: res.Signal, Encoding: "utf8",
 		Truncated: res.StdoutTruncated || res.StderrTruncated, DurationMs: res.Duration.Milliseconds()}
 	var e1, e2 string
 	out.Stdout, e1 = encodeBytes(res.Stdout)
@@ -239,7 +200,7 @@ func (s *Server) execStreamIdempotent(w http.ResponseWriter, r *http.Request, bo
 // problem as itself, a result as its events.
 func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, outcome *idempotency.Outcome) {
 	w.Header().Set("Idempotent-Replayed", "true")
-	var res execResultJSON
+	var res api.ExecResult
 	if err := outcome.Err(); err != nil {
 		writeError(w, r, err)
 		return
@@ -267,11 +228,7 @@ func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, outcom
 				return err
 			}
 		}
-		var sig any
-		if res.Signal != "" {
-			sig = res.Signal
-		}
-		b, _ := json.Marshal(map[string]any{"exitCode": res.ExitCode, "signal": sig, "truncated": res.Truncated, "durationMs": res.DurationMs})
+		b, _ := json.Marshal(api.ExecExitEvent{ExitCode: res.ExitCode, Signal: signalOrNull(res.Signal), Truncated: res.Truncated, DurationMs: res.DurationMs})
 		return emit(sseEvent{ID: strconv.FormatUint(seq, 10), Event: "exit", Data: b})
 	})
 }
@@ -314,7 +271,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gatew
 
 func outputEvent(e vms.Entry[vms.Chunk]) sseEvent {
 	data, enc := encodeBytes(e.V.Data)
-	b, _ := json.Marshal(outputJSON{Seq: e.Seq, Stream: e.V.Stream, Data: data, Encoding: enc, TS: rfc3339(e.V.Time)})
+	b, _ := json.Marshal(api.OutputEvent{Seq: e.Seq, Stream: e.V.Stream, Data: data, Encoding: enc, TS: e.V.Time.UTC()})
 	return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: e.V.Stream, Data: b}
 }
 
@@ -322,12 +279,8 @@ func exitEvent(last uint64, res *vms.ExecResult, err error) sseEvent {
 	if err != nil {
 		return endEvent(last, err)
 	}
-	var sig any
-	if res.Signal != "" {
-		sig = res.Signal
-	}
-	b, _ := json.Marshal(map[string]any{"exitCode": res.ExitCode, "signal": sig,
-		"truncated": res.StdoutTruncated || res.StderrTruncated, "durationMs": res.Duration.Milliseconds()})
+	b, _ := json.Marshal(api.ExecExitEvent{ExitCode: res.ExitCode, Signal: signalOrNull(res.Signal),
+		Truncated: res.StdoutTruncated || res.StderrTruncated, DurationMs: res.Duration.Milliseconds()})
 	return sseEvent{ID: strconv.FormatUint(last, 10), Event: "exit", Data: b}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 func TestEncodeBytes(t *testing.T) {
@@ -90,25 +91,25 @@ func FuzzEncodeBytes(f *testing.F) {
 func TestCommandResolve(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		in      commandJSON
+		in      api.Invocation
 		command string
 		argv    []string
 		field   string
 	}{
-		{name: "command line", in: commandJSON{Command: "ls -l"}, command: "ls -l"},
-		{name: "command and args", in: commandJSON{Command: "ls", Args: []string{"-l", "a b"}}, argv: []string{"ls", "-l", "a b"}},
-		{name: "command and empty args", in: commandJSON{Command: "ls", Args: []string{}}, argv: []string{"ls"}},
-		{name: "argv", in: commandJSON{Argv: []string{"ls", "-l"}}, argv: []string{"ls", "-l"}},
-		{name: "argv and command", in: commandJSON{Argv: []string{"ls"}, Command: "ls"}, field: "argv"},
-		{name: "argv and args", in: commandJSON{Argv: []string{"ls"}, Args: []string{"-l"}}, field: "argv"},
-		{name: "args alone", in: commandJSON{Args: []string{"-l"}}, field: "args"},
-		{name: "empty argv", in: commandJSON{Argv: []string{}}, field: "argv"},
-		{name: "argv without a program", in: commandJSON{Argv: []string{"", "x"}}, field: "argv"},
-		{name: "blank command", in: commandJSON{Command: " \t"}, field: "command"},
+		{name: "command line", in: api.Invocation{Command: "ls -l"}, command: "ls -l"},
+		{name: "command and args", in: api.Invocation{Command: "ls", Args: []string{"-l", "a b"}}, argv: []string{"ls", "-l", "a b"}},
+		{name: "command and empty args", in: api.Invocation{Command: "ls", Args: []string{}}, argv: []string{"ls"}},
+		{name: "argv", in: api.Invocation{Argv: []string{"ls", "-l"}}, argv: []string{"ls", "-l"}},
+		{name: "argv and command", in: api.Invocation{Argv: []string{"ls"}, Command: "ls"}, field: "argv"},
+		{name: "argv and args", in: api.Invocation{Argv: []string{"ls"}, Args: []string{"-l"}}, field: "argv"},
+		{name: "args alone", in: api.Invocation{Args: []string{"-l"}}, field: "args"},
+		{name: "empty argv", in: api.Invocation{Argv: []string{}}, field: "argv"},
+		{name: "argv without a program", in: api.Invocation{Argv: []string{"", "x"}}, field: "argv"},
+		{name: "blank command", in: api.Invocation{Command: " \t"}, field: "command"},
 		{name: "nothing", field: "command"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			command, argv, err := tc.in.resolve()
+			command, argv, err := resolveInvocation(tc.in)
 			var ge *gateway.Error
 			switch {
 			case tc.field != "":

@@ -13,6 +13,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -233,7 +234,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"path": p, "size": n})
+	writeJSON(w, http.StatusOK, api.FileWritten{Path: p, Size: n})
 }
 
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
@@ -276,15 +277,11 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listJSON[agentos.DirEntry]{Items: entries})
-}
-
-type mkdirRequest struct {
-	Path string `json:"path" validate:"required,startswith=/,max=4096"`
+	writeJSON(w, http.StatusOK, api.List[gateway.DirEntry]{Items: entries})
 }
 
 func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
-	var req mkdirRequest
+	var req api.MkdirRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -303,16 +300,11 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"path": p})
-}
-
-type moveRequest struct {
-	From string `json:"from" validate:"required,startswith=/,max=4096"`
-	To   string `json:"to" validate:"required,startswith=/,max=4096"`
+	writeJSON(w, http.StatusCreated, api.DirCreated{Path: p})
 }
 
 func (s *Server) move(w http.ResponseWriter, r *http.Request) {
-	var req moveRequest
+	var req api.MoveRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -332,19 +324,7 @@ func (s *Server) move(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"from": from, "to": to})
-}
-
-// statJSON is a file's metadata.
-type statJSON struct {
-	Path      string `json:"path"`
-	Size      int64  `json:"size"`
-	Mode      uint32 `json:"mode"`
-	IsDir     bool   `json:"isDirectory"`
-	IsSymlink bool   `json:"isSymbolicLink"`
-	ModTime   string `json:"mtime"`
-	Uid       uint32 `json:"uid"`
-	Gid       uint32 `json:"gid"`
+	writeJSON(w, http.StatusOK, api.Moved{From: from, To: to})
 }
 
 func (s *Server) stat(w http.ResponseWriter, r *http.Request) {
@@ -358,6 +338,6 @@ func (s *Server) stat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statJSON{Path: p, Size: info.Size, Mode: info.RawMode, IsDir: info.IsDir, IsSymlink: info.IsSymlink,
-		ModTime: rfc3339(info.ModTime), Uid: info.UID, Gid: info.GID})
+	writeJSON(w, http.StatusOK, api.Stat{Path: p, Size: info.Size, Mode: info.RawMode, IsDir: info.IsDir, IsSymlink: info.IsSymlink,
+		ModTime: info.ModTime.UTC(), Uid: info.UID, Gid: info.GID})
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // ProblemListener wraps a listener so that the few answers net/http writes
@@ -98,8 +99,8 @@ func rewritePlainError(b []byte) ([]byte, bool) {
 	if _, reason, ok := bytes.Cut(body, []byte(": ")); ok {
 		detail = "the request could not be read: " + string(reason)
 	}
-	doc, _ := json.Marshal(Problem{
-		Type: ProblemType + string(code), Title: http.StatusText(status), Status: status, Detail: detail, Code: code,
+	doc, _ := json.Marshal(api.Problem{
+		Type: api.ProblemType + string(code), Title: http.StatusText(status), Status: status, Detail: detail, Code: code,
 	})
 	var out bytes.Buffer
 	out.WriteString(proto + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // TestProblemListener sends what only net/http itself answers, over a real
@@ -58,7 +60,7 @@ func TestProblemListener(t *testing.T) {
 				t.Fatalf("read response: %v", err)
 			}
 			defer resp.Body.Close()
-			var p Problem
+			var p api.Problem
 			if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
 				t.Fatalf("body is not JSON: %v", err)
 			}
@@ -93,7 +95,7 @@ func FuzzRewritePlainError(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rewritten answer is not HTTP: %v\n%q", err, out)
 		}
-		var p Problem
+		var p api.Problem
 		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || p.Status != resp.StatusCode {
 			t.Fatalf("rewritten body %+v, %v", p, err)
 		}

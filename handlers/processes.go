@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -10,13 +9,9 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
-
-// spawnRequest is the body of POST /v1/vms/{vm}/processes.
-type spawnRequest struct {
-	commandJSON
-}
 
 func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
@@ -24,12 +19,12 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	var req spawnRequest
+	var req api.SpawnRequest
 	if err := decodeJSONBytes(body, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	command, argv, err := req.resolve()
+	command, argv, err := resolveInvocation(req.Invocation)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -51,7 +46,7 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listJSON[vms.ProcessInfo]{Items: ps})
+	writeJSON(w, http.StatusOK, api.List[gateway.ProcessInfo]{Items: ps})
 }
 
 // process resolves {vm} and {pid} and holds the VM for the request.
@@ -108,12 +103,7 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return []sseEvent{endEvent(last, err)}
 			}
-			var sig any
-			if exit.Signal != "" {
-				sig = exit.Signal
-			}
-			b, _ := json.Marshal(map[string]any{"exitCode": exit.ExitCode, "signal": sig})
-			return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "exit", Data: b}}
+			return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "exit", Data: exitJSON(exit)}}
 		})
 	})
 }
@@ -132,7 +122,7 @@ func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"written": len(data)})
+	writeJSON(w, http.StatusOK, api.StdinWritten{Written: len(data)})
 }
 
 func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request) {
@@ -148,12 +138,8 @@ func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-type signalRequest struct {
-	Signal string `json:"signal" validate:"required,max=16"`
-}
-
 func (s *Server) processSignal(w http.ResponseWriter, r *http.Request) {
-	var req signalRequest
+	var req api.SignalRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return

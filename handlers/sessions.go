@@ -9,21 +9,9 @@ import (
 	"strings"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 )
-
-// openSessionRequest is the body of POST /v1/vms/{vm}/sessions.
-type openSessionRequest struct {
-	SessionID              string                     `json:"sessionId" validate:"omitempty,max=128"`
-	Agent                  string                     `json:"agent" validate:"required,max=64"`
-	Cwd                    string                     `json:"cwd" validate:"omitempty,startswith=/,max=4096,nonul"`
-	Env                    map[string]string          `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
-	AdditionalDirectories  []string                   `json:"additionalDirectories" validate:"omitempty,max=64,dive,startswith=/,max=4096,nonul"`
-	MCPServers             json.RawMessage            `json:"mcpServers"`
-	PermissionPolicy       string                     `json:"permissionPolicy" validate:"omitempty,oneof=ask allow_all reject_all"`
-	PermissionDefault      *gateway.PermissionDefault `json:"permissionDefault"`
-	AdditionalInstructions string                     `json:"additionalInstructions" validate:"max=65536,nonul"`
-}
 
 // sessionIDPattern keeps caller-chosen session ids safe in paths and logs.
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
@@ -34,11 +22,11 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listJSON[sessions.Agent]{Items: agents})
+	writeJSON(w, http.StatusOK, api.List[gateway.Agent]{Items: agents})
 }
 
 func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
-	var req openSessionRequest
+	var req api.OpenSessionRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -72,28 +60,14 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, sessionResource(sess))
 }
 
-// sessionJSON is a session as the API shows it.
-type sessionJSON struct {
-	ID                    string                     `json:"id"`
-	VMID                  string                     `json:"vmId"`
-	Agent                 string                     `json:"agent"`
-	Cwd                   string                     `json:"cwd"`
-	AdditionalDirectories []string                   `json:"additionalDirectories"`
-	PermissionPolicy      string                     `json:"permissionPolicy"`
-	PermissionDefault     *gateway.PermissionDefault `json:"permissionDefault"`
-	State                 gateway.SessionState       `json:"state"`
-	PendingPermissions    []permissionJSON           `json:"pendingPermissions"`
-	LatestSequence        uint64                     `json:"latestSequence"`
-	CreatedAt             string                     `json:"createdAt"`
-	UpdatedAt             string                     `json:"updatedAt"`
-}
-
-func sessionResource(s gateway.Session) sessionJSON {
-	out := sessionJSON{
+// sessionResource is a session as the API shows it: times in UTC, empty
+// lists rather than absent ones.
+func sessionResource(s gateway.Session) api.Session {
+	out := api.Session{
 		ID: s.ID, VMID: s.VMID, Agent: s.Agent, Cwd: s.Cwd, AdditionalDirectories: s.AdditionalDirectories,
 		PermissionPolicy: s.PermissionPolicy, PermissionDefault: s.PermissionDefault, State: s.State,
 		PendingPermissions: permissionResources(s.PendingPermissions), LatestSequence: s.LatestSequence,
-		CreatedAt: rfc3339(s.CreatedAt), UpdatedAt: rfc3339(s.UpdatedAt),
+		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if out.AdditionalDirectories == nil {
 		out.AdditionalDirectories = []string{}
@@ -101,21 +75,13 @@ func sessionResource(s gateway.Session) sessionJSON {
 	return out
 }
 
-// permissionJSON is a permission request as the API shows it.
-type permissionJSON struct {
-	RequestID string                      `json:"requestId"`
-	Options   json.RawMessage             `json:"options"`
-	ToolCall  json.RawMessage             `json:"toolCall"`
-	AskedAt   string                      `json:"askedAt"`
-	Status    string                      `json:"status"`
-	Decision  *gateway.PermissionDecision `json:"decision"`
-}
-
-func permissionResources(ps []gateway.Permission) []permissionJSON {
-	out := make([]permissionJSON, len(ps))
+// permissionResources are permission requests as the API shows them:
+// options and tool call null when the agent sent none, times in UTC.
+func permissionResources(ps []gateway.Permission) []gateway.Permission {
+	out := make([]gateway.Permission, len(ps))
 	for i, p := range ps {
-		out[i] = permissionJSON{RequestID: p.RequestID, Options: nullIfEmpty(p.Options), ToolCall: nullIfEmpty(p.ToolCall),
-			AskedAt: rfc3339(p.AskedAt), Status: p.Status, Decision: p.Decision}
+		p.Options, p.ToolCall, p.AskedAt = nullIfEmpty(p.Options), nullIfEmpty(p.ToolCall), p.AskedAt.UTC()
+		out[i] = p
 	}
 	return out
 }
@@ -138,11 +104,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	items := make([]sessionJSON, len(page.Items))
+	items := make([]api.Session, len(page.Items))
 	for i, ses := range page.Items {
 		items[i] = sessionResource(ses)
 	}
-	writeJSON(w, http.StatusOK, listJSON[sessionJSON]{Items: items, NextCursor: page.NextCursor})
+	writeJSON(w, http.StatusOK, api.List[api.Session]{Items: items, NextCursor: page.NextCursor})
 }
 
 // sessionPath is the tenant and the {vm} and {session} of a request.
@@ -179,23 +145,12 @@ func (s *Server) unloadSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sessionResource(sess))
 }
 
-// promptRequest is the body of POST .../sessions/{session}/prompt.
-type promptRequest struct {
-	Content        json.RawMessage `json:"content"`
-	IdempotencyKey string          `json:"idempotencyKey" validate:"max=255,nonul"`
-}
-
-// promptAcceptedJSON answers an asynchronous prompt.
-type promptAcceptedJSON struct {
-	Status string `json:"status"` // "accepted"
-}
-
 // prompt runs a turn. It answers at the end of the turn, or at once (202)
 // with Prefer: respond-async, the turn then being followed through events.
 func (s *Server) prompt(w http.ResponseWriter, r *http.Request) {
 	// Images and audio are base64 blocks: prompts have a limit of their
 	// own, larger than other JSON bodies' and within the engine's frames.
-	var req promptRequest
+	var req api.PromptRequest
 	if err := decodeJSON(w, r, s.cfg.MaxPromptBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -217,7 +172,7 @@ func (s *Server) prompt(w http.ResponseWriter, r *http.Request) {
 	if out.Accepted {
 		w.Header().Set("Preference-Applied", "respond-async")
 		w.Header().Set("Location", "/v1/vms/"+vmID+"/sessions/"+id)
-		writeJSON(w, http.StatusAccepted, promptAcceptedJSON{Status: "accepted"})
+		writeJSON(w, http.StatusAccepted, api.PromptAccepted{Status: "accepted"})
 		return
 	}
 	writeJSON(w, http.StatusOK, out.Result)
@@ -237,11 +192,6 @@ func preferAsync(r *http.Request) bool {
 	return false
 }
 
-// cancelJSON answers a cancel.
-type cancelJSON struct {
-	Status string `json:"status"`
-}
-
 func (s *Server) cancelPrompt(w http.ResponseWriter, r *http.Request) {
 	tenantID, vmID, id := sessionPath(r)
 	status, err := s.sessions.Cancel(r.Context(), tenantID, vmID, id)
@@ -249,7 +199,7 @@ func (s *Server) cancelPrompt(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, cancelJSON{Status: status})
+	writeJSON(w, http.StatusOK, api.CancelResult{Status: status})
 }
 
 func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) {
@@ -259,16 +209,11 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listJSON[permissionJSON]{Items: permissionResources(ps)})
-}
-
-// answerPermissionRequest is the body of POST .../permissions/{request}.
-type answerPermissionRequest struct {
-	OptionID string `json:"optionId" validate:"required,max=256,nonul"`
+	writeJSON(w, http.StatusOK, api.List[gateway.Permission]{Items: permissionResources(ps)})
 }
 
 func (s *Server) answerPermission(w http.ResponseWriter, r *http.Request) {
-	var req answerPermissionRequest
+	var req api.AnswerPermissionRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -293,23 +238,14 @@ func (s *Server) getSessionConfig(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, configResource(c))
 }
 
-// configJSON is an agent's configuration.
-type configJSON struct {
-	Revision uint64          `json:"revision"`
-	Options  json.RawMessage `json:"options"`
-}
-
-func configResource(c sessions.SessionConfig) configJSON {
-	return configJSON{Revision: c.Revision, Options: nullIfEmpty(c.Options)}
-}
-
-// setConfigRequest is the body of PUT .../config/{config}.
-type setConfigRequest struct {
-	Value json.RawMessage `json:"value"`
+// configResource is an agent's configuration as the API shows it: options
+// null when the agent has none.
+func configResource(c sessions.SessionConfig) api.SessionConfig {
+	return api.SessionConfig{Revision: c.Revision, Options: nullIfEmpty(c.Options)}
 }
 
 func (s *Server) setSessionConfig(w http.ResponseWriter, r *http.Request) {
-	var req setConfigRequest
+	var req api.SetConfigRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -354,13 +290,6 @@ func writeRawJSON(w http.ResponseWriter, raw json.RawMessage) {
 	_, _ = w.Write([]byte("\n"))
 }
 
-// historyJSON is a page of durable session events.
-type historyJSON struct {
-	Events        []json.RawMessage `json:"events"`
-	HasMoreBefore bool              `json:"hasMoreBefore"`
-	HasMoreAfter  bool              `json:"hasMoreAfter"`
-}
-
 func (s *Server) sessionHistory(w http.ResponseWriter, r *http.Request) {
 	q, err := historyQuery(r)
 	if err != nil {
@@ -373,7 +302,7 @@ func (s *Server) sessionHistory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	out := historyJSON{Events: make([]json.RawMessage, len(page.Events)), HasMoreBefore: page.HasMoreBefore, HasMoreAfter: page.HasMoreAfter}
+	out := api.SessionHistory{Events: make([]json.RawMessage, len(page.Events)), HasMoreBefore: page.HasMoreBefore, HasMoreAfter: page.HasMoreAfter}
 	for i, e := range page.Events {
 		out.Events[i] = e.Data
 	}
@@ -442,6 +371,6 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func problemData(err error) []byte {
-	b, _ := json.Marshal(map[string]any{"code": gateway.ErrorCode(err), "detail": gateway.ErrorMessage(err)})
+	b, _ := json.Marshal(api.ErrorEvent{Code: gateway.ErrorCode(err), Detail: gateway.ErrorMessage(err)})
 	return b
 }

@@ -7,19 +7,12 @@ import (
 	"strconv"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
-type openShellRequest struct {
-	Shell string            `json:"shell" validate:"omitempty,oneof=sh bash"`
-	Cols  uint16            `json:"cols" validate:"omitempty,min=1,max=1000"`
-	Rows  uint16            `json:"rows" validate:"omitempty,min=1,max=1000"`
-	Cwd   string            `json:"cwd" validate:"omitempty,startswith=/,max=4096,nonul"`
-	Env   map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
-}
-
 func (s *Server) openShell(w http.ResponseWriter, r *http.Request) {
-	var req openShellRequest
+	var req api.OpenShellRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -37,7 +30,7 @@ func (s *Server) openShell(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"shellId": sh.ID()})
+	writeJSON(w, http.StatusCreated, api.ShellCreated{ShellID: sh.ID()})
 }
 
 func (s *Server) listShells(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +39,7 @@ func (s *Server) listShells(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listJSON[vms.ShellInfo]{Items: shs})
+	writeJSON(w, http.StatusOK, api.List[gateway.ShellInfo]{Items: shs})
 }
 
 func (s *Server) getShell(w http.ResponseWriter, r *http.Request) {
@@ -84,13 +77,8 @@ func (s *Server) shellInput(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-type resizeRequest struct {
-	Cols uint16 `json:"cols" validate:"required,min=1,max=1000"`
-	Rows uint16 `json:"rows" validate:"required,min=1,max=1000"`
-}
-
 func (s *Server) shellResize(w http.ResponseWriter, r *http.Request) {
-	var req resizeRequest
+	var req api.ResizeRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -134,7 +122,7 @@ func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
 
 // shellEnd renders the end of a shell's output: end with the exit status,
 // or error when the end is unknowable.
-func shellEnd(exit func() (*vms.ExitStatus, error)) func(last uint64, endErr error) []sseEvent {
+func shellEnd(exit func() (*gateway.ExitStatus, error)) func(last uint64, endErr error) []sseEvent {
 	return func(last uint64, endErr error) []sseEvent {
 		st, err := endStatus(exit)(endErr)
 		if err != nil {
@@ -146,13 +134,18 @@ func shellEnd(exit func() (*vms.ExitStatus, error)) func(last uint64, endErr err
 
 // exitJSON is an exit status as the streams carry it: signal is null when
 // the program exited by itself.
-func exitJSON(exit *vms.ExitStatus) []byte {
-	var sig any
-	if exit.Signal != "" {
-		sig = exit.Signal
-	}
-	b, _ := json.Marshal(map[string]any{"exitCode": exit.ExitCode, "signal": sig})
+func exitJSON(exit *gateway.ExitStatus) []byte {
+	b, _ := json.Marshal(api.ProcessExitEvent{ExitCode: exit.ExitCode, Signal: signalOrNull(exit.Signal)})
 	return b
+}
+
+// signalOrNull is a signal name as the exit events carry it: null when
+// there is none.
+func signalOrNull(sig string) *string {
+	if sig == "" {
+		return nil
+	}
+	return &sig
 }
 
 // closeShell kills a running shell or removes the record of an ended one.

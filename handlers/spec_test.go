@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
-	"github.com/agentos-gateway/agentos-gateway/archive"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
@@ -165,7 +162,7 @@ func (e *specEnv) do(method, path, key string, header map[string]string, body st
 }
 
 func specProblemCode(b []byte) string {
-	var p Problem
+	var p api.Problem
 	_ = json.Unmarshal(b, &p)
 	return string(p.Code)
 }
@@ -370,7 +367,7 @@ func TestDeletedKeyStopsWorking(t *testing.T) {
 	if status != 201 {
 		t.Fatalf("create key: %d %s", status, body)
 	}
-	var k keyJSON
+	var k api.APIKey
 	if err := json.Unmarshal(body, &k); err != nil || k.Key == "" {
 		t.Fatalf("created key %s: %v", body, err)
 	}
@@ -463,11 +460,11 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	check("POST", exec, exitEvent(2, &vms.ExecResult{ExitCode: 0, Duration: time.Millisecond}, nil))
 	check("POST", exec, exitEvent(2, &vms.ExecResult{ExitCode: 137, Signal: "SIGKILL", StdoutTruncated: true}, nil))
 	check("POST", exec, exitEvent(2, nil, gateway.Errorf(gateway.CodeDeadlineExceeded, "exec: deadline exceeded")))
-	shellExit := func(st *vms.ExitStatus) func() (*vms.ExitStatus, error) {
-		return func() (*vms.ExitStatus, error) { return st, nil }
+	shellExit := func(st *gateway.ExitStatus) func() (*gateway.ExitStatus, error) {
+		return func() (*gateway.ExitStatus, error) { return st, nil }
 	}
-	check("GET", shellOut, shellEnd(shellExit(&vms.ExitStatus{ExitCode: 3}))(3, nil)[0])
-	check("GET", shellOut, shellEnd(shellExit(&vms.ExitStatus{ExitCode: 137, Signal: "SIGKILL"}))(3, nil)[0])
+	check("GET", shellOut, shellEnd(shellExit(&gateway.ExitStatus{ExitCode: 3}))(3, nil)[0])
+	check("GET", shellOut, shellEnd(shellExit(&gateway.ExitStatus{ExitCode: 137, Signal: "SIGKILL"}))(3, nil)[0])
 	check("GET", shellOut, shellEnd(shellExit(nil))(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed"))[0])
 	check("GET", shellOut, endEvent(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed")))
 	check("GET", procOut, endEvent(3, errors.New("boom")))
@@ -480,7 +477,7 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	}
 	log.Close(nil)
 	var got []sseEvent
-	err := followLog(context.Background(), log, 0, func(ev sseEvent) error { got = append(got, ev); return nil }, outputEvent, shellEnd(shellExit(&vms.ExitStatus{})))
+	err := followLog(context.Background(), log, 0, func(ev sseEvent) error { got = append(got, ev); return nil }, outputEvent, shellEnd(shellExit(&gateway.ExitStatus{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,15 +494,15 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	}
 
 	// VM events: the SSE event name is the event's type.
-	for _, v := range []vms.VMEvent{
+	for _, v := range []gateway.VMEvent{
 		{Type: "state", Time: now, State: gateway.VMReady},
 		{Type: "state", Time: now, State: gateway.VMLost, Reason: "sidecar died"},
 		{Type: "limit_warning", Time: now, Name: "memory", Detail: map[string]string{"used": "90%"}},
-		{Type: "process_exit", Time: now, Pid: 7, Exit: &vms.ExitStatus{ExitCode: 1, Signal: "SIGTERM"}},
+		{Type: "process_exit", Time: now, Pid: 7, Exit: &gateway.ExitStatus{ExitCode: 1, Signal: "SIGTERM"}},
 		{Type: "structured", Time: now, Name: "events_dropped"},
 	} {
 		data, _ := json.Marshal(v)
-		check("GET", events, sseEvent{Event: v.Type, Data: data})
+		check("GET", events, sseEvent{Event: string(v.Type), Data: data})
 	}
 
 	// Agent session events: the SSE event name is the sessions.Event kind.
@@ -544,9 +541,9 @@ var specPermissionOptions = json.RawMessage(`[{"optionId":"allow-once","name":"A
 // specDurableEvents are durable session events of each type, as the
 // recorder stores and serves them.
 func specDurableEvents(now time.Time) []json.RawMessage {
-	ts := now.UTC().Format(time.RFC3339Nano)
+	ts := now.UTC()
 	out := []json.RawMessage{}
-	for _, e := range []sessions.EventData{
+	for _, e := range []gateway.SessionEventData{
 		{Sequence: 1, Timestamp: ts, Type: "user_message_chunk", Update: json.RawMessage(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}`)},
 		{Sequence: 2, Timestamp: ts, Type: "tool_call", Update: json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"ls","status":"pending"}`)},
 		{Sequence: 3, Timestamp: ts, Type: "permission_request", RequestID: "req_1", Options: specPermissionOptions,
@@ -564,94 +561,12 @@ func specDurableEvents(now time.Time) []json.RawMessage {
 	return out
 }
 
-// specKeys returns a map's keys, sorted.
-func specKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// The Go types the handlers decode and encode have exactly the fields of
-// their schemas, and a response field is required in the schema exactly
-// when Go always sends it.
-func TestGoTypesMatchSchemas(t *testing.T) {
-	doc := apispec.MustLoad(t)
-	for _, c := range []struct {
-		schema   string
-		v        any
-		response bool
-	}{
-		{"CreateVMRequest", createVMRequest{}, false},
-		{"ExecRequest", execRequest{}, false},
-		{"SpawnRequest", spawnRequest{}, false},
-		{"SignalRequest", signalRequest{}, false},
-		{"OpenShellRequest", openShellRequest{}, false},
-		{"ResizeRequest", resizeRequest{}, false},
-		{"MkdirRequest", mkdirRequest{}, false},
-		{"MoveRequest", moveRequest{}, false},
-		{"CreateTenantRequest", createTenantRequest{}, false},
-		{"UpdateTenantRequest", updateTenantRequest{}, false},
-		{"QuotasUpdate", quotasJSON{}, false},
-		{"Problem", Problem{}, true},
-		{"VM", vmJSON{}, true},
-		{"VMList", listJSON[vmJSON]{}, true},
-		{"ExecResult", execResultJSON{}, true},
-		{"OutputEvent", outputJSON{}, true},
-		{"CreatedAPIKey", keyJSON{}, false}, // key is omitempty in Go, always there when created
-		{"Sidecar", sidecarJSON{}, true},
-		{"Stat", statJSON{}, true},
-		{"ArchiveExtracted", archiveExtractedJSON{}, true},
-		{"ProcessInfo", vms.ProcessInfo{}, true},
-		{"ExitStatus", vms.ExitStatus{}, true},
-		{"Shell", vms.ShellInfo{}, true},
-		{"ShellList", listJSON[vms.ShellInfo]{}, true},
-		{"AttachServerFrame", serverFrame{}, true},
-		{"VMEvent", vms.VMEvent{}, true},
-		{"DirEntry", agentos.DirEntry{}, true},
-		{"Tenant", gateway.Tenant{}, true},
-		{"Quotas", gateway.Quotas{}, true},
-		{"OpenSessionRequest", openSessionRequest{}, false},
-		{"Session", sessionJSON{}, true},
-		{"Permission", permissionJSON{}, true},
-		{"PermissionDecision", gateway.PermissionDecision{}, true},
-		{"PermissionDefault", gateway.PermissionDefault{}, true},
-		{"SessionSettings", gateway.SessionSettings{}, true},
-		{"SessionSettingsUpdate", sessionSettingsJSON{}, false},
-		{"PromptRequest", promptRequest{}, false},
-		{"PromptResult", sessions.PromptResult{}, true},
-		{"PromptAccepted", promptAcceptedJSON{}, true},
-		{"CancelResult", cancelJSON{}, true},
-		{"AnswerPermissionRequest", answerPermissionRequest{}, false},
-		{"PermissionAnswer", sessions.Answer{}, true},
-		{"SessionConfig", configJSON{}, true},
-		{"SetConfigRequest", setConfigRequest{}, false},
-		{"SessionHistory", historyJSON{}, true},
-		{"Agent", sessions.Agent{}, true},
-		{"AgentList", listJSON[sessions.Agent]{}, true},
-		{"SessionList", listJSON[sessionJSON]{}, true},
-		{"PermissionList", listJSON[permissionJSON]{}, true},
-		{"SessionEvent", sessions.EventData{}, true},
-	} {
-		apispec.CheckType(t, doc, c.schema, c.v, c.response)
-	}
-	// The listed key is the created one without its secret.
-	listed := append(specKeys(doc.Components.Schemas["APIKey"].Value.Properties), "key")
-	sort.Strings(listed)
-	created := specKeys(doc.Components.Schemas["CreatedAPIKey"].Value.Properties)
-	if strings.Join(listed, ",") != strings.Join(created, ",") {
-		t.Errorf("APIKey properties and key %v, CreatedAPIKey %v", listed, created)
-	}
-}
-
 // Full Go values, marshalled as the handlers do, validate against their
 // schemas.
 func TestGoValuesValidate(t *testing.T) {
 	doc := apispec.MustLoad(t)
 	now := time.Now()
-	exit := &vms.ExitStatus{ExitCode: 143, Signal: "SIGTERM"}
+	exit := &gateway.ExitStatus{ExitCode: 143, Signal: "SIGTERM"}
 	for _, c := range []struct {
 		schema string
 		v      any
@@ -661,28 +576,28 @@ func TestGoValuesValidate(t *testing.T) {
 			Spec: gateway.VMSpec{Labels: map[string]string{"a": "b"}, Env: map[string]string{"A": "1"}, Permissions: map[string]any{"fs": "allow"},
 				Limits: map[string]any{"resources": map[string]any{"maxProcesses": 64}}, LoopbackExemptPorts: []uint16{3000}, Software: []string{"@agentos-software/pi"},
 				Agents: []string{"pi"}, IdleTimeoutSeconds: 60}})},
-		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{"1"}, Cwd: "/", Running: true, StartedAt: now}},
-		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Exit: exit, StartedAt: now, ExitedAt: &now}},
-		{"ProcessInfo", vms.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Error: "the VM is lost", StartedAt: now}},
-		{"ExitStatus", vms.ExitStatus{ExitCode: 0}},
-		{"Shell", vms.ShellInfo{ID: "sh_1", Shell: "sh", State: vms.ShellRunning, Cols: 80, Rows: 24, StartedAt: now}},
-		{"Shell", vms.ShellInfo{ID: "sh_1", Shell: "bash", State: vms.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Exit: exit}},
-		{"Shell", vms.ShellInfo{ID: "sh_1", Shell: "bash", State: vms.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Error: "the VM is disposed"}},
-		{"ShellList", listJSON[vms.ShellInfo]{Items: []vms.ShellInfo{}}},
-		{"AttachServerFrame", serverFrame{Type: "hello", Seq: new(uint64)}},
-		{"AttachServerFrame", serverFrame{Type: "gap", From: 1, To: 7}},
-		{"AttachServerFrame", serverFrame{Type: "exit", Seq: new(uint64), ExitCode: &exit.ExitCode, Signal: &exit.Signal}},
-		{"AttachServerFrame", serverFrame{Type: "exit", Seq: new(uint64), Code: "conflict", Detail: "the VM is disposed"}},
-		{"AttachServerFrame", serverFrame{Type: "error", Code: "invalid_argument", Detail: "unknown signal"}},
+		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{"1"}, Cwd: "/", Running: true, StartedAt: now}},
+		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Exit: exit, StartedAt: now, ExitedAt: &now}},
+		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Error: "the VM is lost", StartedAt: now}},
+		{"ExitStatus", gateway.ExitStatus{ExitCode: 0}},
+		{"Shell", gateway.ShellInfo{ID: "sh_1", Shell: "sh", State: gateway.ShellRunning, Cols: 80, Rows: 24, StartedAt: now}},
+		{"Shell", gateway.ShellInfo{ID: "sh_1", Shell: "bash", State: gateway.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Exit: exit}},
+		{"Shell", gateway.ShellInfo{ID: "sh_1", Shell: "bash", State: gateway.ShellExited, Cols: 80, Rows: 24, StartedAt: now, ExitedAt: &now, Error: "the VM is disposed"}},
+		{"ShellList", api.List[gateway.ShellInfo]{Items: []gateway.ShellInfo{}}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "hello", Seq: new(uint64)}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "gap", From: 1, To: 7}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "exit", Seq: new(uint64), ExitCode: &exit.ExitCode, Signal: &exit.Signal}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "exit", Seq: new(uint64), Code: "conflict", Detail: "the VM is disposed"}},
+		{"AttachServerFrame", api.AttachServerFrame{Type: "error", Code: "invalid_argument", Detail: "unknown signal"}},
 		{"ExitStatus", *exit},
-		{"ExecResult", execResultJSON{ExitCode: 1, Stdout: "a", Stderr: "", Encoding: "utf8", DurationMs: 3}},
+		{"ExecResult", api.ExecResult{ExitCode: 1, Stdout: "a", Stderr: "", Encoding: "utf8", DurationMs: 3}},
 		{"Tenant", gateway.Tenant{ID: "default", Name: "default", CreatedAt: now, UpdatedAt: now}},
-		{"CreatedAPIKey", keyJSON{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: rfc3339(now), Key: "agk_secret"}},
-		{"APIKey", keyJSON{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: rfc3339(now)}},
-		{"Stat", statJSON{Path: "/", Mode: 0o40755, IsDir: true, ModTime: rfc3339(now)}},
-		{"ArchiveExtracted", archiveExtractedJSON{Path: "/workspace", Stats: archive.Stats{Files: 2, Dirs: 1, Symlinks: 1, Bytes: 10}}},
-		{"DirList", listJSON[agentos.DirEntry]{Items: []agentos.DirEntry{{Name: "a", Path: "/a", Size: 1}}}},
-		{"Problem", Problem{Type: ProblemType + "conflict", Title: "Conflict", Status: 409, Detail: "the VM is lost", Code: gateway.CodeConflict,
+		{"CreatedAPIKey", api.APIKey{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: now, Key: "agk_secret"}},
+		{"APIKey", api.APIKey{ID: "key_1", TenantID: "default", Prefix: "agk_abcd", CreatedAt: now}},
+		{"Stat", api.Stat{Path: "/", Mode: 0o40755, IsDir: true, ModTime: now}},
+		{"ArchiveExtracted", api.ArchiveExtracted{Path: "/workspace", Files: 2, Dirs: 1, Symlinks: 1, Bytes: 10}},
+		{"DirList", api.List[gateway.DirEntry]{Items: []gateway.DirEntry{{Name: "a", Path: "/a", Size: 1}}}},
+		{"Problem", api.Problem{Type: api.ProblemType + "conflict", Title: "Conflict", Status: 409, Detail: "the VM is lost", Code: gateway.CodeConflict,
 			Instance: "/v1/vms/vm_1", RequestID: "r", Details: map[string]any{"state": "lost", "reason": "sidecar died"}}},
 		{"Tenant", gateway.Tenant{ID: "ten_1", Name: "acme", CreatedAt: now, UpdatedAt: now,
 			Sessions: gateway.SessionSettings{RetentionDays: 30, PermissionDefault: &gateway.PermissionDefault{Decision: gateway.DecisionAllow, TimeoutSeconds: 60}}}},
@@ -697,21 +612,21 @@ func TestGoValuesValidate(t *testing.T) {
 				{RequestID: "req_2", Options: specPermissionOptions, AskedAt: now, Status: gateway.PermissionPending,
 					Decision: &gateway.PermissionDecision{By: gateway.DecidedByAPI, KeyID: "key_1", OptionID: "allow-once", Status: "accepted", At: now}},
 			}})},
-		{"Permission", permissionJSON{RequestID: "req_1", Options: specPermissionOptions, ToolCall: json.RawMessage("null"),
-			AskedAt: rfc3339(now), Status: gateway.PermissionPending}},
+		{"Permission", gateway.Permission{RequestID: "req_1", Options: specPermissionOptions, ToolCall: json.RawMessage("null"),
+			AskedAt: now, Status: gateway.PermissionPending}},
 		{"Permission", permissionResources([]gateway.Permission{{RequestID: "req_1", AskedAt: now, Status: gateway.PermissionDropped,
 			Decision: &gateway.PermissionDecision{By: gateway.DecidedByAgent, Status: "not_pending", Reason: "vm_ended", At: now}}})[0]},
-		{"PermissionList", listJSON[permissionJSON]{Items: permissionResources(nil)}},
-		{"SessionList", listJSON[sessionJSON]{Items: []sessionJSON{}, NextCursor: "abc"}},
-		{"AgentList", listJSON[sessions.Agent]{Items: []sessions.Agent{{ID: "pi", Installed: true}, {ID: "codex"}}}},
-		{"SessionHistory", historyJSON{Events: specDurableEvents(now), HasMoreBefore: true}},
-		{"SessionHistory", historyJSON{Events: []json.RawMessage{}}},
-		{"PromptResult", sessions.PromptResult{StopReason: "end_turn", Message: json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"done"}]}`)}},
-		{"PromptResult", sessions.PromptResult{StopReason: "cancelled", Message: json.RawMessage("null")}},
-		{"PromptAccepted", promptAcceptedJSON{Status: "accepted"}},
-		{"CancelResult", cancelJSON{Status: "no_active_prompt"}},
-		{"PermissionAnswer", sessions.Answer{Status: "accepted"}},
-		{"PermissionAnswer", sessions.Answer{Status: "not_pending", Reason: "already_resolved"}},
+		{"PermissionList", api.List[gateway.Permission]{Items: permissionResources(nil)}},
+		{"SessionList", api.List[api.Session]{Items: []api.Session{}, NextCursor: "abc"}},
+		{"AgentList", api.List[gateway.Agent]{Items: []gateway.Agent{{ID: "pi", Installed: true}, {ID: "codex"}}}},
+		{"SessionHistory", api.SessionHistory{Events: specDurableEvents(now), HasMoreBefore: true}},
+		{"SessionHistory", api.SessionHistory{Events: []json.RawMessage{}}},
+		{"PromptResult", gateway.PromptResult{StopReason: "end_turn", Message: json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"done"}]}`)}},
+		{"PromptResult", gateway.PromptResult{StopReason: "cancelled", Message: json.RawMessage("null")}},
+		{"PromptAccepted", api.PromptAccepted{Status: "accepted"}},
+		{"CancelResult", api.CancelResult{Status: "no_active_prompt"}},
+		{"PermissionAnswer", gateway.PermissionAnswer{Status: "accepted"}},
+		{"PermissionAnswer", gateway.PermissionAnswer{Status: "not_pending", Reason: "already_resolved"}},
 		{"SessionConfig", configResource(sessions.SessionConfig{Revision: 3, Options: json.RawMessage(`[{"id":"model","currentValue":"sonnet"}]`)})},
 		{"SessionConfig", configResource(sessions.SessionConfig{})},
 	} {
@@ -740,7 +655,7 @@ func TestSessionRoutesAnswerTheSpec(t *testing.T) {
 	}
 	durable := specDurableEvents(now)[:3]
 	for i, raw := range durable {
-		var ev sessions.EventData
+		var ev gateway.SessionEventData
 		_ = json.Unmarshal(raw, &ev)
 		if err := e.db.AppendSessionEvents(ctx, gateway.SessionEvent{VMID: e.lostVM, SessionID: "s_1", Sequence: uint64(i + 1), Time: now, Type: ev.Type, Data: raw}); err != nil {
 			t.Fatal(err)
@@ -834,7 +749,7 @@ func TestSessionRoutesAnswerTheSpec(t *testing.T) {
 
 	// The session of a lost VM is listed lost.
 	status, _, body := e.do("GET", ses, specAdminKey, nil, "")
-	var got sessionJSON
+	var got api.Session
 	if err := json.Unmarshal(body, &got); status != 200 || err != nil || got.State != gateway.SessionLost || got.LatestSequence != 3 {
 		t.Errorf("session of a lost VM: %d %s", status, body)
 	}

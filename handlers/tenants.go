@@ -7,29 +7,13 @@ import (
 	"net/http"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
-type quotasJSON struct {
-	MaxVMs            *int     `json:"maxVms" validate:"omitempty,gte=0,lte=100000"`
-	MaxProcesses      *int     `json:"maxProcesses" validate:"omitempty,gte=0,lte=1000000"`
-	RequestsPerSecond *float64 `json:"requestsPerSecond" validate:"omitempty,gte=0,lte=100000"`
-}
-
-type createTenantRequest struct {
-	Name     string              `json:"name" validate:"required,min=1,max=128"`
-	Isolated bool                `json:"isolated"`
-	Quotas   quotasJSON          `json:"quotas"`
-	Sessions sessionSettingsJSON `json:"sessions"`
-}
-
-// sessionSettingsJSON updates a tenant's session settings: absent fields
-// stay as they are; permissionDefault null goes back to the gateway's.
-type sessionSettingsJSON struct {
-	RetentionDays     *int            `json:"retentionDays" validate:"omitempty,gte=0,lte=36500"`
-	PermissionDefault json.RawMessage `json:"permissionDefault"`
-}
-
-func (u sessionSettingsJSON) apply(dst *gateway.SessionSettings) error {
+// applySessionSettings applies an update of a tenant's session settings:
+// absent fields stay as they are; permissionDefault null goes back to the
+// gateway's.
+func applySessionSettings(u api.SessionSettingsUpdate, dst *gateway.SessionSettings) error {
 	if u.RetentionDays != nil {
 		dst.RetentionDays = *u.RetentionDays
 	}
@@ -60,7 +44,9 @@ func (u sessionSettingsJSON) apply(dst *gateway.SessionSettings) error {
 	return nil
 }
 
-func (q quotasJSON) apply(dst *gateway.Quotas) {
+// applyQuotas applies an update of a tenant's quotas: absent ones stay as
+// they are.
+func applyQuotas(q api.QuotasUpdate, dst *gateway.Quotas) {
 	if q.MaxVMs != nil {
 		dst.MaxVMs = *q.MaxVMs
 	}
@@ -73,14 +59,14 @@ func (q quotasJSON) apply(dst *gateway.Quotas) {
 }
 
 func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
-	var req createTenantRequest
+	var req api.CreateTenantRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	t := gateway.Tenant{Name: req.Name, Isolated: req.Isolated}
-	req.Quotas.apply(&t.Quotas)
-	if err := req.Sessions.apply(&t.Sessions); err != nil {
+	applyQuotas(req.Quotas, &t.Quotas)
+	if err := applySessionSettings(req.Sessions, &t.Sessions); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -107,7 +93,7 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 	if page.Items == nil {
 		page.Items = []gateway.Tenant{}
 	}
-	writeJSON(w, http.StatusOK, listJSON[gateway.Tenant]{Items: page.Items, NextCursor: page.NextCursor})
+	writeJSON(w, http.StatusOK, api.List[gateway.Tenant]{Items: page.Items, NextCursor: page.NextCursor})
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
@@ -119,15 +105,8 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, t)
 }
 
-type updateTenantRequest struct {
-	Name     *string             `json:"name" validate:"omitempty,min=1,max=128"`
-	Isolated *bool               `json:"isolated"`
-	Quotas   quotasJSON          `json:"quotas"`
-	Sessions sessionSettingsJSON `json:"sessions"`
-}
-
 func (s *Server) updateTenant(w http.ResponseWriter, r *http.Request) {
-	var req updateTenantRequest
+	var req api.UpdateTenantRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -139,24 +118,14 @@ func (s *Server) updateTenant(w http.ResponseWriter, r *http.Request) {
 		if req.Isolated != nil {
 			t.Isolated = *req.Isolated
 		}
-		req.Quotas.apply(&t.Quotas)
-		return req.Sessions.apply(&t.Sessions)
+		applyQuotas(req.Quotas, &t.Quotas)
+		return applySessionSettings(req.Sessions, &t.Sessions)
 	})
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, t)
-}
-
-// keyJSON is an API key as listed: never the secret.
-type keyJSON struct {
-	ID        string `json:"id"`
-	TenantID  string `json:"tenantId"`
-	Prefix    string `json:"prefix"`
-	CreatedAt string `json:"createdAt"`
-	// Key is the secret, present only in the answer that created it.
-	Key string `json:"key,omitempty"`
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
@@ -166,7 +135,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, keyJSON{ID: k.ID, TenantID: k.TenantID, Prefix: k.Prefix, CreatedAt: rfc3339(k.CreatedAt), Key: secret})
+	writeJSON(w, http.StatusCreated, api.APIKey{ID: k.ID, TenantID: k.TenantID, Prefix: k.Prefix, CreatedAt: k.CreatedAt.UTC(), Key: secret})
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
@@ -180,11 +149,11 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	items := make([]keyJSON, 0, len(keys))
+	items := make([]api.APIKey, 0, len(keys))
 	for _, k := range keys {
-		items = append(items, keyJSON{ID: k.ID, TenantID: k.TenantID, Prefix: k.Prefix, CreatedAt: rfc3339(k.CreatedAt)})
+		items = append(items, api.APIKey{ID: k.ID, TenantID: k.TenantID, Prefix: k.Prefix, CreatedAt: k.CreatedAt.UTC()})
 	}
-	writeJSON(w, http.StatusOK, listJSON[keyJSON]{Items: items})
+	writeJSON(w, http.StatusOK, api.List[api.APIKey]{Items: items})
 }
 
 func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
@@ -195,30 +164,17 @@ func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// sidecarJSON describes a pooled sidecar.
-type sidecarJSON struct {
-	ID        string   `json:"id"`
-	Pid       int      `json:"pid"`
-	State     string   `json:"state"`
-	VMCount   int      `json:"vmCount"`
-	Tenants   []string `json:"tenants"`
-	Isolated  bool     `json:"isolated"`
-	RSSBytes  int64    `json:"rssBytes"`
-	Restarts  int64    `json:"restarts"`
-	StartedAt string   `json:"startedAt"`
-}
-
 func (s *Server) listSidecars(w http.ResponseWriter, r *http.Request) {
 	scs := s.pool.Sidecars()
 	restarts := s.pool.Stats().Restarts
-	items := make([]sidecarJSON, 0, len(scs))
+	items := make([]api.Sidecar, 0, len(scs))
 	for _, sc := range scs {
 		tenants := sc.Tenants
 		if tenants == nil {
 			tenants = []string{}
 		}
-		items = append(items, sidecarJSON{ID: sc.ID, Pid: sc.Pid, State: sc.State, VMCount: sc.Holds, Tenants: tenants,
-			Isolated: sc.Isolated, RSSBytes: sc.RSS, Restarts: int64(restarts), StartedAt: rfc3339(sc.StartedAt)})
+		items = append(items, api.Sidecar{ID: sc.ID, Pid: sc.Pid, State: sc.State, VMCount: sc.Holds, Tenants: tenants,
+			Isolated: sc.Isolated, RSSBytes: sc.RSS, Restarts: int64(restarts), StartedAt: sc.StartedAt.UTC()})
 	}
-	writeJSON(w, http.StatusOK, listJSON[sidecarJSON]{Items: items})
+	writeJSON(w, http.StatusOK, api.List[api.Sidecar]{Items: items})
 }

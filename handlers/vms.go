@@ -9,23 +9,12 @@ import (
 	"strings"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
-// createVMRequest is the body of POST /v1/vms.
-type createVMRequest struct {
-	Labels              map[string]string `json:"labels" validate:"omitempty,max=64,dive,keys,min=1,max=63,nonul,endkeys,max=256,nonul"`
-	Env                 map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
-	Permissions         map[string]any    `json:"permissions"`
-	Limits              map[string]any    `json:"limits"`
-	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts" validate:"omitempty,max=64,dive,min=1"`
-	Software            []string          `json:"software" validate:"omitempty,max=64,dive,min=1,max=256"`
-	Agents              []string          `json:"agents" validate:"omitempty,max=8,dive,oneof=pi claude codex opencode"`
-	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds" validate:"gte=0,lte=604800"`
-}
-
 func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
-	var req createVMRequest
+	var req api.CreateVMRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
 		return
@@ -44,25 +33,9 @@ func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, vmResource(vm))
 }
 
-// vmJSON is a VM resource.
-type vmJSON struct {
-	ID                  string            `json:"id"`
-	State               gateway.VMState   `json:"state"`
-	Reason              string            `json:"reason,omitempty"`
-	Labels              map[string]string `json:"labels"`
-	SidecarID           string            `json:"sidecarId,omitempty"`
-	Env                 map[string]string `json:"env,omitempty"`
-	Permissions         map[string]any    `json:"permissions,omitempty"`
-	Limits              map[string]any    `json:"limits,omitempty"`
-	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts"`
-	Software            []string          `json:"software"`
-	Agents              []string          `json:"agents"`
-	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds"`
-	CreatedAt           string            `json:"createdAt"`
-	UpdatedAt           string            `json:"updatedAt"`
-}
-
-func vmResource(vm gateway.VM) vmJSON {
+// vmResource is a VM as the API shows it: its spec flattened, empty lists
+// and labels rather than absent ones, times in UTC.
+func vmResource(vm gateway.VM) api.VM {
 	orEmpty := func(s []string) []string {
 		if s == nil {
 			return []string{}
@@ -77,12 +50,12 @@ func vmResource(vm gateway.VM) vmJSON {
 	if ports == nil {
 		ports = []uint16{}
 	}
-	return vmJSON{
+	return api.VM{
 		ID: vm.ID, State: vm.State, Reason: vm.Reason, Labels: labels, SidecarID: vm.SidecarID,
 		Env: vm.Spec.Env, Permissions: vm.Spec.Permissions, Limits: vm.Spec.Limits,
 		LoopbackExemptPorts: ports, Software: orEmpty(vm.Spec.Software), Agents: orEmpty(vm.Spec.Agents),
 		IdleTimeoutSeconds: vm.Spec.IdleTimeoutSeconds,
-		CreatedAt:          rfc3339(vm.CreatedAt), UpdatedAt: rfc3339(vm.UpdatedAt),
+		CreatedAt:          vm.CreatedAt.UTC(), UpdatedAt: vm.UpdatedAt.UTC(),
 	}
 }
 
@@ -107,11 +80,11 @@ func (s *Server) listVMs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	items := make([]vmJSON, len(page.Items))
+	items := make([]api.VM, len(page.Items))
 	for i, vm := range page.Items {
 		items[i] = vmResource(vm)
 	}
-	writeJSON(w, http.StatusOK, listJSON[vmJSON]{Items: items, NextCursor: page.NextCursor})
+	writeJSON(w, http.StatusOK, api.List[api.VM]{Items: items, NextCursor: page.NextCursor})
 }
 
 // parseStates reads the state filter: states, repeated or comma-separated,
@@ -168,12 +141,6 @@ func parseLabelSelectors(values []string) (eq, ne map[string]string, err error) 
 	return eq, ne, nil
 }
 
-// listJSON is the shape of every list: {items, nextCursor}.
-type listJSON[T any] struct {
-	Items      []T    `json:"items"`
-	NextCursor string `json:"nextCursor"`
-}
-
 func (s *Server) getVM(w http.ResponseWriter, r *http.Request) {
 	vm, err := s.vms.Get(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"))
 	if err != nil {
@@ -213,9 +180,9 @@ func (s *Server) vmEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
-		return followLog(ctx, log, after, emit, func(e vms.Entry[vms.VMEvent]) sseEvent {
+		return followLog(ctx, log, after, emit, func(e vms.Entry[gateway.VMEvent]) sseEvent {
 			data, _ := json.Marshal(e.V)
-			return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: e.V.Type, Data: data}
+			return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: string(e.V.Type), Data: data}
 		}, nil)
 	})
 }
@@ -231,7 +198,7 @@ func followLog[T any](ctx context.Context, l *vms.Log[T], after uint64, emit fun
 			return err
 		}
 		if b.GapTo > 0 {
-			data, _ := json.Marshal(map[string]uint64{"from": b.GapFrom, "to": b.GapTo})
+			data, _ := json.Marshal(api.GapEvent{From: b.GapFrom, To: b.GapTo})
 			if err := emit(sseEvent{ID: strconv.FormatUint(b.GapTo, 10), Event: "gap", Data: data}); err != nil {
 				return err
 			}
@@ -267,6 +234,6 @@ func endEvent(cursor uint64, err error) sseEvent {
 	if err == nil {
 		return sseEvent{ID: id, Event: "end", Data: []byte("{}")}
 	}
-	data, _ := json.Marshal(map[string]any{"code": gateway.ErrorCode(err), "detail": gateway.ErrorMessage(err)})
+	data, _ := json.Marshal(api.ErrorEvent{Code: gateway.ErrorCode(err), Detail: gateway.ErrorMessage(err)})
 	return sseEvent{ID: id, Event: "error", Data: data}
 }

@@ -15,7 +15,7 @@ import (
 // and, for permission events, the request to list or the decision taken.
 type recorded struct {
 	at       time.Time
-	data     EventData
+	data     gateway.SessionEventData
 	perm     *gateway.Permission         // a permission_request
 	options  []permissionOption          // its options
 	decision *gateway.PermissionDecision // a permission_response
@@ -26,7 +26,7 @@ type recorded struct {
 // took it.
 func (r *recorder) describe(ev agentos.SessionEvent, now time.Time) recorded {
 	at := parseTimestamp(ev.Timestamp, now)
-	rec := recorded{at: at, data: EventData{Sequence: ev.Sequence, Timestamp: at.Format(time.RFC3339Nano), Type: ev.Type}}
+	rec := recorded{at: at, data: gateway.SessionEventData{Sequence: ev.Sequence, Timestamp: at, Type: ev.Type}}
 	switch ev.Type {
 	case "session_update":
 		rec.data.Type = updateKind(ev.Update)
@@ -61,29 +61,8 @@ func (r *recorder) describe(ev agentos.SessionEvent, now time.Time) recorded {
 	return rec
 }
 
-// EventData is a durable session event as the store keeps it and the API
-// serves it (the SessionEvent schema of api/openapi.yaml).
-type EventData struct {
-	Sequence  uint64          `json:"sequence"`
-	Timestamp string          `json:"timestamp"`
-	Type      string          `json:"type"`
-	Update    json.RawMessage `json:"update,omitempty"`
-	RequestID string          `json:"requestId,omitempty"`
-	Options   json.RawMessage `json:"options,omitempty"`
-	ToolCall  json.RawMessage `json:"toolCall,omitempty"`
-	Status    string          `json:"status,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
-	Response  json.RawMessage `json:"response,omitempty"`
-	// Decision says who settled a permission request, how and when.
-	Decision *gateway.PermissionDecision `json:"decision,omitempty"`
-}
-
 func ephemeralData(ev agentos.SessionEvent) json.RawMessage {
-	b, _ := json.Marshal(struct {
-		AfterSequence uint64          `json:"afterSequence"`
-		Type          string          `json:"type"`
-		Update        json.RawMessage `json:"update"`
-	}{ev.AfterSequence, updateKind(ev.Update), orNull(ev.Update)})
+	b, _ := json.Marshal(gateway.EphemeralEvent{AfterSequence: ev.AfterSequence, Type: updateKind(ev.Update), Update: orNull(ev.Update)})
 	return b
 }
 

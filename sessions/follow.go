@@ -148,7 +148,7 @@ func (s *Service) Follow(ctx context.Context, tenantID, vmID, id string, after u
 		case gap:
 			continue
 		case w.overflowed:
-			if err := emit(Event{Kind: KindOverflow, Data: json.RawMessage(`{"reason":"the stream fell behind; streamed deltas were dropped, durable events follow from the store"}`)}); err != nil {
+			if err := emit(Event{Kind: KindOverflow, Data: overflowData}); err != nil {
 				return err
 			}
 			continue
@@ -227,6 +227,9 @@ func (s *Service) emitEnd(ctx context.Context, tenantID, vmID, state string, emi
 }
 
 func endEvent(state string) Event {
-	data, _ := json.Marshal(map[string]string{"state": state})
+	data, _ := json.Marshal(gateway.SessionEndEvent{State: state})
 	return Event{Kind: KindEnd, Data: data}
 }
+
+// overflowData is the data of every overflow event.
+var overflowData, _ = json.Marshal(gateway.OverflowEvent{Reason: "the stream fell behind; streamed deltas were dropped, durable events follow from the store"})

@@ -26,16 +26,10 @@ type PromptRequest struct {
 	Async bool
 }
 
-// PromptResult is the end of a turn.
-type PromptResult struct {
-	StopReason string          `json:"stopReason"`
-	Message    json.RawMessage `json:"message"`
-}
-
 // PromptOutcome is what Prompt reports: the result of the turn, or for an
 // async prompt only that it was accepted.
 type PromptOutcome struct {
-	Result   PromptResult
+	Result   gateway.PromptResult
 	Accepted bool // async: the turn runs
 	Replayed bool // the result was recorded under the idempotency key
 }
@@ -46,7 +40,7 @@ type turn struct {
 	// from a reuse of the key for another prompt.
 	claim  *idempotency.Claim
 	done   chan struct{}
-	result PromptResult
+	result gateway.PromptResult
 	err    error
 }
 
@@ -134,7 +128,7 @@ func (s *Service) runTurn(ls liveSession, tenantID, vmID, id string, t *turn, re
 		}
 	}
 	res, err := ls.handle().Prompt(s.ctx, req.Content, req.IdempotencyKey)
-	t.result = PromptResult{StopReason: res.StopReason, Message: orNull(res.Message)}
+	t.result = gateway.PromptResult{StopReason: res.StopReason, Message: orNull(res.Message)}
 	t.err = vms.EngineError(err, "prompt")
 	if t.claim != nil {
 		s.recordTurn(id, t)
@@ -194,7 +188,7 @@ func replay(o *idempotency.Outcome) (PromptOutcome, error) {
 	if err := o.Err(); err != nil {
 		return PromptOutcome{Replayed: true}, err
 	}
-	var res PromptResult
+	var res gateway.PromptResult
 	if err := o.Decode(&res); err != nil {
 		return PromptOutcome{}, err
 	}
@@ -209,23 +203,17 @@ func (s *Service) Cancel(ctx context.Context, tenantID, vmID, id string) (string
 	})
 }
 
-// Answer is the outcome of answering a permission request.
-type Answer struct {
-	Status string `json:"status"` // accepted or not_pending
-	Reason string `json:"reason,omitempty"`
-}
-
 // RespondPermission answers a pending permission request with one of its
 // options, on behalf of the API key keyID.
-func (s *Service) RespondPermission(ctx context.Context, tenantID, keyID, vmID, id, requestID, optionID string) (Answer, error) {
+func (s *Service) RespondPermission(ctx context.Context, tenantID, keyID, vmID, id, requestID, optionID string) (gateway.PermissionAnswer, error) {
 	ls, release, err := s.live(ctx, tenantID, vmID, id)
 	if err != nil {
-		return Answer{}, err
+		return gateway.PermissionAnswer{}, err
 	}
 	defer release()
 	perms, err := s.store.Permissions(ctx, vmID, id, false)
 	if err != nil {
-		return Answer{}, err
+		return gateway.PermissionAnswer{}, err
 	}
 	var perm *gateway.Permission
 	for i := range perms {
@@ -234,10 +222,10 @@ func (s *Service) RespondPermission(ctx context.Context, tenantID, keyID, vmID, 
 		}
 	}
 	if perm == nil {
-		return Answer{}, gateway.Errorf(gateway.CodeNotFound, "no permission request %s in session %s", requestID, id)
+		return gateway.PermissionAnswer{}, gateway.Errorf(gateway.CodeNotFound, "no permission request %s in session %s", requestID, id)
 	}
 	if perm.Status != gateway.PermissionPending {
-		return Answer{Status: "not_pending", Reason: "already_resolved"}, nil
+		return gateway.PermissionAnswer{Status: "not_pending", Reason: "already_resolved"}, nil
 	}
 	var options []permissionOption
 	_ = json.Unmarshal(perm.Options, &options)
@@ -248,7 +236,7 @@ func (s *Service) RespondPermission(ctx context.Context, tenantID, keyID, vmID, 
 		found = found || o.OptionID == optionID
 	}
 	if !found {
-		return Answer{}, gateway.Errorf(gateway.CodeInvalidArgument, "optionId %q is not an option of request %s; its options are %s", optionID, requestID, strings.Join(ids, ", ")).
+		return gateway.PermissionAnswer{}, gateway.Errorf(gateway.CodeInvalidArgument, "optionId %q is not an option of request %s; its options are %s", optionID, requestID, strings.Join(ids, ", ")).
 			WithDetail("field", "optionId").WithDetail("options", ids)
 	}
 	clear := ls.r.answer(id, requestID, gateway.PermissionDecision{By: gateway.DecidedByAPI, KeyID: keyID, OptionID: optionID, At: s.cfg.Now().UTC()})
@@ -257,9 +245,9 @@ func (s *Service) RespondPermission(ctx context.Context, tenantID, keyID, vmID, 
 		clear()
 	}
 	if err != nil {
-		return Answer{}, vms.EngineError(err, "answer permission request")
+		return gateway.PermissionAnswer{}, vms.EngineError(err, "answer permission request")
 	}
-	return Answer{Status: status, Reason: reason}, nil
+	return gateway.PermissionAnswer{Status: status, Reason: reason}, nil
 }
 
 // blockField is a field an ACP content block type requires: a string, or

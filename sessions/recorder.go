@@ -212,10 +212,10 @@ func (r *recorder) handle(ev agentos.SessionEvent) {
 	case "ephemeral":
 		r.publish(ev.SessionID, Event{Kind: KindEphemeral, AfterSequence: ev.AfterSequence, Data: ephemeralData(ev)})
 	case "agent_stderr":
-		data, _ := json.Marshal(map[string]any{"agentType": ev.AgentType, "processId": ev.ProcessID, "text": string(ev.Chunk)})
+		data, _ := json.Marshal(gateway.AgentStderrEvent{AgentType: ev.AgentType, ProcessID: ev.ProcessID, Text: string(ev.Chunk)})
 		r.publish(ev.SessionID, Event{Kind: KindAgentStderr, Data: data})
 	case "agent_exit":
-		data, _ := json.Marshal(map[string]any{"agentType": ev.AgentType, "processId": ev.ProcessID, "exitCode": ev.ExitCode, "restart": ev.Restart})
+		data, _ := json.Marshal(gateway.AgentExitEvent{AgentType: ev.AgentType, ProcessID: ev.ProcessID, ExitCode: ev.ExitCode, Restart: ev.Restart})
 		r.publish(ev.SessionID, Event{Kind: KindAgentExit, Data: data})
 	}
 }

@@ -201,14 +201,8 @@ func (s *Service) purge() {
 	}
 }
 
-// Agent is an agent a VM knows.
-type Agent struct {
-	ID        string `json:"id"`
-	Installed bool   `json:"installed"`
-}
-
 // Agents lists the agents a tenant's VM can run.
-func (s *Service) Agents(ctx context.Context, tenantID, vmID string) ([]Agent, error) {
+func (s *Service) Agents(ctx context.Context, tenantID, vmID string) ([]gateway.Agent, error) {
 	vm, release, err := s.vms.Agent(ctx, tenantID, vmID)
 	if err != nil {
 		return nil, err
@@ -218,9 +212,9 @@ func (s *Service) Agents(ctx context.Context, tenantID, vmID string) ([]Agent, e
 	if err != nil {
 		return nil, vms.EngineError(err, "list agents")
 	}
-	out := make([]Agent, len(list))
+	out := make([]gateway.Agent, len(list))
 	for i, a := range list {
-		out[i] = Agent{ID: a.ID, Installed: a.Installed}
+		out[i] = gateway.Agent{ID: a.ID, Installed: a.Installed}
 	}
 	return out, nil
 }

@@ -173,8 +173,8 @@ func (f *Files) Remove(ctx context.Context, path string, recursive bool) error {
 }
 
 // List lists a directory, optionally recursively.
-func (f *Files) List(ctx context.Context, path string, recursive bool, maxDepth int) ([]agentos.DirEntry, error) {
-	var es []agentos.DirEntry
+func (f *Files) List(ctx context.Context, path string, recursive bool, maxDepth int) ([]gateway.DirEntry, error) {
+	var es []gateway.DirEntry
 	var err error
 	if recursive {
 		es, err = f.vm.ReadDirRecursive(ctx, path, agentos.ReadDirOptions{MaxDepth: maxDepth})
@@ -190,7 +190,7 @@ func (f *Files) List(ctx context.Context, path string, recursive bool, maxDepth 
 }
 
 // withinDepth keeps the entries at most depth levels below dir.
-func withinDepth(dir string, es []agentos.DirEntry, depth int) []agentos.DirEntry {
+func withinDepth(dir string, es []gateway.DirEntry, depth int) []gateway.DirEntry {
 	prefix := strings.TrimSuffix(path.Clean(dir), "/") + "/"
 	out := es[:0]
 	for _, e := range es {

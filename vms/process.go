@@ -13,9 +13,9 @@ import (
 
 // Chunk is a piece of process or shell output.
 type Chunk struct {
-	Stream string    `json:"stream"` // "stdout" | "stderr"
-	Data   []byte    `json:"-"`
-	Time   time.Time `json:"ts"`
+	Stream string // "stdout" | "stderr"
+	Data   []byte
+	Time   time.Time
 }
 
 // ExecRequest is a one-shot command: a command line (Command), or an argv
@@ -179,19 +179,6 @@ type SpawnRequest struct {
 	Env     map[string]string
 }
 
-// ProcessInfo describes a process of a VM.
-type ProcessInfo struct {
-	Pid       uint32      `json:"pid"`
-	Command   string      `json:"command"`
-	Args      []string    `json:"args"`
-	Cwd       string      `json:"cwd"`
-	Running   bool        `json:"running"`
-	Exit      *ExitStatus `json:"exit,omitempty"`
-	Error     string      `json:"error,omitempty"`
-	StartedAt time.Time   `json:"startedAt"`
-	ExitedAt  *time.Time  `json:"exitedAt,omitempty"`
-}
-
 // Process is a spawned process and its replayable output.
 type Process struct {
 	pid  uint32
@@ -200,7 +187,7 @@ type Process struct {
 	done chan struct{}
 
 	mu   sync.Mutex
-	exit *ExitStatus
+	exit *gateway.ExitStatus
 	err  error
 }
 
@@ -213,7 +200,7 @@ func (p *Process) Pid() uint32 { return p.pid }
 
 // Exit returns the exit status once the process ended (nil while it runs),
 // or the error that made its end unknowable.
-func (p *Process) Exit() (*ExitStatus, error) {
+func (p *Process) Exit() (*gateway.ExitStatus, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.exit, p.err
@@ -237,9 +224,9 @@ func (p *Process) vmEnded(err error) {
 }
 
 // Info describes the process.
-func (p *Process) Info() ProcessInfo {
+func (p *Process) Info() gateway.ProcessInfo {
 	ai := p.ap.Info()
-	info := ProcessInfo{Pid: p.pid, Command: ai.Command, Args: ai.Args, Cwd: ai.Cwd, Running: p.running(), StartedAt: ai.StartedAt.UTC()}
+	info := gateway.ProcessInfo{Pid: p.pid, Command: ai.Command, Args: ai.Args, Cwd: ai.Cwd, Running: p.running(), StartedAt: ai.StartedAt.UTC()}
 	if info.Args == nil {
 		info.Args = []string{}
 	}
@@ -257,14 +244,14 @@ func (p *Process) Info() ProcessInfo {
 
 // Spawn starts a process whose output is kept in a bounded log for
 // streaming and resuming.
-func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string, req SpawnRequest) (ProcessInfo, error) {
+func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string, req SpawnRequest) (gateway.ProcessInfo, error) {
 	lv, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
-		return ProcessInfo{}, err
+		return gateway.ProcessInfo{}, err
 	}
 	release, err := s.countProcess(tenant)
 	if err != nil {
-		return ProcessInfo{}, err
+		return gateway.ProcessInfo{}, err
 	}
 	out := NewLog[Chunk](s.cfg.OutputBufferBytes)
 	opts := agentos.SpawnOptions{Cwd: req.Cwd, Env: req.Env, OnOutput: func(o agentos.Output) {
@@ -278,7 +265,7 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 	}
 	if err != nil {
 		release()
-		return ProcessInfo{}, launchError(err, "spawn")
+		return gateway.ProcessInfo{}, launchError(err, "spawn")
 	}
 	p := &Process{pid: ap.Pid(), ap: ap, out: out, done: make(chan struct{})}
 	lv.mu.Lock()
@@ -291,7 +278,7 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 		_ = ap.Kill(kctx)
 		cancel()
 		release()
-		return ProcessInfo{}, errShuttingDown()
+		return gateway.ProcessInfo{}, errShuttingDown()
 	}
 	return p.Info(), nil
 }
@@ -306,13 +293,13 @@ func (s *Service) awaitExit(lv *liveVM, p *Process, release func()) {
 			p.err = EngineError(err, "process")
 		}
 	} else {
-		p.exit = &ExitStatus{ExitCode: st.ExitCode, Signal: st.Signal}
+		p.exit = &st
 	}
 	exit, perr := p.exit, p.err
 	p.mu.Unlock()
 	close(p.done)
 	if exit != nil {
-		lv.events.Append(0, 64, VMEvent{Type: "process_exit", Time: s.cfg.Now().UTC(), Pid: p.pid, Exit: exit})
+		lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventProcessExit, Time: s.cfg.Now().UTC(), Pid: p.pid, Exit: exit})
 	}
 	p.out.Close(perr)
 	// Exited processes stay listed, with their output for resuming, but only
@@ -330,7 +317,7 @@ func (s *Service) awaitExit(lv *liveVM, p *Process, release func()) {
 const maxExitedProcesses = 128
 
 // Processes lists a VM's processes, exited ones included, by pid.
-func (s *Service) Processes(ctx context.Context, tenantID, vmID string) ([]ProcessInfo, error) {
+func (s *Service) Processes(ctx context.Context, tenantID, vmID string) ([]gateway.ProcessInfo, error) {
 	lv, err := s.lookup(ctx, tenantID, vmID)
 	if err != nil {
 		return nil, err
@@ -341,7 +328,7 @@ func (s *Service) Processes(ctx context.Context, tenantID, vmID string) ([]Proce
 		ps = append(ps, p)
 	}
 	lv.mu.Unlock()
-	out := make([]ProcessInfo, len(ps))
+	out := make([]gateway.ProcessInfo, len(ps))
 	for i, p := range ps {
 		out[i] = p.Info()
 	}
@@ -395,7 +382,7 @@ func (p *Process) Signal(ctx context.Context, sig string) error {
 
 // Wait waits for the process to end, at most timeout (0: until ctx ends);
 // past it the error is deadline_exceeded.
-func (p *Process) Wait(ctx context.Context, timeout time.Duration) (*ExitStatus, error) {
+func (p *Process) Wait(ctx context.Context, timeout time.Duration) (*gateway.ExitStatus, error) {
 	var t <-chan time.Time
 	if timeout > 0 {
 		timer := time.NewTimer(timeout)

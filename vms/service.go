@@ -148,31 +148,13 @@ const (
 	killTimeout = 10 * time.Second
 )
 
-// VMEvent is an entry of a VM's event stream.
-type VMEvent struct {
-	Type   string            `json:"type"` // "state", "limit_warning", "process_exit", "structured"
-	Time   time.Time         `json:"time"`
-	State  gateway.VMState   `json:"state,omitempty"`
-	Reason string            `json:"reason,omitempty"`
-	Name   string            `json:"name,omitempty"`
-	Detail map[string]string `json:"detail,omitempty"`
-	Pid    uint32            `json:"pid,omitempty"`
-	Exit   *ExitStatus       `json:"exit,omitempty"`
-}
-
-// ExitStatus is how a process ended.
-type ExitStatus struct {
-	ExitCode int    `json:"exitCode"`
-	Signal   string `json:"signal,omitempty"`
-}
-
 // liveVM is a VM the gateway runs right now.
 type liveVM struct {
 	id       string
 	tenantID string
 	vm       *agentos.VM
 	lease    Lease
-	events   *Log[VMEvent]
+	events   *Log[gateway.VMEvent]
 	idle     time.Duration
 
 	mu          sync.Mutex
@@ -266,7 +248,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	}
 	lv := &liveVM{
 		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
-		events: NewLog[VMEvent](s.cfg.EventBufferBytes),
+		events: NewLog[gateway.VMEvent](s.cfg.EventBufferBytes),
 		idle:   time.Duration(spec.IdleTimeoutSeconds) * time.Second,
 		procs:  map[uint32]*Process{}, shells: map[string]*Shell{}, lastActive: s.cfg.Now(),
 		done: make(chan struct{}),
@@ -294,7 +276,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		return gateway.VM{}, errShuttingDown()
 	}
 	s.live[rec.ID] = lv
-	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: gateway.VMReady})
+	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMReady})
 	s.goLocked(func() { s.watch(lv) })
 	s.mu.Unlock()
 	return rec, nil
@@ -439,7 +421,7 @@ func (s *Service) watch(lv *liveVM) {
 				}
 				switch ev.Kind {
 				case "limit_warning", "structured":
-					lv.events.Append(0, 128, VMEvent{Type: ev.Kind, Time: ev.Time.UTC(), Name: ev.Name, Detail: ev.Detail})
+					lv.events.Append(0, 128, gateway.VMEvent{Type: gateway.VMEventType(ev.Kind), Time: ev.Time.UTC(), Name: ev.Name, Detail: ev.Detail})
 				}
 			case <-s.stop:
 				// Shutdown ends the VM itself; a VM whose disposal failed
@@ -449,7 +431,7 @@ func (s *Service) watch(lv *liveVM) {
 			}
 		}
 		if errors.Is(sub.Err(), agentos.ErrOutputOverflow) {
-			lv.events.Append(0, 64, VMEvent{Type: "structured", Time: s.cfg.Now().UTC(), Name: "events_dropped"})
+			lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventStructured, Time: s.cfg.Now().UTC(), Name: "events_dropped"})
 			continue
 		}
 		break
@@ -490,7 +472,7 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 	delete(s.live, lv.id)
 	s.mu.Unlock()
 	close(lv.done)
-	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: state, Reason: reason})
+	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: state, Reason: reason})
 	final := gateway.Wrap(gateway.CodeConflict, ErrVMEnded, "the VM is %s", state).WithDetail("state", state)
 	if reason != "" {
 		final.Message += ": " + reason
@@ -588,7 +570,7 @@ func (s *Service) Delete(ctx context.Context, tenantID, id string) (vm gateway.V
 	if _, err := s.store.SetVMState(ctx, id, gateway.VMDisposing, "", ""); err != nil {
 		return gateway.VM{}, false, err
 	}
-	lv.events.Append(0, 64, VMEvent{Type: "state", Time: s.cfg.Now().UTC(), State: gateway.VMDisposing})
+	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMDisposing})
 	s.endVM(context.WithoutCancel(ctx), lv, gateway.VMDisposed, "", true)
 	vm, err = s.store.GetVM(ctx, tenantID, id)
 	return vm, false, err
@@ -623,7 +605,7 @@ func (s *Service) every(interval time.Duration, f func()) {
 }
 
 // Events follows a VM's event log after the given sequence.
-func (s *Service) Events(ctx context.Context, tenantID, id string) (*Log[VMEvent], func(), error) {
+func (s *Service) Events(ctx context.Context, tenantID, id string) (*Log[gateway.VMEvent], func(), error) {
 	lv, err := s.lookup(ctx, tenantID, id)
 	if err != nil {
 		return nil, nil, err

@@ -19,30 +19,6 @@ type ShellRequest struct {
 	Env        map[string]string
 }
 
-// Shell states.
-const (
-	ShellRunning = "running"
-	ShellExited  = "exited"
-)
-
-// ShellInfo describes a shell of a VM.
-type ShellInfo struct {
-	ID        string      `json:"id"`
-	Shell     string      `json:"shell"`
-	State     string      `json:"state"`
-	Cols      uint16      `json:"cols"`
-	Rows      uint16      `json:"rows"`
-	StartedAt time.Time   `json:"startedAt"`
-	ExitedAt  *time.Time  `json:"exitedAt,omitempty"`
-	Exit      *ExitStatus `json:"exit,omitempty"`
-	// Error says why the end of the shell is unknowable (the VM was
-	// disposed, its sidecar died).
-	Error string `json:"error,omitempty"`
-	// AnsweredQueries counts the terminal queries the gateway answered
-	// itself because no attached client did.
-	AnsweredQueries int `json:"answeredQueries"`
-}
-
 // Shell is an interactive shell on a PTY in a VM, with a model of its
 // terminal that answers the shell's terminal queries for clients that are
 // not terminal emulators.
@@ -57,7 +33,7 @@ type Shell struct {
 
 	mu       sync.Mutex
 	exitedAt time.Time
-	exit     *ExitStatus
+	exit     *gateway.ExitStatus
 	err      error
 }
 
@@ -73,7 +49,7 @@ func (sh *Shell) Done() <-chan struct{} { return sh.done }
 
 // Exit returns the exit status once the shell ended (nil while it runs), or
 // the error that made its end unknowable.
-func (sh *Shell) Exit() (*ExitStatus, error) {
+func (sh *Shell) Exit() (*gateway.ExitStatus, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return sh.exit, sh.err
@@ -89,17 +65,17 @@ func (sh *Shell) running() bool {
 }
 
 // Info describes the shell.
-func (sh *Shell) Info() ShellInfo {
+func (sh *Shell) Info() gateway.ShellInfo {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	// The size is the model's: what the gateway answers queries from.
 	cols, rows := sh.term.Size()
-	info := ShellInfo{ID: sh.id, Shell: sh.shell, State: ShellRunning, Cols: uint16(cols), Rows: uint16(rows), StartedAt: sh.startedAt, Exit: sh.exit,
+	info := gateway.ShellInfo{ID: sh.id, Shell: sh.shell, State: gateway.ShellRunning, Cols: uint16(cols), Rows: uint16(rows), StartedAt: sh.startedAt, Exit: sh.exit,
 		AnsweredQueries: sh.term.Answered()}
 	if !sh.exitedAt.IsZero() {
 		t := sh.exitedAt
 		info.ExitedAt = &t
-		info.State = ShellExited
+		info.State = gateway.ShellExited
 	}
 	if sh.err != nil {
 		info.Error = gateway.ErrorMessage(sh.err)
@@ -187,7 +163,7 @@ func (s *Service) awaitShell(lv *liveVM, sh *Shell, release func()) {
 			sh.err = EngineError(err, "shell")
 		}
 	} else {
-		sh.exit = &ExitStatus{ExitCode: st.ExitCode, Signal: st.Signal}
+		sh.exit = &st
 	}
 	sh.exitedAt = s.cfg.Now().UTC()
 	perr := sh.err
@@ -220,7 +196,7 @@ func (sh *Shell) vmEnded(err error) {
 }
 
 // Shells lists a VM's shells, ended ones included, oldest first.
-func (s *Service) Shells(ctx context.Context, tenantID, vmID string) ([]ShellInfo, error) {
+func (s *Service) Shells(ctx context.Context, tenantID, vmID string) ([]gateway.ShellInfo, error) {
 	lv, err := s.lookup(ctx, tenantID, vmID)
 	if err != nil {
 		return nil, err
@@ -231,7 +207,7 @@ func (s *Service) Shells(ctx context.Context, tenantID, vmID string) ([]ShellInf
 		shs = append(shs, sh)
 	}
 	lv.mu.Unlock()
-	out := make([]ShellInfo, len(shs))
+	out := make([]gateway.ShellInfo, len(shs))
 	for i, sh := range shs {
 		out[i] = sh.Info()
 	}
@@ -302,7 +278,7 @@ func (s *Service) DeleteShell(ctx context.Context, tenantID, vmID, id string) er
 }
 
 func (sh *Shell) exited() error {
-	return gateway.Errorf(gateway.CodeConflict, "shell %s has exited", sh.id).WithDetail("state", ShellExited)
+	return gateway.Errorf(gateway.CodeConflict, "shell %s has exited", sh.id).WithDetail("state", gateway.ShellExited)
 }
 
 // Input sends keystrokes. Replies to terminal queries among them settle the

@@ -1,0 +1,74 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// QuotasUpdate sets a tenant's quotas: nil fields are left as they are, 0
+// means unlimited.
+type QuotasUpdate struct {
+	MaxVMs            *int     `json:"maxVms" validate:"omitempty,gte=0,lte=100000"`
+	MaxProcesses      *int     `json:"maxProcesses" validate:"omitempty,gte=0,lte=1000000"`
+	RequestsPerSecond *float64 `json:"requestsPerSecond" validate:"omitempty,gte=0,lte=100000"`
+}
+
+// SessionSettingsUpdate updates a tenant's session settings: absent fields
+// stay as they are; a permissionDefault of null goes back to the gateway's
+// default, which is why it is kept raw.
+type SessionSettingsUpdate struct {
+	RetentionDays     *int            `json:"retentionDays" validate:"omitempty,gte=0,lte=36500"`
+	PermissionDefault json.RawMessage `json:"permissionDefault"`
+}
+
+// CreateTenantRequest is the body of POST /v1/tenants.
+type CreateTenantRequest struct {
+	Name     string                `json:"name" validate:"required,min=1,max=128"`
+	Isolated bool                  `json:"isolated"`
+	Quotas   QuotasUpdate          `json:"quotas"`
+	Sessions SessionSettingsUpdate `json:"sessions"`
+}
+
+// UpdateTenantRequest is the body of PATCH /v1/tenants/{tenant}: nil
+// fields are left as they are.
+type UpdateTenantRequest struct {
+	Name     *string               `json:"name" validate:"omitempty,min=1,max=128"`
+	Isolated *bool                 `json:"isolated"`
+	Quotas   QuotasUpdate          `json:"quotas"`
+	Sessions SessionSettingsUpdate `json:"sessions"`
+}
+
+// APIKey is an API key as listed, never with its secret; the answer that
+// creates a key (CreatedAPIKey in the spec) also carries Key. CreatedAt is
+// in UTC.
+type APIKey struct {
+	ID        string    `json:"id"`
+	TenantID  string    `json:"tenantId"`
+	Prefix    string    `json:"prefix"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Key is the secret, present only in the answer that created it.
+	Key string `json:"key,omitempty"`
+}
+
+// Sidecar describes a pooled sidecar. StartedAt is in UTC.
+type Sidecar struct {
+	ID        string    `json:"id"`
+	Pid       int       `json:"pid"`
+	State     string    `json:"state"`
+	VMCount   int       `json:"vmCount"`
+	Tenants   []string  `json:"tenants"`
+	Isolated  bool      `json:"isolated"`
+	RSSBytes  int64     `json:"rssBytes"`
+	Restarts  int64     `json:"restarts"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// Health answers GET /healthz: Status is always "ok".
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Ready answers GET /readyz once the gateway is ready: Status is "ready".
+type Ready struct {
+	Status string `json:"status"`
+}

@@ -1,0 +1,45 @@
+package api
+
+import (
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+)
+
+// List is the shape of every list: a page of items and the cursor of the
+// next page, empty on the last one.
+type List[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor"`
+}
+
+// CreateVMRequest is the body of POST /v1/vms.
+type CreateVMRequest struct {
+	Labels              map[string]string `json:"labels" validate:"omitempty,max=64,dive,keys,min=1,max=63,nonul,endkeys,max=256,nonul"`
+	Env                 map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
+	Permissions         map[string]any    `json:"permissions"`
+	Limits              map[string]any    `json:"limits"`
+	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts" validate:"omitempty,max=64,dive,min=1"`
+	Software            []string          `json:"software" validate:"omitempty,max=64,dive,min=1,max=256"`
+	Agents              []string          `json:"agents" validate:"omitempty,max=8,dive,oneof=pi claude codex opencode"`
+	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds" validate:"gte=0,lte=604800"`
+}
+
+// VM is a VM resource: the gateway's record of a VM with its spec
+// flattened. Times are in UTC.
+type VM struct {
+	ID                  string            `json:"id"`
+	State               gateway.VMState   `json:"state"`
+	Reason              string            `json:"reason,omitempty"`
+	Labels              map[string]string `json:"labels"`
+	SidecarID           string            `json:"sidecarId,omitempty"`
+	Env                 map[string]string `json:"env,omitempty"`
+	Permissions         map[string]any    `json:"permissions,omitempty"`
+	Limits              map[string]any    `json:"limits,omitempty"`
+	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts"`
+	Software            []string          `json:"software"`
+	Agents              []string          `json:"agents"`
+	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds"`
+	CreatedAt           time.Time         `json:"createdAt"`
+	UpdatedAt           time.Time         `json:"updatedAt"`
+}
