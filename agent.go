@@ -82,5 +82,5 @@ type OverflowEvent struct {
 // SessionEndEvent is the data of a session stream's final end event: the
 // session's state then (closed, lost, or deleted when the session was).
 type SessionEndEvent struct {
-	State string `json:"state"`
+	State SessionState `json:"state"`
 }

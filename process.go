@@ -7,8 +7,25 @@ import "time"
 // 128+signo); it is empty when it exited by itself.
 type ExitStatus struct {
 	ExitCode int    `json:"exitCode"`
-	Signal   string `json:"signal,omitempty"`
+	Signal   Signal `json:"signal,omitempty"`
 }
+
+// Signal names a signal by its POSIX name, such as SIGTERM.
+type Signal string
+
+// The signals a client may send a process (any other POSIX name is
+// accepted too).
+const (
+	SIGHUP  Signal = "SIGHUP"
+	SIGINT  Signal = "SIGINT"
+	SIGQUIT Signal = "SIGQUIT"
+	SIGKILL Signal = "SIGKILL"
+	SIGUSR1 Signal = "SIGUSR1"
+	SIGUSR2 Signal = "SIGUSR2"
+	SIGTERM Signal = "SIGTERM"
+	SIGCONT Signal = "SIGCONT"
+	SIGSTOP Signal = "SIGSTOP"
+)
 
 // ProcessInfo describes a spawned process of a VM, by its guest pid.
 type ProcessInfo struct {

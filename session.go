@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -17,6 +18,9 @@ const (
 	SessionUnloaded SessionState = "unloaded" // its agent was stopped; a prompt restarts it
 	SessionClosed   SessionState = "closed"   // its VM was disposed
 	SessionLost     SessionState = "lost"     // its VM was lost with its sidecar
+	// SessionDeleted is never a session's state: it is the state the final
+	// end event of a deleted session's stream carries.
+	SessionDeleted SessionState = "deleted"
 )
 
 // Permission decisions a default can take.
@@ -32,6 +36,11 @@ type PermissionDefault struct {
 	TimeoutSeconds int    `json:"timeoutSeconds" validate:"gte=1,lte=604800"`
 }
 
+// Timeout is TimeoutSeconds as a duration.
+func (d PermissionDefault) Timeout() time.Duration {
+	return time.Duration(d.TimeoutSeconds) * time.Second
+}
+
 // SessionSettings are a tenant's defaults for its agent sessions.
 type SessionSettings struct {
 	// RetentionDays is how long the record of a session whose VM has ended
@@ -40,6 +49,11 @@ type SessionSettings struct {
 	// PermissionDefault applies to sessions that do not set their own; nil
 	// means the gateway's default.
 	PermissionDefault *PermissionDefault `json:"permissionDefault,omitempty"`
+}
+
+// Retention is RetentionDays as a duration.
+func (s SessionSettings) Retention() time.Duration {
+	return time.Duration(s.RetentionDays) * 24 * time.Hour
 }
 
 // Session is the gateway's record of an agent session in a VM.
@@ -115,6 +129,28 @@ const (
 	DecidedByTimeout = "timeout" // the default decision, after its timeout
 	DecidedByAgent   = "agent"   // the engine, e.g. when the turn was cancelled
 )
+
+// PermissionOption is an answer a permission request offers, as ACP has
+// it: Kind is allow_once, allow_always, reject_once or reject_always. Agents
+// may add fields of their own, which the raw options of a Permission keep.
+type PermissionOption struct {
+	OptionID string `json:"optionId"`
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+}
+
+// DecodePermissionOptions decodes the options of a permission request, as a
+// Permission or a permission_request event carries them.
+func DecodePermissionOptions(raw json.RawMessage) ([]PermissionOption, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var opts []PermissionOption
+	if err := json.Unmarshal(raw, &opts); err != nil {
+		return nil, fmt.Errorf("permission options: %w", err)
+	}
+	return opts, nil
+}
 
 // PermissionDecision is how a permission request was settled.
 type PermissionDecision struct {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 // ExecOptions configure a one-shot command.
@@ -27,7 +29,7 @@ type ExecOptions struct {
 type ExecResult struct {
 	ProcessID       string
 	ExitCode        int
-	Signal          string
+	Signal          gateway.Signal
 	Stdout          []byte
 	Stderr          []byte
 	StdoutTruncated bool

@@ -342,7 +342,7 @@ func (p *Process) Info() ProcessInfo {
 func (p *Process) statusLocked() gateway.ExitStatus {
 	st := gateway.ExitStatus{ExitCode: p.exitCode}
 	if p.lastSignal != "" && p.exitCode == 128+signalNumber(p.lastSignal) {
-		st.Signal = p.lastSignal
+		st.Signal = gateway.Signal(p.lastSignal)
 	}
 	return st
 }

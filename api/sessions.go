@@ -9,17 +9,17 @@ import (
 
 // OpenSessionRequest is the body of POST /v1/vms/{vm}/sessions.
 type OpenSessionRequest struct {
-	SessionID             string            `json:"sessionId" validate:"omitempty,max=128"`
+	SessionID             string            `json:"sessionId,omitempty" validate:"omitempty,max=128"`
 	Agent                 string            `json:"agent" validate:"required,max=64"`
-	Cwd                   string            `json:"cwd" validate:"omitempty,startswith=/,max=4096,nonul"`
-	Env                   map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
-	AdditionalDirectories []string          `json:"additionalDirectories" validate:"omitempty,max=64,dive,startswith=/,max=4096,nonul"`
+	Cwd                   string            `json:"cwd,omitempty" validate:"omitempty,startswith=/,max=4096,nonul"`
+	Env                   map[string]string `json:"env,omitempty" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
+	AdditionalDirectories []string          `json:"additionalDirectories,omitempty" validate:"omitempty,max=64,dive,startswith=/,max=4096,nonul"`
 	// MCPServers are ACP MCP server objects, passed to the agent as they
 	// are.
-	MCPServers             json.RawMessage            `json:"mcpServers"`
-	PermissionPolicy       string                     `json:"permissionPolicy" validate:"omitempty,oneof=ask allow_all reject_all"`
-	PermissionDefault      *gateway.PermissionDefault `json:"permissionDefault"`
-	AdditionalInstructions string                     `json:"additionalInstructions" validate:"max=65536,nonul"`
+	MCPServers             json.RawMessage            `json:"mcpServers,omitempty"`
+	PermissionPolicy       string                     `json:"permissionPolicy,omitempty" validate:"omitempty,oneof=ask allow_all reject_all"`
+	PermissionDefault      *gateway.PermissionDefault `json:"permissionDefault,omitempty"`
+	AdditionalInstructions string                     `json:"additionalInstructions,omitempty" validate:"max=65536,nonul"`
 }
 
 // Session is an agent session as the API shows it. Times are in UTC.
@@ -41,8 +41,8 @@ type Session struct {
 // PromptRequest is the body of POST /v1/vms/{vm}/sessions/{session}/prompt:
 // Content is an array of ACP content blocks.
 type PromptRequest struct {
-	Content        json.RawMessage `json:"content"`
-	IdempotencyKey string          `json:"idempotencyKey" validate:"max=255,nonul"`
+	Content        json.RawMessage `json:"content,omitempty"`
+	IdempotencyKey string          `json:"idempotencyKey,omitempty" validate:"max=255,nonul"`
 }
 
 // PromptAccepted answers an asynchronous prompt: Status is "accepted".
@@ -71,7 +71,7 @@ type SessionConfig struct {
 // SetConfigRequest is the body of PUT
 // /v1/vms/{vm}/sessions/{session}/config/{config}.
 type SetConfigRequest struct {
-	Value json.RawMessage `json:"value"`
+	Value json.RawMessage `json:"value,omitempty"`
 }
 
 // SessionHistory is a page of a session's durable events, each a

@@ -8,34 +8,34 @@ import (
 // QuotasUpdate sets a tenant's quotas: nil fields are left as they are, 0
 // means unlimited.
 type QuotasUpdate struct {
-	MaxVMs            *int     `json:"maxVms" validate:"omitempty,gte=0,lte=100000"`
-	MaxProcesses      *int     `json:"maxProcesses" validate:"omitempty,gte=0,lte=1000000"`
-	RequestsPerSecond *float64 `json:"requestsPerSecond" validate:"omitempty,gte=0,lte=100000"`
+	MaxVMs            *int     `json:"maxVms,omitempty" validate:"omitempty,gte=0,lte=100000"`
+	MaxProcesses      *int     `json:"maxProcesses,omitempty" validate:"omitempty,gte=0,lte=1000000"`
+	RequestsPerSecond *float64 `json:"requestsPerSecond,omitempty" validate:"omitempty,gte=0,lte=100000"`
 }
 
 // SessionSettingsUpdate updates a tenant's session settings: absent fields
 // stay as they are; a permissionDefault of null goes back to the gateway's
 // default, which is why it is kept raw.
 type SessionSettingsUpdate struct {
-	RetentionDays     *int            `json:"retentionDays" validate:"omitempty,gte=0,lte=36500"`
-	PermissionDefault json.RawMessage `json:"permissionDefault"`
+	RetentionDays     *int            `json:"retentionDays,omitempty" validate:"omitempty,gte=0,lte=36500"`
+	PermissionDefault json.RawMessage `json:"permissionDefault,omitempty"`
 }
 
 // CreateTenantRequest is the body of POST /v1/tenants.
 type CreateTenantRequest struct {
 	Name     string                `json:"name" validate:"required,min=1,max=128"`
-	Isolated bool                  `json:"isolated"`
-	Quotas   QuotasUpdate          `json:"quotas"`
-	Sessions SessionSettingsUpdate `json:"sessions"`
+	Isolated bool                  `json:"isolated,omitempty"`
+	Quotas   QuotasUpdate          `json:"quotas,omitzero"`
+	Sessions SessionSettingsUpdate `json:"sessions,omitzero"`
 }
 
 // UpdateTenantRequest is the body of PATCH /v1/tenants/{tenant}: nil
 // fields are left as they are.
 type UpdateTenantRequest struct {
-	Name     *string               `json:"name" validate:"omitempty,min=1,max=128"`
-	Isolated *bool                 `json:"isolated"`
-	Quotas   QuotasUpdate          `json:"quotas"`
-	Sessions SessionSettingsUpdate `json:"sessions"`
+	Name     *string               `json:"name,omitempty" validate:"omitempty,min=1,max=128"`
+	Isolated *bool                 `json:"isolated,omitempty"`
+	Quotas   QuotasUpdate          `json:"quotas,omitzero"`
+	Sessions SessionSettingsUpdate `json:"sessions,omitzero"`
 }
 
 // APIKey is an API key as listed, never with its secret; the answer that

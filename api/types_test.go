@@ -98,6 +98,7 @@ var wireShapes = []struct {
 	{"PermissionDefault", gateway.PermissionDefault{}, true},
 	{"Permission", gateway.Permission{}, true},
 	{"PermissionDecision", gateway.PermissionDecision{}, true},
+	{"PermissionOption", gateway.PermissionOption{}, false},
 	{"ExitStatus", gateway.ExitStatus{}, true},
 	{"ProcessInfo", gateway.ProcessInfo{}, true},
 	{"Shell", gateway.ShellInfo{}, true},

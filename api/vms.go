@@ -15,14 +15,14 @@ type List[T any] struct {
 
 // CreateVMRequest is the body of POST /v1/vms.
 type CreateVMRequest struct {
-	Labels              map[string]string `json:"labels" validate:"omitempty,max=64,dive,keys,min=1,max=63,nonul,endkeys,max=256,nonul"`
-	Env                 map[string]string `json:"env" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
-	Permissions         map[string]any    `json:"permissions"`
-	Limits              map[string]any    `json:"limits"`
-	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts" validate:"omitempty,max=64,dive,min=1"`
-	Software            []string          `json:"software" validate:"omitempty,max=64,dive,min=1,max=256"`
-	Agents              []string          `json:"agents" validate:"omitempty,max=8,dive,oneof=pi claude codex opencode"`
-	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds" validate:"gte=0,lte=604800"`
+	Labels              map[string]string `json:"labels,omitempty" validate:"omitempty,max=64,dive,keys,min=1,max=63,nonul,endkeys,max=256,nonul"`
+	Env                 map[string]string `json:"env,omitempty" validate:"omitempty,max=256,dive,keys,min=1,max=256,envkey,endkeys,nonul,max=65536"`
+	Permissions         map[string]any    `json:"permissions,omitempty"`
+	Limits              map[string]any    `json:"limits,omitempty"`
+	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts,omitempty" validate:"omitempty,max=64,dive,min=1"`
+	Software            []string          `json:"software,omitempty" validate:"omitempty,max=64,dive,min=1,max=256"`
+	Agents              []string          `json:"agents,omitempty" validate:"omitempty,max=8,dive,oneof=pi claude codex opencode"`
+	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty" validate:"gte=0,lte=604800"`
 }
 
 // VM is a VM resource: the gateway's record of a VM with its spec
@@ -43,3 +43,6 @@ type VM struct {
 	CreatedAt           time.Time         `json:"createdAt"`
 	UpdatedAt           time.Time         `json:"updatedAt"`
 }
+
+// IdleTimeout is IdleTimeoutSeconds as a duration.
+func (v VM) IdleTimeout() time.Duration { return time.Duration(v.IdleTimeoutSeconds) * time.Second }

@@ -57,8 +57,7 @@ func TestDurationsOnTheWire(t *testing.T) {
 		{"exec timeout 0 is not sent", client.ExecRequest{Command: "x"}, `{"command":"x"}`},
 		{"idle timeout 1.2 s", client.CreateVMRequest{IdleTimeout: 1200 * time.Millisecond}, `{"idleTimeoutSeconds":2}`},
 		{"idle timeout of a minute", client.CreateVMRequest{IdleTimeout: time.Minute}, `{"idleTimeoutSeconds":60}`},
-		{"permission default 90 s", client.PermissionDefault{Decision: "reject", Timeout: 90 * time.Second}, `{"decision":"reject","timeoutSeconds":90}`},
-		{"permission default 1.5 s", client.PermissionDefault{Decision: "allow", Timeout: 1500 * time.Millisecond}, `{"decision":"allow","timeoutSeconds":2}`},
+		{"permission default 90 s", client.PermissionDefault{Decision: "reject", TimeoutSeconds: 90}, `{"decision":"reject","timeoutSeconds":90}`},
 		{"retention of 36 h", client.SessionSettingsUpdate{Retention: client.Ptr(36 * time.Hour)}, `{"retentionDays":2}`},
 	} {
 		b, err := json.Marshal(tc.v)
@@ -68,7 +67,7 @@ func TestDurationsOnTheWire(t *testing.T) {
 	}
 
 	var d client.PermissionDefault
-	if err := json.Unmarshal([]byte(`{"decision":"reject","timeoutSeconds":90}`), &d); err != nil || d != (client.PermissionDefault{Decision: "reject", Timeout: 90 * time.Second}) {
+	if err := json.Unmarshal([]byte(`{"decision":"reject","timeoutSeconds":90}`), &d); err != nil || d != (client.PermissionDefault{Decision: "reject", TimeoutSeconds: 90}) {
 		t.Fatalf("permission default %+v, %v", d, err)
 	}
 	if b, _ := json.Marshal(d); string(b) != `{"decision":"reject","timeoutSeconds":90}` {
@@ -76,11 +75,11 @@ func TestDurationsOnTheWire(t *testing.T) {
 	}
 	var s client.SessionSettings
 	if err := json.Unmarshal([]byte(`{"retentionDays":3,"permissionDefault":{"decision":"allow","timeoutSeconds":5}}`), &s); err != nil ||
-		s.Retention != 72*time.Hour || s.PermissionDefault == nil || s.PermissionDefault.Timeout != 5*time.Second {
+		s.Retention() != 72*time.Hour || s.PermissionDefault == nil || s.PermissionDefault.Timeout() != 5*time.Second {
 		t.Fatalf("settings %+v, %v", s, err)
 	}
 	var vm client.VM
-	if err := json.Unmarshal([]byte(vmJSON), &vm); err != nil || vm.IdleTimeout != 30*time.Second {
+	if err := json.Unmarshal([]byte(vmJSON), &vm); err != nil || vm.IdleTimeout() != 30*time.Second {
 		t.Fatalf("vm %+v, %v", vm, err)
 	}
 	for _, bad := range []string{`{"timeoutSeconds":"x"}`, `[]`} {

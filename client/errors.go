@@ -11,33 +11,36 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // Code is one of the gateway's stable error codes. Branch on it, never on
 // an error's text.
-type Code string
+type Code = gateway.Code
 
 // The gateway's error codes.
 const (
-	CodeInvalidArgument   Code = "invalid_argument"
-	CodeUnauthenticated   Code = "unauthenticated"
-	CodePermissionDenied  Code = "permission_denied"
-	CodeNotFound          Code = "not_found"
-	CodeConflict          Code = "conflict"
-	CodePayloadTooLarge   Code = "payload_too_large"
-	CodeUnprocessable     Code = "unprocessable"
-	CodeResourceExhausted Code = "resource_exhausted"
-	CodeInternal          Code = "internal"
-	CodeUnavailable       Code = "unavailable"
-	CodeDeadlineExceeded  Code = "deadline_exceeded"
-	CodeMethodNotAllowed  Code = "method_not_allowed"
-	CodeRequestTimeout    Code = "request_timeout"
-	CodeHeadersTooLarge   Code = "headers_too_large"
-	CodeNotImplemented    Code = "not_implemented"
+	CodeInvalidArgument   = gateway.CodeInvalidArgument
+	CodeUnauthenticated   = gateway.CodeUnauthenticated
+	CodePermissionDenied  = gateway.CodePermissionDenied
+	CodeNotFound          = gateway.CodeNotFound
+	CodeConflict          = gateway.CodeConflict
+	CodePayloadTooLarge   = gateway.CodePayloadTooLarge
+	CodeUnprocessable     = gateway.CodeUnprocessable
+	CodeResourceExhausted = gateway.CodeResourceExhausted
+	CodeInternal          = gateway.CodeInternal
+	CodeUnavailable       = gateway.CodeUnavailable
+	CodeDeadlineExceeded  = gateway.CodeDeadlineExceeded
+	CodeMethodNotAllowed  = gateway.CodeMethodNotAllowed
+	CodeRequestTimeout    = gateway.CodeRequestTimeout
+	CodeHeadersTooLarge   = gateway.CodeHeadersTooLarge
+	CodeNotImplemented    = gateway.CodeNotImplemented
 
 	// Conditional and range requests of file downloads.
-	CodePreconditionFailed  Code = "precondition_failed"
-	CodeRangeNotSatisfiable Code = "range_not_satisfiable"
+	CodePreconditionFailed  = gateway.CodePreconditionFailed
+	CodeRangeNotSatisfiable = gateway.CodeRangeNotSatisfiable
 )
 
 // Error is an answer of the gateway outside 2xx (an RFC 9457 problem), or the
@@ -151,17 +154,6 @@ func codeForStatus(status int) Code {
 // maxErrorBody bounds how much of an error body is read.
 const maxErrorBody = 64 << 10
 
-type problemJSON struct {
-	Type      string         `json:"type"`
-	Title     string         `json:"title"`
-	Status    int            `json:"status"`
-	Detail    string         `json:"detail"`
-	Instance  string         `json:"instance"`
-	Code      Code           `json:"code"`
-	RequestID string         `json:"requestId"`
-	Details   map[string]any `json:"details"`
-}
-
 // parseError turns a non-2xx answer into an *Error. It never fails: a body
 // that is not a problem falls back to the status (and a snippet of the body
 // as the detail).
@@ -183,7 +175,7 @@ func parseError(resp *http.Response) *Error {
 		body, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	var p problemJSON
+	var p api.Problem
 	if (mt == "application/problem+json" || mt == "application/json" || strings.HasSuffix(mt, "+json")) &&
 		json.Unmarshal(body, &p) == nil && (p.Code != "" || p.Title != "" || p.Detail != "") {
 		e.Code, e.Detail, e.Details, e.Type, e.Instance = p.Code, p.Detail, p.Details, p.Type, p.Instance

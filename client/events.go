@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // Event is an interface holding one event of a stream, decoded: one of
@@ -61,9 +64,7 @@ type Output struct {
 
 // Gap says that output (or VM events) with sequence numbers From..To was
 // dropped from the gateway's bounded buffer before this client read it.
-type Gap struct {
-	From, To uint64
-}
+type Gap = api.GapEvent
 
 // Exit is the final event of a process's or a command's output. Truncated
 // and Duration are set by a streamed exec only.
@@ -80,35 +81,20 @@ type ShellEnd struct {
 	ExitStatus
 }
 
-// SessionEnd is the final event of a session's stream: the VM ended
-// (closed, lost) or the session was deleted.
-type SessionEnd struct {
-	State SessionState
-}
+// SessionEnd is the final event of a session's stream: its VM ended
+// (closed, lost) or it was deleted.
+type SessionEnd = gateway.SessionEndEvent
 
 // AgentStderr is output an agent process wrote to its standard error.
-type AgentStderr struct {
-	AgentType string
-	ProcessID string
-	Text      string
-}
+type AgentStderr = gateway.AgentStderrEvent
 
 // AgentExit says that an agent process exited, and what the engine does
 // about it.
-type AgentExit struct {
-	AgentType string
-	ProcessID string
-	// ExitCode is nil when it is not known (the agent was killed by a
-	// signal).
-	ExitCode *int
-	Restart  string
-}
+type AgentExit = gateway.AgentExitEvent
 
 // Overflow says that the client fell behind and streamed deltas were
 // dropped; the missed durable events follow from the store.
-type Overflow struct {
-	Reason string
-}
+type Overflow = gateway.OverflowEvent
 
 // UnknownEvent is an event this client does not know, as it came.
 type UnknownEvent struct {
@@ -128,60 +114,6 @@ const (
 	sessionStream
 )
 
-// wireOutput is the data of stdout and stderr events.
-type wireOutput struct {
-	Seq      uint64       `json:"seq"`
-	Stream   OutputStream `json:"stream"`
-	Data     string       `json:"data"`
-	Encoding string       `json:"encoding"`
-	TS       time.Time    `json:"ts"`
-}
-
-// wireExit is the data of exit events (and of a shell's end event).
-type wireExit struct {
-	ExitCode   int    `json:"exitCode"`
-	Signal     Signal `json:"signal"`
-	Truncated  bool   `json:"truncated"`
-	DurationMs int64  `json:"durationMs"`
-}
-
-// wireError is the data of a final error event.
-type wireError struct {
-	Code   Code   `json:"code"`
-	Detail string `json:"detail"`
-}
-
-// wireGap is the data of gap events.
-type wireGap struct {
-	From uint64 `json:"from"`
-	To   uint64 `json:"to"`
-}
-
-// wireAgentStderr is the data of agent_stderr events.
-type wireAgentStderr struct {
-	AgentType string `json:"agentType"`
-	ProcessID string `json:"processId"`
-	Text      string `json:"text"`
-}
-
-// wireAgentExit is the data of agent_exit events.
-type wireAgentExit struct {
-	AgentType string `json:"agentType"`
-	ProcessID string `json:"processId"`
-	ExitCode  *int   `json:"exitCode"`
-	Restart   string `json:"restart"`
-}
-
-// wireOverflow is the data of overflow events.
-type wireOverflow struct {
-	Reason string `json:"reason"`
-}
-
-// wireSessionEnd is the data of a session's end event.
-type wireSessionEnd struct {
-	State SessionState `json:"state"`
-}
-
 // decodeEvent turns one Server-Sent Event of a stream of kind k into its
 // Event. An "error" event is returned as the *Error it carries, with final
 // set.
@@ -194,7 +126,7 @@ func decodeEvent(k streamKind, typ string, data []byte) (ev Event, final bool, e
 	}
 	switch {
 	case typ == eventError:
-		var w wireError
+		var w api.ErrorEvent
 		if err := unmarshal(&w); err != nil {
 			return nil, true, err
 		}
@@ -203,13 +135,13 @@ func decodeEvent(k streamKind, typ string, data []byte) (ev Event, final bool, e
 		}
 		return nil, true, &Error{Code: w.Code, Detail: w.Detail}
 	case typ == eventGap:
-		var g wireGap
+		var g Gap
 		if err := unmarshal(&g); err != nil {
 			return nil, false, err
 		}
-		return &Gap{From: g.From, To: g.To}, false, nil
+		return &g, false, nil
 	case k != vmStream && k != sessionStream && (typ == eventStdout || typ == eventStderr):
-		var w wireOutput
+		var w api.OutputEvent
 		if err := unmarshal(&w); err != nil {
 			return nil, false, err
 		}
@@ -218,16 +150,20 @@ func decodeEvent(k streamKind, typ string, data []byte) (ev Event, final bool, e
 			return nil, false, fmt.Errorf("client: decode %q event: %w", typ, err)
 		}
 		if w.Stream == "" {
-			w.Stream = OutputStream(typ)
+			w.Stream = typ
 		}
-		return &Output{Seq: w.Seq, Stream: w.Stream, Data: b, Time: w.TS}, false, nil
+		return &Output{Seq: w.Seq, Stream: OutputStream(w.Stream), Data: b, Time: w.TS}, false, nil
 	case (k == execStream || k == processStream) && typ == eventExit,
 		k == shellStream && typ == eventEnd:
-		var w wireExit
+		// The exec's exit event is the process's with two fields more.
+		var w api.ExecExitEvent
 		if err := unmarshal(&w); err != nil {
 			return nil, true, err
 		}
-		st := ExitStatus{ExitCode: w.ExitCode, Signal: w.Signal}
+		st := ExitStatus{ExitCode: w.ExitCode}
+		if w.Signal != nil {
+			st.Signal = *w.Signal
+		}
 		if typ == eventEnd {
 			return &ShellEnd{ExitStatus: st}, true, nil
 		}
@@ -256,21 +192,17 @@ func decodeSessionEvent(typ string, data []byte, unmarshal func(any) error) (Eve
 		var v EphemeralEvent
 		return &v, false, unmarshal(&v)
 	case eventAgentStderr:
-		var w wireAgentStderr
-		err := unmarshal(&w)
-		return &AgentStderr{AgentType: w.AgentType, ProcessID: w.ProcessID, Text: w.Text}, false, err
+		var v AgentStderr
+		return &v, false, unmarshal(&v)
 	case eventAgentExit:
-		var w wireAgentExit
-		err := unmarshal(&w)
-		return &AgentExit{AgentType: w.AgentType, ProcessID: w.ProcessID, ExitCode: w.ExitCode, Restart: w.Restart}, false, err
+		var v AgentExit
+		return &v, false, unmarshal(&v)
 	case eventOverflow:
-		var w wireOverflow
-		err := unmarshal(&w)
-		return &Overflow{Reason: w.Reason}, false, err
+		var v Overflow
+		return &v, false, unmarshal(&v)
 	case eventEnd:
-		var w wireSessionEnd
-		err := unmarshal(&w)
-		return &SessionEnd{State: w.State}, true, err
+		var v SessionEnd
+		return &v, true, unmarshal(&v)
 	}
 	return &UnknownEvent{Type: typ, Data: json.RawMessage(data)}, false, nil
 }

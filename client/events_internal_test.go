@@ -11,7 +11,7 @@ import (
 // value it decodes into.
 func TestDecodeEvent(t *testing.T) {
 	ts := time.Date(2025, 1, 2, 3, 4, 5, 5e8, time.UTC)
-	two := 2
+	two := int32(2)
 	outputJSON := `{"seq":5,"stream":"stdout","data":"héllo","encoding":"utf8","ts":"2025-01-02T03:04:05.5Z"}`
 	cases := []struct {
 		name  string

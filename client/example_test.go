@@ -27,6 +27,16 @@ func exampleClient() *client.Client {
 	return c
 }
 
+// exampleVM creates a VM as Example does, and returns its handle; the
+// caller deletes it.
+func exampleVM(ctx context.Context, c *client.Client, req client.CreateVMRequest) *client.VMHandle {
+	created, err := c.CreateVM(ctx, req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c.VM(created.ID)
+}
+
 // Create a VM, run a command in it, and dispose of the VM.
 func Example() {
 	ctx := context.Background()
@@ -72,11 +82,7 @@ func ExampleError() {
 func ExampleVMHandle_Exec_writers() {
 	ctx := context.Background()
 	c := exampleClient()
-	created, err := c.CreateVM(ctx, client.CreateVMRequest{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	vm := c.VM(created.ID)
+	vm := exampleVM(ctx, c, client.CreateVMRequest{})
 	defer vm.Delete(ctx)
 
 	var stderr strings.Builder
@@ -102,11 +108,7 @@ func ExampleVMHandle_Exec_writers() {
 func ExampleProcessHandle_Follow() {
 	ctx := context.Background()
 	c := exampleClient()
-	created, err := c.CreateVM(ctx, client.CreateVMRequest{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	vm := c.VM(created.ID)
+	vm := exampleVM(ctx, c, client.CreateVMRequest{})
 	defer vm.Delete(ctx)
 
 	p, err := vm.Spawn(ctx, client.SpawnRequest{Command: `sh -c "while read l; do echo got $l; done"`})
@@ -143,11 +145,7 @@ func ExampleClient_VMs() {
 	ctx := context.Background()
 	c := exampleClient()
 	for range 2 {
-		created, err := c.CreateVM(ctx, client.CreateVMRequest{Labels: map[string]string{"example": "vms"}})
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer c.VM(created.ID).Delete(ctx)
+		defer exampleVM(ctx, c, client.CreateVMRequest{Labels: map[string]string{"example": "vms"}}).Delete(ctx)
 	}
 	n := 0
 	for vm, err := range c.VMs(ctx, client.ListVMsOptions{Labels: map[string]string{"example": "vms"}, Limit: 1}) {
@@ -166,11 +164,7 @@ func ExampleClient_VMs() {
 func ExampleVMHandle_WriteFile() {
 	ctx := context.Background()
 	c := exampleClient()
-	created, err := c.CreateVM(ctx, client.CreateVMRequest{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	vm := c.VM(created.ID)
+	vm := exampleVM(ctx, c, client.CreateVMRequest{})
 	defer vm.Delete(ctx)
 
 	if _, err := vm.WriteFile(ctx, "/workspace/notes/hello.txt", strings.NewReader("hello\n"), client.WriteFileOptions{Mkdirs: true}); err != nil {
@@ -207,11 +201,7 @@ func ExampleSessionHandle_Events() {
 	ctx := context.Background()
 	c := exampleClient()
 	port, _ := strconv.Atoi(os.Getenv("MOCK_MODEL_PORT"))
-	created, err := c.CreateVM(ctx, client.CreateVMRequest{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(port)}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	vm := c.VM(created.ID)
+	vm := exampleVM(ctx, c, client.CreateVMRequest{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(port)}})
 	defer vm.Delete(ctx)
 	s, err := vm.OpenSession(ctx, client.OpenSessionRequest{Agent: "pi", Env: map[string]string{
 		"ANTHROPIC_API_KEY":  os.Getenv("ANTHROPIC_API_KEY"),

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // Paths inside a VM always travel in the path query parameter; the gateway
@@ -182,14 +184,8 @@ type ArchiveOptions struct {
 	Size int64
 }
 
-// ArchiveResult is the answer of UploadArchive.
-type ArchiveResult struct {
-	Path     string `json:"path"`
-	Files    int    `json:"files"`
-	Dirs     int    `json:"dirs"`
-	Symlinks int    `json:"symlinks"`
-	Bytes    int64  `json:"bytes"`
-}
+// ArchiveResult is the answer of UploadArchive: what the archive held.
+type ArchiveResult = api.ArchiveExtracted
 
 func archiveQuery(path string, opts ArchiveOptions) url.Values {
 	q := pathQuery(path)

@@ -111,3 +111,23 @@ func problem(status int, code, detail string) canned {
 	return canned{status: status, ctype: "application/problem+json",
 		body: fmt.Sprintf(`{"status":%d,"code":%q,"detail":%q}`, status, code, detail)}
 }
+
+// options decodes a permission request's options, or nil when they are not
+// valid.
+func options(raw json.RawMessage) []client.PermissionOption {
+	opts, err := client.PermissionOptions(raw)
+	if err != nil {
+		return nil
+	}
+	return opts
+}
+
+// option returns the id of the first option of kind, or "".
+func option(raw json.RawMessage, kind string) string {
+	for _, o := range options(raw) {
+		if o.Kind == kind {
+			return o.OptionID
+		}
+	}
+	return ""
+}

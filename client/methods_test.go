@@ -140,7 +140,7 @@ func methodCases() []methodCase {
 				if err != nil {
 					return err
 				}
-				return expect(vm.ID == "vm_1" && vm.State == client.VMReady && vm.Labels["a"] == "b" && vm.IdleTimeout == 30*time.Second &&
+				return expect(vm.ID == "vm_1" && vm.State == client.VMReady && vm.Labels["a"] == "b" && vm.IdleTimeout() == 30*time.Second &&
 					vm.CreatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 5, 123e6, time.UTC)), "vm", vm)
 			}},
 		{name: "CreateVM", variant: "idle timeout rounded up to a second", method: "POST", path: "/v1/vms", accept: jsonCT, ctype: jsonCT,
@@ -165,7 +165,7 @@ func methodCases() []methodCase {
 				if err != nil {
 					return err
 				}
-				return expect(got.SidecarID == "sc_1" && got.IdleTimeout == 30*time.Second && got.UpdatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)), "vm", got)
+				return expect(got.SidecarID == "sc_1" && got.IdleTimeout() == 30*time.Second && got.UpdatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)), "vm", got)
 			}},
 		{name: "ListVMs", method: "GET", path: "/v1/vms", accept: jsonCT,
 			query: url.Values{"state": {"ready", "lost"}, "label": {"a=1", "b=x:y", "c!=z"}, "cursor": {"c/1"}, "limit": {"10"}},
@@ -176,7 +176,7 @@ func methodCases() []methodCase {
 				if err != nil {
 					return err
 				}
-				return expect(len(l.Items) == 1 && l.Items[0].IdleTimeout == 30*time.Second && l.NextCursor == "c2", "list", l)
+				return expect(len(l.Items) == 1 && l.Items[0].IdleTimeout() == 30*time.Second && l.NextCursor == "c2", "list", l)
 			}},
 		{name: "ListVMs", variant: "all states", method: "GET", path: "/v1/vms", accept: jsonCT, query: url.Values{"state": {"all"}},
 			resp: canned{ctype: jsonCT, body: `{"items":[]}`},
@@ -258,7 +258,7 @@ func methodCases() []methodCase {
 				"id: 6\nevent: error\ndata: {\"code\":\"conflict\",\"detail\":\"the VM is disposed\"}\n\n"},
 			call: func(ctx context.Context, c *client.Client) error {
 				types, err := follow(c.VM(weirdVM).FollowEvents(ctx))
-				return expect(err == nil && strings.Join(types, " ") == "*client.VMEvent", "events", types, err)
+				return expect(err == nil && strings.Join(types, " ") == "*gateway.VMEvent", "events", types, err)
 			}},
 		{name: "VM.Exec", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
 			headers:  map[string]string{"Idempotency-Key": "k-1", "X-Request-ID": "rid-1"},
@@ -636,7 +636,7 @@ func methodCases() []methodCase {
 				if err != nil {
 					return err
 				}
-				return expect(st.Size == 5 && st.Mode == 0o100644 && st.UID == 1 && st.GID == 2 && !st.ModTime.IsZero(), "stat", st)
+				return expect(st.Size == 5 && st.Mode == 0o100644 && st.Uid == 1 && st.Gid == 2 && !st.ModTime.IsZero(), "stat", st)
 			}},
 		{name: "VM.Agents", method: "GET", path: vmBase + "/agents", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"pi","installed":true},{"id":"claude","installed":false}],"nextCursor":""}`},
@@ -657,13 +657,13 @@ func methodCases() []methodCase {
 				s, err := c.VM(weirdVM).OpenSession(ctx, client.OpenSessionRequest{SessionID: "fix-flaky-test", Agent: "claude", Cwd: "/work/repo",
 					Env: map[string]string{"CI": "1"}, AdditionalDirectories: []string{"/data"},
 					MCPServers:       json.RawMessage(`[{"name":"fs","command":"mcp-fs","args":[],"env":[]}]`),
-					PermissionPolicy: client.PolicyAsk, PermissionDefault: &client.PermissionDefault{Decision: "allow", Timeout: 300 * time.Second},
+					PermissionPolicy: client.PolicyAsk, PermissionDefault: &client.PermissionDefault{Decision: "allow", TimeoutSeconds: 300},
 					AdditionalInstructions: "Be brief."})
 				if err != nil {
 					return err
 				}
 				return expect(s.ID == sessionID && s.VMID == weirdVM && s.State == client.SessionIdle && s.PermissionPolicy == client.PolicyAsk &&
-					s.PermissionDefault != nil && *s.PermissionDefault == client.PermissionDefault{Decision: "allow", Timeout: 300 * time.Second}, "session", s)
+					s.PermissionDefault != nil && *s.PermissionDefault == client.PermissionDefault{Decision: "allow", TimeoutSeconds: 300}, "session", s)
 			}},
 		{name: "VM.OpenSession", variant: "minimal", method: "POST", path: vmBase + "/sessions", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"agent":"pi"}`,
 			resp: canned{status: 201, ctype: jsonCT, body: idleSessionJSON},
@@ -680,7 +680,7 @@ func methodCases() []methodCase {
 			resp:     canned{status: 201, ctype: jsonCT, body: idleSessionJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				_, err := c.VM(weirdVM).OpenSession(ctx, client.OpenSessionRequest{Agent: "pi", PermissionPolicy: client.PolicyRejectAll,
-					PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: 1001 * time.Millisecond}})
+					PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2}})
 				return err
 			}},
 		{name: "Session.Get", method: "GET", path: sesBase, accept: jsonCT, resp: canned{ctype: jsonCT, body: sessionJSON},
@@ -696,12 +696,12 @@ func methodCases() []methodCase {
 				if err := expect(s.ID == sessionID && s.Agent == "claude" && s.Cwd == "/work/repo" && reflect.DeepEqual(s.AdditionalDirectories, []string{"/data"}) &&
 					s.State == client.SessionWaiting && s.LatestSequence == 12 && s.CreatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 5, 5e8, time.UTC)) &&
 					s.UpdatedAt.Equal(time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)) && len(s.PendingPermissions) == 1 &&
-					s.PermissionDefault != nil && s.PermissionDefault.Timeout == 5*time.Minute, "session", s); err != nil {
+					s.PermissionDefault != nil && s.PermissionDefault.Timeout() == 5*time.Minute, "session", s); err != nil {
 					return err
 				}
 				p := s.PendingPermissions[0]
-				return expect(p.RequestID == requestID && p.Status == "pending" && p.Decision == nil && p.Option("allow_once") == "allow-once" &&
-					p.Option("reject_once") == "reject-once" && p.Option("allow_always") == "" && len(p.Options) == 2 && p.Options[0].Name == "Allow once" &&
+				return expect(p.RequestID == requestID && p.Status == "pending" && p.Decision == nil && option(p.Options, "allow_once") == "allow-once" &&
+					option(p.Options, "reject_once") == "reject-once" && option(p.Options, "allow_always") == "" && len(options(p.Options)) == 2 && options(p.Options)[0].Name == "Allow once" &&
 					string(p.ToolCall) == `{"toolCallId":"tc_1","title":"rm -rf /tmp/x","kind":"execute"}` && !p.AskedAt.IsZero(), "permission", p)
 			}},
 		{name: "VM.ListSessions", method: "GET", path: vmBase + "/sessions", accept: jsonCT, query: url.Values{"cursor": {"c/1"}, "limit": {"2"}},
@@ -823,7 +823,7 @@ func methodCases() []methodCase {
 					return err
 				}
 				p := l[1]
-				return expect(p.Options == nil && string(p.ToolCall) == "null" && p.Option("allow_once") == "" && p.Decision != nil &&
+				return expect(options(p.Options) == nil && string(p.ToolCall) == "null" && option(p.Options, "allow_once") == "" && p.Decision != nil &&
 					*p.Decision == client.PermissionDecision{By: "api", KeyID: "key_1", OptionID: "allow-once", Status: "accepted", At: time.Date(2025, 1, 2, 3, 4, 7, 0, time.UTC)},
 					"permission", p)
 			}},
@@ -914,7 +914,7 @@ func methodCases() []methodCase {
 				chunk, ask, reply := h.Events[0], h.Events[1], h.Events[2]
 				return expect(chunk.Sequence == 6 && chunk.Type == "agent_message_chunk" && chunk.Timestamp.Equal(time.Date(2025, 1, 2, 3, 4, 5, 25e7, time.UTC)) &&
 					string(chunk.Update) == `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}` &&
-					ask.Type == "permission_request" && ask.RequestID == requestID && len(ask.Options) == 1 && ask.Options[0].Kind == "allow_once" &&
+					ask.Type == "permission_request" && ask.RequestID == requestID && len(options(ask.Options)) == 1 && options(ask.Options)[0].Kind == "allow_once" &&
 					string(ask.ToolCall) == `{"toolCallId":"tc_1"}` && ask.Decision == nil &&
 					reply.Type == "permission_response" && reply.Status == "accepted" && reply.Decision != nil && reply.Decision.By == "timeout" &&
 					reply.Decision.OptionID == "allow-once" && string(reply.Response) == `{"outcome":{"outcome":"selected","optionId":"allow-once"}}`, "events", h.Events)
@@ -1002,7 +1002,7 @@ func methodCases() []methodCase {
 			resp: canned{ctype: sseCT, body: "id: 6\nevent: durable\ndata: " + durableChunkJSON + "\n\n" + "id: 6\nevent: end\ndata: {\"state\":\"closed\"}\n\n"},
 			call: func(ctx context.Context, c *client.Client) error {
 				types, err := follow(c.VM(weirdVM).Session(sessionID).Follow(ctx))
-				return expect(err == nil && strings.Join(types, " ") == "*client.SessionEvent *client.SessionEnd", "events", types, err)
+				return expect(err == nil && strings.Join(types, " ") == "*gateway.SessionEventData *gateway.SessionEndEvent", "events", types, err)
 			}},
 		{name: "CreateTenant", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5}}`,
@@ -1019,11 +1019,11 @@ func methodCases() []methodCase {
 			resp:     canned{status: 201, ctype: jsonCT, body: tenantSessionsJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				t, err := c.CreateTenant(ctx, client.TenantCreate{Name: "acme", Sessions: &client.SessionSettingsUpdate{
-					Retention: client.Ptr(7 * day), PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: time.Minute}}})
+					Retention: client.Ptr(7 * day), PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60}}})
 				if err != nil {
 					return err
 				}
-				return expect(t.Sessions.Retention == 7*day && t.Sessions.PermissionDefault != nil && t.Sessions.PermissionDefault.Decision == "reject", "tenant", t)
+				return expect(t.Sessions.Retention() == 7*day && t.Sessions.PermissionDefault != nil && t.Sessions.PermissionDefault.Decision == "reject", "tenant", t)
 			}},
 		{name: "CreateTenant", variant: "defaults", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"name":"solo"}`,
 			resp: canned{status: 201, ctype: jsonCT, body: tenantJSON},
@@ -1072,23 +1072,23 @@ func methodCases() []methodCase {
 			call: func(ctx context.Context, c *client.Client) error {
 				// A retention is rounded up to whole days.
 				t, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
-					Retention: client.Ptr(6*day + time.Hour), PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: time.Minute}}})
+					Retention: client.Ptr(6*day + time.Hour), PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60}}})
 				if err != nil {
 					return err
 				}
-				return expect(t.Sessions.Retention == 7*day && t.Sessions.PermissionDefault != nil &&
-					*t.Sessions.PermissionDefault == client.PermissionDefault{Decision: "reject", Timeout: time.Minute}, "tenant", t)
+				return expect(t.Sessions.Retention() == 7*day && t.Sessions.PermissionDefault != nil &&
+					*t.Sessions.PermissionDefault == client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60}, "tenant", t)
 			}},
 		{name: "UpdateTenant", variant: "clear permission default", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"sessions":{"permissionDefault":null}}`, resp: canned{ctype: jsonCT, body: tenantJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				// Clearing wins over a PermissionDefault set alongside.
 				t, err := c.UpdateTenant(ctx, tenantID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
-					ClearPermissionDefault: true, PermissionDefault: &client.PermissionDefault{Decision: "allow", Timeout: time.Second}}})
+					ClearPermissionDefault: true, PermissionDefault: &client.PermissionDefault{Decision: "allow", TimeoutSeconds: 1}}})
 				if err != nil {
 					return err
 				}
-				return expect(t.Sessions.Retention == 0 && t.Sessions.PermissionDefault == nil, "tenant", t)
+				return expect(t.Sessions.Retention() == 0 && t.Sessions.PermissionDefault == nil, "tenant", t)
 			}},
 		{name: "UpdateTenant", variant: "retention zero", method: "PATCH", path: "/v1/tenants/" + tenantIDEsc, accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"sessions":{"retentionDays":0}}`, resp: canned{ctype: jsonCT, body: tenantJSON},

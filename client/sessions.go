@@ -10,239 +10,134 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // Agent is an agent a VM knows.
-type Agent struct {
-	ID        string `json:"id"`
-	Installed bool   `json:"installed"`
-}
+type Agent = gateway.Agent
 
 // SessionState is the state of an agent session.
-type SessionState string
+type SessionState = gateway.SessionState
 
 // Session states. Closed and lost are final.
 const (
-	SessionIdle     SessionState = "idle"
-	SessionRunning  SessionState = "running"
-	SessionWaiting  SessionState = "waiting"
-	SessionUnloaded SessionState = "unloaded"
-	SessionClosed   SessionState = "closed"
-	SessionLost     SessionState = "lost"
-	// SessionDeleted is the state a session's final end event carries when
-	// the session was deleted.
-	SessionDeleted SessionState = "deleted"
+	SessionIdle     = gateway.SessionIdle
+	SessionRunning  = gateway.SessionRunning
+	SessionWaiting  = gateway.SessionWaiting
+	SessionUnloaded = gateway.SessionUnloaded
+	SessionClosed   = gateway.SessionClosed
+	SessionLost     = gateway.SessionLost
+	// SessionDeleted is the state the final end event of a deleted
+	// session's stream carries.
+	SessionDeleted = gateway.SessionDeleted
 )
 
 // PermissionDefault is the decision taken for a permission request nobody
-// answered in time: Decision ("reject" or "allow") after Timeout (rounded
-// up to a second).
-type PermissionDefault struct {
-	Decision string
-	Timeout  time.Duration
-}
-
-// wirePermissionDefault is the PermissionDefault schema.
-type wirePermissionDefault struct {
-	Decision       string `json:"decision"`
-	TimeoutSeconds int64  `json:"timeoutSeconds"`
-}
-
-// MarshalJSON encodes the PermissionDefault schema.
-func (d PermissionDefault) MarshalJSON() ([]byte, error) {
-	return json.Marshal(wirePermissionDefault{Decision: d.Decision, TimeoutSeconds: ceilUnit(d.Timeout, time.Second)})
-}
-
-// UnmarshalJSON decodes the PermissionDefault schema.
-func (d *PermissionDefault) UnmarshalJSON(b []byte) error {
-	var w wirePermissionDefault
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*d = PermissionDefault{Decision: w.Decision, Timeout: time.Duration(w.TimeoutSeconds) * time.Second}
-	return nil
-}
-
-// day is the unit of a session's retention.
-const day = 24 * time.Hour
+// answered in time: Decision ("reject" or "allow") after TimeoutSeconds
+// (see its Timeout).
+type PermissionDefault = gateway.PermissionDefault
 
 // SessionSettings are a tenant's defaults for its agent sessions.
-type SessionSettings struct {
-	// Retention is how long a session's record is kept after its VM ended,
-	// in whole days (0: forever).
-	Retention         time.Duration
-	PermissionDefault *PermissionDefault
-}
-
-// wireSessionSettings is the SessionSettings schema.
-type wireSessionSettings struct {
-	RetentionDays     int                `json:"retentionDays"`
-	PermissionDefault *PermissionDefault `json:"permissionDefault,omitempty"`
-}
-
-// UnmarshalJSON decodes the SessionSettings schema.
-func (s *SessionSettings) UnmarshalJSON(b []byte) error {
-	var w wireSessionSettings
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*s = SessionSettings{Retention: time.Duration(w.RetentionDays) * day, PermissionDefault: w.PermissionDefault}
-	return nil
-}
+type SessionSettings = gateway.SessionSettings
 
 // SessionSettingsUpdate changes the settings whose field is set;
 // ClearPermissionDefault goes back to the gateway's default decision.
 type SessionSettingsUpdate struct {
-	// Retention is rounded up to whole days.
+	// Retention is how long the record of a session whose VM ended is
+	// kept, rounded up to whole days (0: until it is deleted).
 	Retention              *time.Duration
 	PermissionDefault      *PermissionDefault
 	ClearPermissionDefault bool
 }
 
-// MarshalJSON writes permissionDefault null when it is to be cleared.
+// MarshalJSON encodes the SessionSettingsUpdate schema.
 func (u SessionSettingsUpdate) MarshalJSON() ([]byte, error) {
-	m := map[string]any{}
+	w, err := u.wire()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(w)
+}
+
+func (u *SessionSettingsUpdate) wire() (api.SessionSettingsUpdate, error) {
+	var w api.SessionSettingsUpdate
+	if u == nil {
+		return w, nil
+	}
 	if u.Retention != nil {
-		m["retentionDays"] = ceilUnit(*u.Retention, day)
+		days := int(ceilUnit(*u.Retention, 24*time.Hour))
+		w.RetentionDays = &days
 	}
 	switch {
 	case u.ClearPermissionDefault:
-		m["permissionDefault"] = nil
+		w.PermissionDefault = json.RawMessage("null")
 	case u.PermissionDefault != nil:
-		m["permissionDefault"] = u.PermissionDefault
+		b, err := json.Marshal(u.PermissionDefault)
+		if err != nil {
+			return w, err
+		}
+		w.PermissionDefault = b
 	}
-	return json.Marshal(m)
+	return w, nil
 }
 
-// PermissionPolicy says how a session answers its agent's permission
-// requests.
-type PermissionPolicy string
-
-// Permission policies.
+// The permission policies of OpenSessionRequest.PermissionPolicy.
 const (
 	// PolicyAsk leaves each request to the API (see AnswerPermission) or,
 	// unanswered, to the PermissionDefault.
-	PolicyAsk       PermissionPolicy = "ask"
-	PolicyAllowAll  PermissionPolicy = "allow_all"
-	PolicyRejectAll PermissionPolicy = "reject_all"
+	PolicyAsk       = "ask"
+	PolicyAllowAll  = "allow_all"
+	PolicyRejectAll = "reject_all"
 )
 
-// OpenSessionRequest is the body of POST /v1/vms/{vm}/sessions.
-type OpenSessionRequest struct {
-	SessionID              string             `json:"sessionId,omitempty"`
-	Agent                  string             `json:"agent"`
-	Cwd                    string             `json:"cwd,omitempty"`
-	Env                    map[string]string  `json:"env,omitempty"`
-	AdditionalDirectories  []string           `json:"additionalDirectories,omitempty"`
-	MCPServers             json.RawMessage    `json:"mcpServers,omitempty"`
-	PermissionPolicy       PermissionPolicy   `json:"permissionPolicy,omitempty"`
-	PermissionDefault      *PermissionDefault `json:"permissionDefault,omitempty"`
-	AdditionalInstructions string             `json:"additionalInstructions,omitempty"`
-}
+// OpenSessionRequest says which agent to start and how.
+type OpenSessionRequest = api.OpenSessionRequest
 
 // Session is an agent session.
-type Session struct {
-	ID                    string             `json:"id"`
-	VMID                  string             `json:"vmId"`
-	Agent                 string             `json:"agent"`
-	Cwd                   string             `json:"cwd"`
-	AdditionalDirectories []string           `json:"additionalDirectories"`
-	PermissionPolicy      PermissionPolicy   `json:"permissionPolicy"`
-	PermissionDefault     *PermissionDefault `json:"permissionDefault"`
-	State                 SessionState       `json:"state"`
-	PendingPermissions    []Permission       `json:"pendingPermissions"`
-	LatestSequence        uint64             `json:"latestSequence"`
-	CreatedAt             time.Time          `json:"createdAt"`
-	UpdatedAt             time.Time          `json:"updatedAt"`
-}
+type Session = api.Session
 
 // PermissionOption is one answer a permission request offers.
-type PermissionOption struct {
-	OptionID string `json:"optionId"`
-	Kind     string `json:"kind"` // allow_once, allow_always, reject_once, ...
-	Name     string `json:"name"`
+type PermissionOption = gateway.PermissionOption
+
+// PermissionOptions decodes the options of a permission request
+// (Permission.Options, SessionEvent.Options).
+func PermissionOptions(raw json.RawMessage) ([]PermissionOption, error) {
+	return gateway.DecodePermissionOptions(raw)
 }
 
 // Permission is a permission request of a session's agent.
-type Permission struct {
-	RequestID string              `json:"requestId"`
-	Options   []PermissionOption  `json:"options"`
-	ToolCall  json.RawMessage     `json:"toolCall"`
-	AskedAt   time.Time           `json:"askedAt"`
-	Status    string              `json:"status"` // pending, answered, dropped
-	Decision  *PermissionDecision `json:"decision"`
-}
-
-// Option returns the id of the first option of kind, or "".
-func (p Permission) Option(kind string) string {
-	for _, o := range p.Options {
-		if o.Kind == kind {
-			return o.OptionID
-		}
-	}
-	return ""
-}
+type Permission = gateway.Permission
 
 // PermissionDecision says who settled a permission request, how and when.
-type PermissionDecision struct {
-	By       string    `json:"by"` // api, timeout, agent
-	KeyID    string    `json:"keyId,omitempty"`
-	OptionID string    `json:"optionId,omitempty"`
-	Status   string    `json:"status"`
-	Reason   string    `json:"reason,omitempty"`
-	At       time.Time `json:"at"`
-}
+type PermissionDecision = gateway.PermissionDecision
 
 // PermissionAnswer is the outcome of AnswerPermission: "accepted", or
 // "not_pending" with a reason.
-type PermissionAnswer struct {
-	Status string `json:"status"`
-	Reason string `json:"reason,omitempty"`
-}
+type PermissionAnswer = gateway.PermissionAnswer
 
 // PromptResult is the end of a turn.
 type PromptResult struct {
-	StopReason string          `json:"stopReason"`
-	Message    json.RawMessage `json:"message"`
-	// Replayed is true when the result was recorded under the idempotency
+	gateway.PromptResult
+	// Replayed is set when the result was recorded under the idempotency
 	// key by an earlier request.
-	Replayed bool `json:"-"`
+	Replayed bool
 }
 
 // SessionConfig is an agent's configuration options.
-type SessionConfig struct {
-	Revision uint64          `json:"revision"`
-	Options  json.RawMessage `json:"options"`
-}
+type SessionConfig = api.SessionConfig
 
-// SessionEvent is a durable session event (the data of a "durable" SSE
-// event, or an entry of History).
-type SessionEvent struct {
-	Sequence  uint64              `json:"sequence"`
-	Timestamp time.Time           `json:"timestamp"`
-	Type      string              `json:"type"`
-	Update    json.RawMessage     `json:"update,omitempty"`
-	RequestID string              `json:"requestId,omitempty"`
-	Options   []PermissionOption  `json:"options,omitempty"`
-	ToolCall  json.RawMessage     `json:"toolCall,omitempty"`
-	Status    string              `json:"status,omitempty"`
-	Reason    string              `json:"reason,omitempty"`
-	Response  json.RawMessage     `json:"response,omitempty"`
-	Decision  *PermissionDecision `json:"decision,omitempty"`
-}
+// SessionEvent is a durable session event.
+type SessionEvent = gateway.SessionEventData
 
-// EphemeralEvent is a streamed delta (the data of an "ephemeral" event).
-type EphemeralEvent struct {
-	AfterSequence uint64          `json:"afterSequence"`
-	Type          string          `json:"type"`
-	Update        json.RawMessage `json:"update"`
-}
+// EphemeralEvent is a streamed delta, not stored.
+type EphemeralEvent = gateway.EphemeralEvent
 
 // History is a page of durable session events.
 type History struct {
-	Events        []SessionEvent `json:"events"`
-	HasMoreBefore bool           `json:"hasMoreBefore"`
-	HasMoreAfter  bool           `json:"hasMoreAfter"`
+	Events                      []SessionEvent
+	HasMoreBefore, HasMoreAfter bool
 }
 
 // HistoryQuery selects events by sequence (0: unbounded).
@@ -317,10 +212,7 @@ func (s *SessionHandle) Unload(ctx context.Context) (*Session, error) {
 // PromptRequest is a prompt: Content is a JSON array of ACP content blocks
 // (see TextPrompt). With an IdempotencyKey, a retry of the same prompt
 // gets the recorded result of the first instead of a second turn.
-type PromptRequest struct {
-	Content        json.RawMessage `json:"content"`
-	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
-}
+type PromptRequest = api.PromptRequest
 
 // TextPrompt is prompt content of one text block.
 func TextPrompt(text string) json.RawMessage {
@@ -330,12 +222,11 @@ func TextPrompt(text string) json.RawMessage {
 
 // Prompt runs a turn and waits for its end.
 func (s *SessionHandle) Prompt(ctx context.Context, req PromptRequest) (*PromptResult, error) {
-	out, resp, err := call[PromptResult](ctx, s.c, http.MethodPost, s.path("prompt"), req, nil)
+	out, resp, err := call[gateway.PromptResult](ctx, s.c, http.MethodPost, s.path("prompt"), req, nil)
 	if err != nil {
 		return nil, err
 	}
-	out.Replayed = replayed(resp)
-	return out, nil
+	return &PromptResult{PromptResult: *out, Replayed: replayed(resp)}, nil
 }
 
 // PromptAsync starts a turn and returns at once (Prefer: respond-async),
@@ -356,12 +247,11 @@ func (s *SessionHandle) PromptAsync(ctx context.Context, req PromptRequest) (*Pr
 	if resp.StatusCode == http.StatusAccepted {
 		return nil, nil
 	}
-	var out PromptResult
+	var out gateway.PromptResult
 	if err := decodeJSONBody(resp, &out); err != nil {
 		return nil, err
 	}
-	out.Replayed = replayed(resp)
-	return &out, nil
+	return &PromptResult{PromptResult: out, Replayed: replayed(resp)}, nil
 }
 
 // CancelResult is what Cancel did.
@@ -373,18 +263,13 @@ const (
 	NoActivePrompt CancelResult = "no_active_prompt"
 )
 
-// wireCancelResult is the CancelResult schema.
-type wireCancelResult struct {
-	Status CancelResult `json:"status"`
-}
-
 // Cancel cancels the running turn.
 func (s *SessionHandle) Cancel(ctx context.Context) (CancelResult, error) {
-	out, _, err := call[wireCancelResult](ctx, s.c, http.MethodPost, s.path("cancel"), nil, nil)
+	out, _, err := call[api.CancelResult](ctx, s.c, http.MethodPost, s.path("cancel"), nil, nil)
 	if err != nil {
 		return "", err
 	}
-	return out.Status, nil
+	return CancelResult(out.Status), nil
 }
 
 // Permissions lists the session's pending permission requests.
@@ -400,7 +285,7 @@ func (s *SessionHandle) Permissions(ctx context.Context) ([]Permission, error) {
 // options.
 func (s *SessionHandle) AnswerPermission(ctx context.Context, requestID, optionID string) (*PermissionAnswer, error) {
 	out, _, err := call[PermissionAnswer](ctx, s.c, http.MethodPost, s.path("permissions", esc(requestID)),
-		map[string]string{"optionId": optionID}, nil)
+		api.AnswerPermissionRequest{OptionID: optionID}, nil)
 	return out, err
 }
 
@@ -411,7 +296,11 @@ func (s *SessionHandle) Config(ctx context.Context) (*SessionConfig, error) {
 
 // SetConfig sets one configuration option to value (any JSON).
 func (s *SessionHandle) SetConfig(ctx context.Context, configID string, value any) (*SessionConfig, error) {
-	out, _, err := call[SessionConfig](ctx, s.c, http.MethodPut, s.path("config", esc(configID)), map[string]any{"value": value}, nil)
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return nil, fmt.Errorf("client: encode config value: %w", err)
+	}
+	out, _, err := call[SessionConfig](ctx, s.c, http.MethodPut, s.path("config", esc(configID)), api.SetConfigRequest{Value: raw}, nil)
 	return out, err
 }
 
@@ -445,7 +334,17 @@ func (s *SessionHandle) History(ctx context.Context, q HistoryQuery) (*History, 
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
-	return get[History](ctx, s.c, s.path("history"), v)
+	page, err := get[api.SessionHistory](ctx, s.c, s.path("history"), v)
+	if err != nil {
+		return nil, err
+	}
+	h := &History{Events: make([]SessionEvent, len(page.Events)), HasMoreBefore: page.HasMoreBefore, HasMoreAfter: page.HasMoreAfter}
+	for i, raw := range page.Events {
+		if err := json.Unmarshal(raw, &h.Events[i]); err != nil {
+			return nil, fmt.Errorf("client: decode history event: %w", err)
+		}
+	}
+	return h, nil
 }
 
 // Events opens the session's event stream: *SessionEvent (durable),

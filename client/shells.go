@@ -4,16 +4,13 @@ import (
 	"context"
 	"iter"
 	"net/http"
-)
 
-// wireShellCreated is the ShellCreated schema.
-type wireShellCreated struct {
-	ShellID string `json:"shellId"`
-}
+	"github.com/agentos-gateway/agentos-gateway/api"
+)
 
 // OpenShell opens an interactive shell in the VM and returns its handle.
 func (v *VMHandle) OpenShell(ctx context.Context, req ShellRequest) (*ShellHandle, error) {
-	out, _, err := call[wireShellCreated](ctx, v.c, http.MethodPost, vmPath(v.id, "shells"), req, nil)
+	out, _, err := call[api.ShellCreated](ctx, v.c, http.MethodPost, vmPath(v.id, "shells"), req, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -2,11 +2,14 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // The tenant, key and sidecar calls need the admin key; a tenant key gets
@@ -39,31 +42,49 @@ func setPage(q url.Values, cursor string, limit int) {
 }
 
 // Tenant is a customer of the gateway.
-type Tenant struct {
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Isolated  bool            `json:"isolated"`
-	Quotas    Quotas          `json:"quotas"`
-	Sessions  SessionSettings `json:"sessions"`
-	CreatedAt time.Time       `json:"createdAt"`
-	UpdatedAt time.Time       `json:"updatedAt"`
-}
+type Tenant = gateway.Tenant
 
 // TenantCreate is a tenant to create. Nil Quotas take the gateway's
 // defaults (unlimited).
 type TenantCreate struct {
-	Name     string                 `json:"name"`
-	Isolated bool                   `json:"isolated,omitempty"`
-	Quotas   *Quotas                `json:"quotas,omitempty"`
-	Sessions *SessionSettingsUpdate `json:"sessions,omitempty"`
+	Name     string
+	Isolated bool
+	Quotas   *Quotas
+	Sessions *SessionSettingsUpdate
+}
+
+// MarshalJSON encodes the CreateTenantRequest schema.
+func (r TenantCreate) MarshalJSON() ([]byte, error) {
+	w := api.CreateTenantRequest{Name: r.Name, Isolated: r.Isolated}
+	if q := r.Quotas; q != nil {
+		w.Quotas = api.QuotasUpdate{MaxVMs: &q.MaxVMs, MaxProcesses: &q.MaxProcesses, RequestsPerSecond: &q.RequestsPerSecond}
+	}
+	var err error
+	if w.Sessions, err = r.Sessions.wire(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(w)
 }
 
 // TenantUpdate changes the fields of a tenant that are set (see Ptr).
 type TenantUpdate struct {
-	Name     *string                `json:"name,omitempty"`
-	Isolated *bool                  `json:"isolated,omitempty"`
-	Quotas   *QuotasUpdate          `json:"quotas,omitempty"`
-	Sessions *SessionSettingsUpdate `json:"sessions,omitempty"`
+	Name     *string
+	Isolated *bool
+	Quotas   *QuotasUpdate
+	Sessions *SessionSettingsUpdate
+}
+
+// MarshalJSON encodes the UpdateTenantRequest schema.
+func (r TenantUpdate) MarshalJSON() ([]byte, error) {
+	w := api.UpdateTenantRequest{Name: r.Name, Isolated: r.Isolated}
+	if r.Quotas != nil {
+		w.Quotas = *r.Quotas
+	}
+	var err error
+	if w.Sessions, err = r.Sessions.wire(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(w)
 }
 
 // CreateTenant creates a tenant.

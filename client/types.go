@@ -6,95 +6,50 @@ import (
 	"io"
 	"time"
 	"unicode/utf8"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
-// List is one page of a list: the gateway answers every list as
-// {items, nextCursor}; NextCursor is empty on the last page.
-type List[T any] struct {
-	Items      []T    `json:"items"`
-	NextCursor string `json:"nextCursor,omitempty"`
-}
+// The JSON shapes of the API have one home: package api for those of HTTP
+// alone, the root package gateway for the domain's. The client names them
+// here so that a program needs one import; where Go wants another form
+// (durations, bytes, writers, typed events) the client has a type of its
+// own that it converts at the edge.
+
+// List is one page of a list; NextCursor is empty on the last page.
+type List[T any] = api.List[T]
 
 // VMState is the state of a VM.
-type VMState string
+type VMState = gateway.VMState
 
 // VM states. Disposed and lost are final.
 const (
-	VMCreating  VMState = "creating"
-	VMReady     VMState = "ready"
-	VMDisposing VMState = "disposing"
-	VMDisposed  VMState = "disposed"
-	VMLost      VMState = "lost"
+	VMCreating  = gateway.VMCreating
+	VMReady     = gateway.VMReady
+	VMDisposing = gateway.VMDisposing
+	VMDisposed  = gateway.VMDisposed
+	VMLost      = gateway.VMLost
 )
-
-// Final reports whether no transition leaves s.
-func (s VMState) Final() bool { return s == VMDisposed || s == VMLost }
 
 // Signal names a signal, such as SIGTERM.
-type Signal string
+type Signal = gateway.Signal
 
-// The signals a process can be sent.
+// The signals a process is usually sent.
 const (
-	SIGHUP  Signal = "SIGHUP"
-	SIGINT  Signal = "SIGINT"
-	SIGQUIT Signal = "SIGQUIT"
-	SIGKILL Signal = "SIGKILL"
-	SIGUSR1 Signal = "SIGUSR1"
-	SIGUSR2 Signal = "SIGUSR2"
-	SIGTERM Signal = "SIGTERM"
-	SIGCONT Signal = "SIGCONT"
-	SIGSTOP Signal = "SIGSTOP"
+	SIGHUP  = gateway.SIGHUP
+	SIGINT  = gateway.SIGINT
+	SIGQUIT = gateway.SIGQUIT
+	SIGKILL = gateway.SIGKILL
+	SIGUSR1 = gateway.SIGUSR1
+	SIGUSR2 = gateway.SIGUSR2
+	SIGTERM = gateway.SIGTERM
+	SIGCONT = gateway.SIGCONT
+	SIGSTOP = gateway.SIGSTOP
 )
 
-// VM is a VM resource.
-type VM struct {
-	ID                  string
-	State               VMState
-	Reason              string // why it ended, when it was lost
-	Labels              map[string]string
-	SidecarID           string
-	Env                 map[string]string
-	Permissions         map[string]any
-	Limits              map[string]any
-	LoopbackExemptPorts []uint16
-	Software            []string
-	Agents              []string
-	// IdleTimeout is how long the VM may go unused before the gateway
-	// disposes of it (0: never).
-	IdleTimeout time.Duration
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-}
-
-// wireVM is the VM schema.
-type wireVM struct {
-	ID                  string            `json:"id"`
-	State               VMState           `json:"state"`
-	Reason              string            `json:"reason,omitempty"`
-	Labels              map[string]string `json:"labels"`
-	SidecarID           string            `json:"sidecarId,omitempty"`
-	Env                 map[string]string `json:"env,omitempty"`
-	Permissions         map[string]any    `json:"permissions,omitempty"`
-	Limits              map[string]any    `json:"limits,omitempty"`
-	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts"`
-	Software            []string          `json:"software"`
-	Agents              []string          `json:"agents"`
-	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds"`
-	CreatedAt           time.Time         `json:"createdAt"`
-	UpdatedAt           time.Time         `json:"updatedAt"`
-}
-
-// UnmarshalJSON decodes the VM schema.
-func (v *VM) UnmarshalJSON(b []byte) error {
-	var w wireVM
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*v = VM{ID: w.ID, State: w.State, Reason: w.Reason, Labels: w.Labels, SidecarID: w.SidecarID, Env: w.Env,
-		Permissions: w.Permissions, Limits: w.Limits, LoopbackExemptPorts: w.LoopbackExemptPorts, Software: w.Software,
-		Agents: w.Agents, IdleTimeout: time.Duration(w.IdleTimeoutSeconds) * time.Second, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
-	return nil
-}
+// VM is a VM resource; IdleTimeout gives its idle timeout as a duration.
+type VM = api.VM
 
 // CreateVMRequest says what a new VM is made of. Every field is optional.
 type CreateVMRequest struct {
@@ -114,22 +69,10 @@ type CreateVMRequest struct {
 	IdleTimeout time.Duration
 }
 
-// wireCreateVM is the CreateVMRequest schema.
-type wireCreateVM struct {
-	Labels              map[string]string `json:"labels,omitempty"`
-	Env                 map[string]string `json:"env,omitempty"`
-	Permissions         map[string]any    `json:"permissions,omitempty"`
-	Limits              map[string]any    `json:"limits,omitempty"`
-	LoopbackExemptPorts []uint16          `json:"loopbackExemptPorts,omitempty"`
-	Software            []string          `json:"software,omitempty"`
-	Agents              []string          `json:"agents,omitempty"`
-	IdleTimeoutSeconds  int64             `json:"idleTimeoutSeconds,omitempty"`
-}
-
 // MarshalJSON encodes the CreateVMRequest schema.
 func (r CreateVMRequest) MarshalJSON() ([]byte, error) {
-	return json.Marshal(wireCreateVM{Labels: r.Labels, Env: r.Env, Permissions: r.Permissions, Limits: r.Limits,
-		LoopbackExemptPorts: r.LoopbackExemptPorts, Software: r.Software, Agents: r.Agents, IdleTimeoutSeconds: ceilUnit(r.IdleTimeout, time.Second)})
+	return json.Marshal(api.CreateVMRequest{Labels: r.Labels, Env: r.Env, Permissions: r.Permissions, Limits: r.Limits,
+		LoopbackExemptPorts: r.LoopbackExemptPorts, Software: r.Software, Agents: r.Agents, IdleTimeoutSeconds: int(ceilUnit(r.IdleTimeout, time.Second))})
 }
 
 // ceilUnit is d in units, rounded up (0 for d <= 0).
@@ -182,23 +125,10 @@ type ExecRequest struct {
 	Stdout, Stderr io.Writer
 }
 
-// wireExec is the ExecRequest schema.
-type wireExec struct {
-	Command        string            `json:"command,omitempty"`
-	Args           []string          `json:"args,omitempty"`
-	Argv           []string          `json:"argv,omitempty"`
-	Cwd            string            `json:"cwd,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	Stdin          *string           `json:"stdin,omitempty"`
-	StdinEncoding  string            `json:"stdinEncoding,omitempty"`
-	TimeoutMs      int64             `json:"timeoutMs,omitempty"`
-	MaxOutputBytes int               `json:"maxOutputBytes,omitempty"`
-}
-
 // MarshalJSON encodes the ExecRequest schema (Stdout and Stderr stay on
 // this side).
 func (r ExecRequest) MarshalJSON() ([]byte, error) {
-	w := wireExec{Command: r.Command, Args: r.Args, Argv: r.Argv, Cwd: r.Cwd, Env: r.Env,
+	w := api.ExecRequest{Invocation: api.Invocation{Command: r.Command, Args: r.Args, Argv: r.Argv, Cwd: r.Cwd, Env: r.Env},
 		TimeoutMs: ceilUnit(r.Timeout, time.Millisecond), MaxOutputBytes: r.MaxOutputBytes}
 	if r.Stdin != nil {
 		var s string
@@ -226,106 +156,49 @@ type ExecResult struct {
 	Replayed bool
 }
 
-// wireExecResult is the ExecResult schema.
-type wireExecResult struct {
-	ExitCode   int    `json:"exitCode"`
-	Signal     Signal `json:"signal,omitempty"`
-	Stdout     string `json:"stdout"`
-	Stderr     string `json:"stderr"`
-	Encoding   string `json:"encoding"`
-	Truncated  bool   `json:"truncated"`
-	DurationMs int64  `json:"durationMs"`
-}
-
 // SpawnRequest is a long-running process to start, with the command forms
 // of ExecRequest.
 type SpawnRequest struct {
-	Command string            `json:"command,omitempty"`
-	Args    []string          `json:"args,omitempty"`
-	Argv    []string          `json:"argv,omitempty"`
-	Cwd     string            `json:"cwd,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
+	Command string
+	Args    []string
+	Argv    []string
+	Cwd     string
+	Env     map[string]string
+}
+
+// MarshalJSON encodes the SpawnRequest schema.
+func (r SpawnRequest) MarshalJSON() ([]byte, error) {
+	return json.Marshal(api.SpawnRequest{Invocation: api.Invocation{Command: r.Command, Args: r.Args, Argv: r.Argv, Cwd: r.Cwd, Env: r.Env}})
 }
 
 // ExitStatus is how a process ended. Signal is set when it was killed by
 // a signal.
-type ExitStatus struct {
-	ExitCode int    `json:"exitCode"`
-	Signal   Signal `json:"signal,omitempty"`
-}
+type ExitStatus = gateway.ExitStatus
 
 // Process describes a process of a VM, exited ones included.
-type Process struct {
-	Pid     uint32   `json:"pid"`
-	Command string   `json:"command"`
-	Args    []string `json:"args"`
-	Cwd     string   `json:"cwd"`
-	Running bool     `json:"running"`
-	// Exit is set once the process exited.
-	Exit *ExitStatus `json:"exit,omitempty"`
-	// Error says why the process's end is unknowable (VM lost...).
-	Error     string     `json:"error,omitempty"`
-	StartedAt time.Time  `json:"startedAt"`
-	ExitedAt  *time.Time `json:"exitedAt,omitempty"`
-}
+type Process = gateway.ProcessInfo
 
 // ShellRequest is a shell to open. Zero values take the gateway's defaults
 // (sh, 80x24).
-type ShellRequest struct {
-	Shell string            `json:"shell,omitempty"` // "sh" or "bash"
-	Cols  uint16            `json:"cols,omitempty"`
-	Rows  uint16            `json:"rows,omitempty"`
-	Cwd   string            `json:"cwd,omitempty"`
-	Env   map[string]string `json:"env,omitempty"`
-}
+type ShellRequest = api.OpenShellRequest
 
 // ShellState is the state of a shell.
-type ShellState string
+type ShellState = gateway.ShellState
 
 // Shell states.
 const (
-	ShellRunning ShellState = "running"
-	ShellExited  ShellState = "exited"
+	ShellRunning = gateway.ShellRunning
+	ShellExited  = gateway.ShellExited
 )
 
 // Shell describes a shell of a VM, ended ones included.
-type Shell struct {
-	ID        string     `json:"id"`
-	Shell     string     `json:"shell"`
-	State     ShellState `json:"state"`
-	Cols      uint16     `json:"cols"`
-	Rows      uint16     `json:"rows"`
-	StartedAt time.Time  `json:"startedAt"`
-	ExitedAt  *time.Time `json:"exitedAt,omitempty"`
-	// Exit is set once the shell exited.
-	Exit *ExitStatus `json:"exit,omitempty"`
-	// Error says why the shell's end is unknowable (VM lost...).
-	Error string `json:"error,omitempty"`
-	// AnsweredQueries counts the terminal queries the gateway answered
-	// itself because no attached client did.
-	AnsweredQueries int `json:"answeredQueries"`
-}
+type Shell = gateway.ShellInfo
 
 // DirEntry is one entry of a directory listing.
-type DirEntry struct {
-	Name      string `json:"name"`
-	Path      string `json:"path"`
-	IsDir     bool   `json:"isDirectory"`
-	IsSymlink bool   `json:"isSymbolicLink"`
-	Size      int64  `json:"size"`
-}
+type DirEntry = gateway.DirEntry
 
 // FileStat is a file's metadata.
-type FileStat struct {
-	Path      string    `json:"path"`
-	Size      int64     `json:"size"`
-	Mode      uint32    `json:"mode"` // st_mode: type and permission bits
-	IsDir     bool      `json:"isDirectory"`
-	IsSymlink bool      `json:"isSymbolicLink"`
-	ModTime   time.Time `json:"mtime"`
-	UID       uint32    `json:"uid"`
-	GID       uint32    `json:"gid"`
-}
+type FileStat = api.Stat
 
 // FileHead is what HEAD /files tells of a path.
 type FileHead struct {
@@ -347,10 +220,7 @@ type WriteFileOptions struct {
 }
 
 // WriteResult is the answer of WriteFile.
-type WriteResult struct {
-	Path string `json:"path"`
-	Size int64  `json:"size"`
-}
+type WriteResult = api.FileWritten
 
 // ListDirOptions tunes ListDir.
 type ListDirOptions struct {
@@ -367,61 +237,28 @@ type DeleteFileOptions struct {
 }
 
 // Quotas bound what a tenant may use; zero means unlimited.
-type Quotas struct {
-	MaxVMs            int     `json:"maxVms"`
-	MaxProcesses      int     `json:"maxProcesses"`
-	RequestsPerSecond float64 `json:"requestsPerSecond"`
-}
+type Quotas = gateway.Quotas
 
 // QuotasUpdate changes the quotas whose field is set.
-type QuotasUpdate struct {
-	MaxVMs            *int     `json:"maxVms,omitempty"`
-	MaxProcesses      *int     `json:"maxProcesses,omitempty"`
-	RequestsPerSecond *float64 `json:"requestsPerSecond,omitempty"`
-}
+type QuotasUpdate = api.QuotasUpdate
 
 // APIKey is a tenant's API key. Key, the secret, is only set in the answer
 // of CreateKey.
-type APIKey struct {
-	ID        string    `json:"id"`
-	TenantID  string    `json:"tenantId"`
-	Prefix    string    `json:"prefix"`
-	CreatedAt time.Time `json:"createdAt"`
-	Key       string    `json:"key,omitempty"`
-}
+type APIKey = api.APIKey
 
 // Sidecar describes a pooled sidecar process (admin only).
-type Sidecar struct {
-	ID        string    `json:"id"`
-	Pid       int       `json:"pid"`
-	State     string    `json:"state"`
-	VMCount   int       `json:"vmCount"`
-	Tenants   []string  `json:"tenants"`
-	Isolated  bool      `json:"isolated"`
-	RSSBytes  int64     `json:"rssBytes"`
-	Restarts  int64     `json:"restarts"`
-	StartedAt time.Time `json:"startedAt"`
-}
+type Sidecar = api.Sidecar
 
 // VMEventType is the kind of a VM event.
-type VMEventType string
+type VMEventType = gateway.VMEventType
 
 // VM event types.
 const (
-	VMEventState        VMEventType = "state"
-	VMEventLimitWarning VMEventType = "limit_warning"
-	VMEventProcessExit  VMEventType = "process_exit"
-	VMEventStructured   VMEventType = "structured"
+	VMEventState        = gateway.VMEventState
+	VMEventLimitWarning = gateway.VMEventLimitWarning
+	VMEventProcessExit  = gateway.VMEventProcessExit
+	VMEventStructured   = gateway.VMEventStructured
 )
 
 // VMEvent is an event of a VM's event stream.
-type VMEvent struct {
-	Type   VMEventType       `json:"type"`
-	Time   time.Time         `json:"time"`
-	State  VMState           `json:"state,omitempty"`
-	Reason string            `json:"reason,omitempty"`
-	Name   string            `json:"name,omitempty"`
-	Detail map[string]string `json:"detail,omitempty"`
-	Pid    uint32            `json:"pid,omitempty"`
-	Exit   *ExitStatus       `json:"exit,omitempty"`
-}
+type VMEvent = gateway.VMEvent

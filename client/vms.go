@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
 // CreateVM creates a VM; c.VM(vm.ID) makes the calls about it.
@@ -111,7 +113,7 @@ func (v *VMHandle) Exec(ctx context.Context, req ExecRequest, opts ...CallOption
 	if req.Stdout != nil || req.Stderr != nil {
 		return v.execInto(ctx, req, opts)
 	}
-	w, resp, err := call[wireExecResult](ctx, v.c, http.MethodPost, vmPath(v.id, "exec"), req, collect(opts))
+	w, resp, err := call[api.ExecResult](ctx, v.c, http.MethodPost, vmPath(v.id, "exec"), req, collect(opts))
 	if err != nil {
 		return nil, err
 	}

@@ -141,7 +141,7 @@ func exitJSON(exit *gateway.ExitStatus) []byte {
 
 // signalOrNull is a signal name as the exit events carry it: null when
 // there is none.
-func signalOrNull(sig string) *string {
+func signalOrNull(sig gateway.Signal) *gateway.Signal {
 	if sig == "" {
 		return nil
 	}

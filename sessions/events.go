@@ -17,7 +17,7 @@ type recorded struct {
 	at       time.Time
 	data     gateway.SessionEventData
 	perm     *gateway.Permission         // a permission_request
-	options  []permissionOption          // its options
+	options  []gateway.PermissionOption  // its options
 	decision *gateway.PermissionDecision // a permission_response
 }
 

@@ -227,7 +227,7 @@ func (s *Service) emitEnd(ctx context.Context, tenantID, vmID, state string, emi
 }
 
 func endEvent(state string) Event {
-	data, _ := json.Marshal(gateway.SessionEndEvent{State: state})
+	data, _ := json.Marshal(gateway.SessionEndEvent{State: gateway.SessionState(state)})
 	return Event{Kind: KindEnd, Data: data}
 }
 

@@ -11,19 +11,19 @@ import (
 )
 
 func TestChooseOption(t *testing.T) {
-	all := []permissionOption{
+	all := []gateway.PermissionOption{
 		{OptionID: "ra", Kind: "reject_always"},
 		{OptionID: "aa", Kind: "allow_always"},
 		{OptionID: "ro", Kind: "reject_once"},
 		{OptionID: "ao", Kind: "allow_once"},
 	}
-	always := []permissionOption{
+	always := []gateway.PermissionOption{
 		{OptionID: "aa", Kind: "allow_always"},
 		{OptionID: "ra", Kind: "reject_always"},
 	}
 	for _, tc := range []struct {
 		name     string
-		options  []permissionOption
+		options  []gateway.PermissionOption
 		decision string
 		want     string
 	}{
@@ -31,12 +31,12 @@ func TestChooseOption(t *testing.T) {
 		{"allow prefers allow_once", all, gateway.DecisionAllow, "ao"},
 		{"reject falls back to reject_always", always, gateway.DecisionReject, "ra"},
 		{"allow falls back to allow_always", always, gateway.DecisionAllow, "aa"},
-		{"reject with only allow options", []permissionOption{{OptionID: "ao", Kind: "allow_once"}, {OptionID: "aa", Kind: "allow_always"}}, gateway.DecisionReject, ""},
-		{"allow with only reject options", []permissionOption{{OptionID: "ro", Kind: "reject_once"}}, gateway.DecisionAllow, ""},
-		{"unknown kinds", []permissionOption{{OptionID: "x", Kind: "maybe"}, {OptionID: "y", Kind: ""}}, gateway.DecisionAllow, ""},
+		{"reject with only allow options", []gateway.PermissionOption{{OptionID: "ao", Kind: "allow_once"}, {OptionID: "aa", Kind: "allow_always"}}, gateway.DecisionReject, ""},
+		{"allow with only reject options", []gateway.PermissionOption{{OptionID: "ro", Kind: "reject_once"}}, gateway.DecisionAllow, ""},
+		{"unknown kinds", []gateway.PermissionOption{{OptionID: "x", Kind: "maybe"}, {OptionID: "y", Kind: ""}}, gateway.DecisionAllow, ""},
 		{"no options", nil, gateway.DecisionReject, ""},
-		{"first of a kind wins", []permissionOption{{OptionID: "ro1", Kind: "reject_once"}, {OptionID: "ro2", Kind: "reject_once"}}, gateway.DecisionReject, "ro1"},
-		{"kinds are case-sensitive", []permissionOption{{OptionID: "x", Kind: "Allow_Once"}}, gateway.DecisionAllow, ""},
+		{"first of a kind wins", []gateway.PermissionOption{{OptionID: "ro1", Kind: "reject_once"}, {OptionID: "ro2", Kind: "reject_once"}}, gateway.DecisionReject, "ro1"},
+		{"kinds are case-sensitive", []gateway.PermissionOption{{OptionID: "x", Kind: "Allow_Once"}}, gateway.DecisionAllow, ""},
 		// Anything but allow is the safe choice.
 		{"unknown decision rejects", all, "maybe", "ro"},
 		{"empty decision rejects", all, "", "ro"},
@@ -49,10 +49,10 @@ func TestChooseOption(t *testing.T) {
 	}
 }
 
-// The options of a permission_request event decode into permissionOption
+// The options of a permission_request event decode into gateway.PermissionOption
 // by their ACP field names.
 func TestPermissionOptionJSON(t *testing.T) {
-	var options []permissionOption
+	var options []gateway.PermissionOption
 	raw := `[{"optionId":"allow","kind":"allow_once","name":"Allow"},{"optionId":"no","kind":"reject_once","name":"Reject"}]`
 	if err := json.Unmarshal([]byte(raw), &options); err != nil {
 		t.Fatal(err)

@@ -13,18 +13,12 @@ import (
 
 // pendingPermission is a permission request waiting for its answer.
 type pendingPermission struct {
-	options  []permissionOption
+	options  []gateway.PermissionOption
 	decision string    // the default decision
 	deadline time.Time // when it is taken; zero: never
 	// answer is an answer given and not yet confirmed by the engine's
 	// permission_response event, which is recorded with it.
 	answer *gateway.PermissionDecision
-}
-
-type permissionOption struct {
-	OptionID string `json:"optionId"`
-	Kind     string `json:"kind"`
-	Name     string `json:"name"`
 }
 
 // storePermission writes a permission event's resource before anyone sees
@@ -165,7 +159,7 @@ func (r *recorder) answer(sid, rid string, d gateway.PermissionDecision) (clear 
 
 // chooseOption picks the option of a default decision: the one-time
 // variant first.
-func chooseOption(options []permissionOption, decision string) string {
+func chooseOption(options []gateway.PermissionOption, decision string) string {
 	kinds := []string{"reject_once", "reject_always"}
 	if decision == gateway.DecisionAllow {
 		kinds = []string{"allow_once", "allow_always"}

@@ -227,7 +227,7 @@ func (s *Service) RespondPermission(ctx context.Context, tenantID, keyID, vmID, 
 	if perm.Status != gateway.PermissionPending {
 		return gateway.PermissionAnswer{Status: "not_pending", Reason: "already_resolved"}, nil
 	}
-	var options []permissionOption
+	var options []gateway.PermissionOption
 	_ = json.Unmarshal(perm.Options, &options)
 	ids := make([]string, len(options))
 	found := false

@@ -103,14 +103,14 @@ func launchError(err error, what string) error {
 
 // ExecResult is a finished one-shot command.
 type ExecResult struct {
-	ExitCode        int           `json:"exitCode"`
-	Signal          string        `json:"signal,omitempty"`
-	Stdout          []byte        `json:"-"`
-	Stderr          []byte        `json:"-"`
-	StdoutTruncated bool          `json:"-"`
-	StderrTruncated bool          `json:"-"`
-	Duration        time.Duration `json:"-"`
-	Pid             uint32        `json:"-"`
+	ExitCode        int            `json:"exitCode"`
+	Signal          gateway.Signal `json:"signal,omitempty"`
+	Stdout          []byte         `json:"-"`
+	Stderr          []byte         `json:"-"`
+	StdoutTruncated bool           `json:"-"`
+	StderrTruncated bool           `json:"-"`
+	Duration        time.Duration  `json:"-"`
+	Pid             uint32         `json:"-"`
 }
 
 // countProcess enforces the tenant's process quota and returns its release.

@@ -31,7 +31,7 @@ func TestE2EAgentSessionOpenCode(t *testing.T) {
 	})
 	_, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{
 		SessionID: sid, Agent: "opencode", Cwd: "/workspace", PermissionPolicy: "ask",
-		PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: 2 * time.Second},
+		PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2},
 		Env:               map[string]string{"OPENCODE_CONFIG_CONTENT": string(cfg), "OPENCODE_DISABLE_MODELS_FETCH": "1"},
 	})
 
@@ -59,12 +59,7 @@ func TestE2EAgentSessionOpenCode(t *testing.T) {
 			return err == nil && se.Type == "permission_request"
 		})
 		req, _ := ev.SessionEvent()
-		var reject string
-		for _, o := range req.Options {
-			if o.Kind == "reject_once" {
-				reject = o.OptionID
-			}
-		}
+		reject := optionOf(t, req.Options, "reject_once")
 		if reject == "" {
 			t.Fatalf("no reject_once option in %+v", req.Options)
 		}

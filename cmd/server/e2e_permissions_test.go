@@ -111,7 +111,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 
 	step(t, "Allow", func(t *testing.T) {
 		p := ask(t, "echo allowed > /workspace/allowed.txt")
-		allow := p.Option("allow_once")
+		allow := optionOf(t, p.Options, "allow_once")
 		_, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, "no-such-option")
 		if ce := wantCode(t, err, "invalid_argument", 400); ce.Details["field"] != "optionId" {
 			t.Errorf("details %v", ce.Details)
@@ -141,11 +141,11 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 
 	step(t, "Reject", func(t *testing.T) {
 		p := ask(t, "echo rejected > /workspace/rejected.txt")
-		a, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, p.Option("reject_once"))
+		a, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, optionOf(t, p.Options, "reject_once"))
 		if err != nil || a.Status != "accepted" {
 			t.Fatalf("answer: %+v %v", a, err)
 		}
-		if r := response(t, p.RequestID); r.Decision == nil || r.Decision.By != "api" || r.Decision.OptionID != p.Option("reject_once") {
+		if r := response(t, p.RequestID); r.Decision == nil || r.Decision.By != "api" || r.Decision.OptionID != optionOf(t, p.Options, "reject_once") {
 			t.Fatalf("response %+v", r)
 		}
 		idle(t)
@@ -171,7 +171,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		if exists(t, "/workspace/cancelled.txt") {
 			t.Fatal("the command of a cancelled turn ran")
 		}
-		a, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, p.Option("allow_once"))
+		a, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, optionOf(t, p.Options, "allow_once"))
 		if err != nil || a.Status != "not_pending" {
 			t.Fatalf("answer after cancel: %+v %v", a, err)
 		}
@@ -180,7 +180,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	step(t, "TimeoutDefault", func(t *testing.T) {
 		// The tenant's default decision: reject after 2 s unanswered.
 		if _, err := e.admin.UpdateTenant(ctx, "default", client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
-			PermissionDefault: &client.PermissionDefault{Decision: "reject", Timeout: 2 * time.Second},
+			PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2},
 		}}); err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		})
 		p := ask(t, "echo unattended > /workspace/unattended.txt")
 		r := response(t, p.RequestID)
-		if r.Status != "accepted" || r.Decision == nil || r.Decision.By != "timeout" || r.Decision.OptionID != p.Option("reject_once") {
+		if r.Status != "accepted" || r.Decision == nil || r.Decision.By != "timeout" || r.Decision.OptionID != optionOf(t, p.Options, "reject_once") {
 			t.Fatalf("default decision %+v %+v", r, r.Decision)
 		}
 		if d := r.Decision.At.Sub(p.AskedAt); d < 1500*time.Millisecond {

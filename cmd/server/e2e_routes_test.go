@@ -35,7 +35,7 @@ func TestE2EVMs(t *testing.T) {
 		t.Fatalf("vm resource: %+v", vm)
 	}
 	if vm.Labels["team"] != "red" || vm.Env["GREETING"] != "hello-from-env" ||
-		!slices.Equal(vm.LoopbackExemptPorts, []uint16{8080, 9090}) || vm.IdleTimeout != time.Hour {
+		!slices.Equal(vm.LoopbackExemptPorts, []uint16{8080, 9090}) || vm.IdleTimeout() != time.Hour {
 		t.Fatalf("the VM does not carry its options: %+v", vm)
 	}
 	// The VM's environment reaches its commands.

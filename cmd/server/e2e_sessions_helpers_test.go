@@ -258,3 +258,19 @@ func mockRequests(mock *mockanthropic.Server) int {
 	}
 	return n
 }
+
+// optionOf returns the id of the first option of kind of a permission
+// request's raw options, or "".
+func optionOf(t testing.TB, raw json.RawMessage, kind string) string {
+	t.Helper()
+	opts, err := client.PermissionOptions(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range opts {
+		if o.Kind == kind {
+			return o.OptionID
+		}
+	}
+	return ""
+}
