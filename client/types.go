@@ -32,11 +32,13 @@ func (s VMState) Final() bool { return s == VMDisposed || s == VMLost }
 
 // VM is a VM resource.
 type VM struct {
-	ID                  string            `json:"id"`
-	State               VMState           `json:"state"`
-	Reason              string            `json:"reason,omitempty"`
-	Labels              map[string]string `json:"labels"`
-	SidecarID           string            `json:"sidecarId,omitempty"`
+	ID        string            `json:"id"`
+	State     VMState           `json:"state"`
+	Reason    string            `json:"reason,omitempty"`
+	Labels    map[string]string `json:"labels"`
+	SidecarID string            `json:"sidecarId,omitempty"`
+	// Node is the gateway node that runs the VM.
+	Node                string            `json:"node,omitempty"`
 	Env                 map[string]string `json:"env,omitempty"`
 	Permissions         map[string]any    `json:"permissions,omitempty"`
 	Limits              map[string]any    `json:"limits,omitempty"`

@@ -320,3 +320,10 @@ func (n *Node) Close(ctx context.Context, reason string) error {
 	}
 	return nil
 }
+
+// ReapNow is Reap for a caller that only needs the VMs of dead nodes
+// marked lost before it answers.
+func (n *Node) ReapNow(ctx context.Context) error {
+	_, err := n.Reap(ctx)
+	return err
+}

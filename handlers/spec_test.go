@@ -602,6 +602,8 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 		{"OutputEvent", outputJSON{}, true},
 		{"CreatedAPIKey", keyJSON{}, false}, // key is omitempty in Go, always there when created
 		{"Sidecar", sidecarJSON{}, true},
+		{"Node", nodeJSON{}, true},
+		{"NodeList", listJSON[nodeJSON]{}, true},
 		{"Stat", statJSON{}, true},
 		{"ArchiveExtracted", archiveExtractedJSON{}, true},
 		{"ProcessInfo", vms.ProcessInfo{}, true},

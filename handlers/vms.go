@@ -51,6 +51,7 @@ type vmJSON struct {
 	Reason              string            `json:"reason,omitempty"`
 	Labels              map[string]string `json:"labels"`
 	SidecarID           string            `json:"sidecarId,omitempty"`
+	Node                string            `json:"node,omitempty"`
 	Env                 map[string]string `json:"env,omitempty"`
 	Permissions         map[string]any    `json:"permissions,omitempty"`
 	Limits              map[string]any    `json:"limits,omitempty"`
@@ -78,7 +79,7 @@ func vmResource(vm gateway.VM) vmJSON {
 		ports = []uint16{}
 	}
 	return vmJSON{
-		ID: vm.ID, State: vm.State, Reason: vm.Reason, Labels: labels, SidecarID: vm.SidecarID,
+		ID: vm.ID, State: vm.State, Reason: vm.Reason, Labels: labels, SidecarID: vm.SidecarID, Node: vm.Node,
 		Env: vm.Spec.Env, Permissions: vm.Spec.Permissions, Limits: vm.Spec.Limits,
 		LoopbackExemptPorts: ports, Software: orEmpty(vm.Spec.Software), Agents: orEmpty(vm.Spec.Agents),
 		IdleTimeoutSeconds: vm.Spec.IdleTimeoutSeconds,

@@ -48,12 +48,12 @@ func (db *DB) lockNodes(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// RegisterNode records n as live, started and heartbeating now. It refuses,
-// with CodeConflict, when another node with the same id heartbeat less than
+// RegisterNode records n as live, started and heartbeating now. On
+// PostgreSQL, where several gateways share the store, it refuses with
+// CodeConflict when another node with the same id heartbeat less than
 // timeout ago (ErrNodeIDInUse), and when a node that is alive (heartbeat
-// within timeout) has another SecretCheck than n's, or, on PostgreSQL where
-// several gateways may share the store, when n has none and another node is
-// alive (ErrClusterSecretMismatch).
+// within timeout) has another SecretCheck than n's, or n has none
+// (ErrClusterSecretMismatch).
 func (db *DB) RegisterNode(ctx context.Context, n gateway.Node, timeout time.Duration) (gateway.Node, error) {
 	now := db.now()
 	n.State, n.Reason, n.StartedAt, n.HeartbeatAt, n.DrainDeadline = gateway.NodeLive, "", now, now, time.Time{}
@@ -61,7 +61,7 @@ func (db *DB) RegisterNode(ctx context.Context, n gateway.Node, timeout time.Dur
 		if err := db.lockNodes(ctx, tx); err != nil {
 			return err
 		}
-		rows, err := db.query(ctx, tx, `SELECT `+nodeColumns+` FROM nodes WHERE state <> ? AND heartbeat_at >= ?`,
+		rows, err := db.query(ctx, tx, `SELECT `+nodeColumns+` FROM nodes WHERE state <> ? AND heartbeat_at >= ? ORDER BY id`,
 			string(gateway.NodeDead), db.d.ts(now.Add(-timeout)))
 		if err != nil {
 			return dbError(err, "store: list nodes")
@@ -79,13 +79,18 @@ func (db *DB) RegisterNode(ctx context.Context, n gateway.Node, timeout time.Dur
 		if err := rows.Err(); err != nil {
 			return dbError(err, "store: list nodes")
 		}
+		// A SQLite store belongs to one gateway: a node restarting after a
+		// crash finds its own fresh heartbeat and must not be refused.
+		if db.d.name != dialectPostgres {
+			alive = nil
+		}
 		for _, o := range alive {
 			switch {
 			case o.ID == n.ID:
 				return gateway.Wrap(gateway.CodeConflict, ErrNodeIDInUse, "node id %s is used by a live node (heartbeat %s ago); give this node another --node-id, or wait for --node-timeout", n.ID, now.Sub(o.HeartbeatAt).Round(time.Millisecond))
 			case o.SecretCheck != n.SecretCheck:
 				return gateway.Wrap(gateway.CodeConflict, ErrClusterSecretMismatch, "node %s is live with another AGENTOS_GATEWAY_CLUSTER_SECRET than this node's; every node sharing the store needs the same one", o.ID)
-			case n.SecretCheck == "" && db.d.name == dialectPostgres:
+			case n.SecretCheck == "":
 				return gateway.Wrap(gateway.CodeConflict, ErrClusterSecretMismatch, "node %s is live on this store: several nodes need AGENTOS_GATEWAY_CLUSTER_SECRET", o.ID)
 			}
 		}

@@ -204,6 +204,13 @@ func (s *Service) Cordon() {
 	s.mu.Unlock()
 }
 
+// Runs reports whether this service runs the VM id.
+func (s *Service) Runs(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[id] != nil
+}
+
 // LiveCount returns how many VMs this service runs or is creating.
 func (s *Service) LiveCount() int {
 	s.mu.Lock()
