@@ -24,6 +24,9 @@ const (
 	EventGap    = "gap"
 	EventEnd    = "end"
 	EventError  = "error"
+	// EventLost ends a stream that a gateway node proxied from the node
+	// running the VM when that node died: the VM is lost.
+	EventLost = "lost"
 )
 
 var (
@@ -60,7 +63,9 @@ type Event struct {
 }
 
 // Final reports whether the event ends its stream: exit, end or error.
-func (e Event) Final() bool { return e.Type == EventExit || e.Type == EventEnd || e.Type == EventError }
+func (e Event) Final() bool {
+	return e.Type == EventExit || e.Type == EventEnd || e.Type == EventError || e.Type == EventLost
+}
 
 // Decode unmarshals the event's data into v.
 func (e Event) Decode(v any) error {
