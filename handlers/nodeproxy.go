@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -199,6 +200,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 		},
 		Transport:     s.proxyTransport,
 		FlushInterval: -1,
+		BufferPool:    proxyBuffers,
 		ErrorLog:      stdlog.New(zerologWriter{zerolog.Ctx(r.Context())}, "", 0),
 		ModifyResponse: func(res *http.Response) error {
 			if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
@@ -218,6 +220,26 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 	}
 	rp.ServeHTTP(w, r)
 }
+
+// proxyBuffers are the copy buffers of proxied bodies: with every write of
+// an event stream flushed, larger reads mean fewer, fuller writes when the
+// owner sends faster than one event at a time.
+var proxyBuffers = &bufferPool{size: 256 << 10}
+
+// bufferPool is a sync.Pool of byte slices, as httputil.BufferPool wants.
+type bufferPool struct {
+	size int
+	pool sync.Pool
+}
+
+func (p *bufferPool) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, p.size)
+}
+
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // zerologWriter lets the reverse proxy's log go to the request's logger.
 type zerologWriter struct{ l *zerolog.Logger }

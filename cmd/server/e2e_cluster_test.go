@@ -38,22 +38,25 @@ type clusterNode struct {
 	id      string
 	port    int
 	dataDir string
-	cmd     *exec.Cmd
-	logs    *syncBuffer
-	e       *e2e
-	c       *client.Client
-	exited  chan error
+	// extra are flags of this node's own.
+	extra  []string
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	e      *e2e
+	c      *client.Client
+	exited chan error
 }
 
 func (n *clusterNode) url() string { return "http://127.0.0.1:" + strconv.Itoa(n.port) }
 
 // start runs the node's binary on the cluster's store and waits until it
 // is ready.
-func (n *clusterNode) start(t *testing.T, bin, dsn string) {
+func (n *clusterNode) start(t testing.TB, bin, dsn string) {
 	t.Helper()
-	n.cmd = exec.Command(bin, "--addr", "127.0.0.1:"+strconv.Itoa(n.port), "--data-dir", n.dataDir, "--store", dsn,
+	args := []string{"--addr", "127.0.0.1:" + strconv.Itoa(n.port), "--data-dir", n.dataDir, "--store", dsn,
 		"--node-id", n.id, "--node-heartbeat", clusterHeartbeat.String(), "--node-timeout", clusterTimeout.String(),
-		"--max-sidecars", "2", "--min-idle-sidecars", "1", "--shutdown-grace", "5s", "--log-level", "warn")
+		"--max-sidecars", "2", "--min-idle-sidecars", "1", "--shutdown-grace", "5s", "--log-level", "warn"}
+	n.cmd = exec.Command(bin, append(args, n.extra...)...)
 	n.cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey, "AGENTOS_GATEWAY_CLUSTER_SECRET="+clusterSecret)
 	n.logs = &syncBuffer{}
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
@@ -460,7 +463,7 @@ func useVM(t *testing.T, via *clusterNode, nodes []*clusterNode, vm, sid string)
 
 // freshClusterDatabase creates a database of its own on the server of dsn
 // and drops it when the test ends.
-func freshClusterDatabase(t *testing.T, dsn string) string {
+func freshClusterDatabase(t testing.TB, dsn string) string {
 	t.Helper()
 	admin, err := sql.Open("pgx", dsn)
 	if err != nil {
