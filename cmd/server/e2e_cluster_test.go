@@ -194,6 +194,13 @@ func TestE2ECluster(t *testing.T) {
 		}
 	}
 
+	// A request that claims to come from another node without the
+	// secret's signature is refused.
+	forged, b := n1.e.send("GET", "/v1/vms/"+vmIDs[1], testAdminKey, nil, map[string]string{"X-AgentOS-Forwarded-By": "n2 1764590000 AAAA"})
+	if forged.StatusCode != 401 {
+		t.Fatalf("a forged forwarded request: %d %s", forged.StatusCode, b)
+	}
+
 	// Every VM through every node.
 	for i, vm := range vmIDs {
 		sid := "s-" + vm
@@ -309,6 +316,17 @@ func TestE2ECluster(t *testing.T) {
 	}
 	if got := listNodes(n1)["n2"].State; got != "dead" {
 		t.Fatalf("n2 is %s; want dead", got)
+	}
+	// Its agent session's record and history are read from PostgreSQL by
+	// the nodes alive.
+	for _, via := range []*clusterNode{n1, n3} {
+		if s := mustSession(t, via.c, n2VM, "s-"+n2VM); s.State != client.SessionLost {
+			t.Fatalf("n2's session via %s: %+v", via.id, s)
+		}
+		hist, err := via.c.SessionHistory(ctx, n2VM, "s-"+n2VM, client.HistoryQuery{Limit: 1000})
+		if err != nil || len(hist.Events) == 0 {
+			t.Fatalf("n2's session history via %s: %+v %v", via.id, hist, err)
+		}
 	}
 	// The other VMs keep working, through the nodes alive.
 	alive := func() []string {
