@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	stdlog "log"
 	"net"
@@ -24,10 +25,10 @@ import (
 // forwardedKey marks, in a request's context, a request another node
 // forwarded and signed: it is served here, never forwarded again, and was
 // rate-limited by the node the client called.
-const forwardedKey ctxKey = 100
+type forwardedKey struct{}
 
 func isForwarded(ctx context.Context) bool {
-	v, _ := ctx.Value(forwardedKey).(bool)
+	v, _ := ctx.Value(forwardedKey{}).(bool)
 	return v
 }
 
@@ -36,7 +37,6 @@ func isForwarded(ctx context.Context) bool {
 // the operation they answer (an exec) and are streamed.
 func newProxyTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 64,
@@ -66,7 +66,7 @@ func (s *Server) nodeHeader(next http.Handler) http.Handler {
 			return
 		}
 		log := zerolog.Ctx(r.Context()).With().Str("forwardedBy", from).Logger()
-		ctx := context.WithValue(log.WithContext(r.Context()), forwardedKey, true)
+		ctx := context.WithValue(log.WithContext(r.Context()), forwardedKey{}, true)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -108,8 +108,17 @@ func (s *Server) toOwner(next http.Handler) http.Handler {
 		}
 		s.proxy(w, r, peer, func(w http.ResponseWriter, r *http.Request, since time.Time) {
 			// The owner did not answer. Once it is known dead its VMs are
-			// lost in the store and the local handler says so.
+			// lost in the store: a read is answered from there; anything
+			// else gets the lost VM's conflict, as the body may be spent.
 			if s.cfg.Cluster.AwaitVerdict(r.Context(), peer.ID, since) {
+				if r.Method == http.MethodGet || r.Method == http.MethodHead {
+					next.ServeHTTP(w, r)
+					return
+				}
+				if err := s.vms.Usable(r.Context(), principalFrom(r.Context()).tenant.ID, id); err != nil {
+					writeError(w, r, err)
+					return
+				}
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -250,70 +259,94 @@ func (z zerologWriter) Write(p []byte) (int, error) {
 }
 
 // streamGuard is the body of an event stream proxied from another node.
-// When the stream breaks off (the owner's connection ends without the
-// stream's end) and the owner turns out dead, the stream ends with a
-// "lost" event, as if the VM had been lost here; when the owner is alive
-// the stream just ends and the client resumes with Last-Event-ID.
+// It passes on whole events only (up to each blank line), holding back an
+// event still arriving. When the stream breaks off (the owner's connection
+// ends without the stream's end) and the owner turns out dead, the event in
+// flight is dropped and the stream ends with a "lost" event, as if the VM
+// had been lost here; when the owner is alive the stream just breaks, and
+// the client resumes with Last-Event-ID.
 type streamGuard struct {
 	body io.ReadCloser
 	ctx  context.Context
 	lost func(context.Context) bool
 	node string
 
-	last2   [2]byte
-	tail    []byte
-	pending error
+	buf   []byte
+	held  []byte // the start of an event not complete yet
+	out   []byte // what is to be read before anything else
+	final error  // once set, what Read returns after out
 }
 
 func (g *streamGuard) Read(p []byte) (int, error) {
-	if g.tail != nil {
-		n := copy(p, g.tail)
-		g.tail = g.tail[n:]
-		if len(g.tail) == 0 {
-			return n, io.EOF
+	for {
+		if len(g.out) > 0 {
+			n := copy(p, g.out)
+			g.out = g.out[n:]
+			return n, nil
 		}
-		return n, nil
+		if g.final != nil {
+			return 0, g.final
+		}
+		if len(g.held) == 0 && len(p) > 0 {
+			// Nothing held back (the usual case: the owner writes whole
+			// events): read into p and pass on its whole events as they are.
+			n, err := g.body.Read(p)
+			whole := afterLastEvent(p[:n])
+			g.held = append(g.held, p[whole:n]...)
+			if err != nil {
+				g.end(err)
+			}
+			if whole > 0 {
+				return whole, nil
+			}
+			continue
+		}
+		if g.buf == nil {
+			g.buf = make([]byte, 32<<10)
+		}
+		n, err := g.body.Read(g.buf)
+		g.held = append(g.held, g.buf[:n]...)
+		if whole := afterLastEvent(g.held); whole > 0 {
+			g.out = append(g.out[:0], g.held[:whole]...)
+			g.held = append(g.held[:0], g.held[whole:]...)
+		}
+		if err != nil {
+			g.end(err)
+		}
 	}
-	if g.pending != nil {
-		return g.verdict()
-	}
-	n, err := g.body.Read(p)
-	switch {
-	case n >= 2:
-		g.last2 = [2]byte{p[n-2], p[n-1]}
-	case n == 1:
-		g.last2 = [2]byte{g.last2[1], p[0]}
-	}
-	if err == nil || errors.Is(err, io.EOF) || g.ctx.Err() != nil {
-		return n, err
-	}
-	g.pending = err
-	if n > 0 {
-		return n, nil
-	}
-	return g.verdict()
 }
 
-// verdict decides how a broken stream ends.
-func (g *streamGuard) verdict() (int, error) {
-	err := g.pending
-	if !g.lost(g.ctx) {
-		return 0, err
+// end decides how the stream ends after the owner's body returned err.
+func (g *streamGuard) end(err error) {
+	switch {
+	case errors.Is(err, io.EOF) || g.ctx.Err() != nil:
+		g.out = append(g.out, g.held...)
+		g.final = err
+	case g.lost(g.ctx):
+		g.out = append(g.out, lostEvent(g.node)...)
+		g.final = io.EOF
+	default:
+		g.final = err
 	}
+	g.held = nil
+}
+
+// afterLastEvent is the length of the whole events at the start of b: up to
+// its last blank line.
+func afterLastEvent(b []byte) int {
+	if i := bytes.LastIndex(b, []byte("\n\n")); i >= 0 {
+		return i + 2
+	}
+	return 0
+}
+
+// lostEvent is the final event of a stream whose owner node died.
+func lostEvent(node string) []byte {
 	data, _ := json.Marshal(map[string]string{
-		"code": string(gateway.CodeConflict), "state": string(gateway.VMLost), "node": g.node,
-		"detail": "the VM is lost: its node " + g.node + " stopped answering",
+		"code": string(gateway.CodeConflict), "state": string(gateway.VMLost), "node": node,
+		"detail": "the VM is lost: its node " + node + " stopped answering",
 	})
-	var b bytes.Buffer
-	if g.last2 != [2]byte{'\n', '\n'} {
-		// End the event the owner was writing when it died.
-		b.WriteString("\n\n")
-	}
-	b.WriteString("event: lost\ndata: ")
-	b.Write(data)
-	b.WriteString("\n\n")
-	g.tail = b.Bytes()
-	return 0, nil
+	return fmt.Appendf(nil, "event: lost\ndata: %s\n\n", data)
 }
 
 func (g *streamGuard) Close() error { return g.body.Close() }
