@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -31,6 +33,9 @@ func isForwarded(ctx context.Context) bool {
 	v, _ := ctx.Value(forwardedKey{}).(bool)
 	return v
 }
+
+// errShuttingDown ends what this node proxies when it shuts down.
+var errShuttingDown = gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
 
 // newProxyTransport is the transport of calls to other nodes: a dead node
 // is found out by a short dial timeout, while answers may take as long as
@@ -191,12 +196,38 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 	since := time.Now()
 	// The owner names itself and gives the request id and CORS answers;
 	// what this node set already would be repeated. The rate-limit headers
-	// are this node's: the owner does not limit forwarded requests.
+	// are this node's: the owner does not limit forwarded requests. When
+	// the owner gives no answer, this node answers with its own again.
+	own := w.Header().Clone()
 	for k := range w.Header() {
 		if !strings.HasPrefix(k, "Ratelimit-") && k != "Retry-After" {
 			w.Header().Del(k)
 		}
 	}
+	// Streams and WebSockets end when this gateway shuts down, as its own
+	// do; other requests get the shutdown's grace period to finish.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	var streaming atomic.Bool
+	upgrade := isWebSocketUpgrade(r)
+	if upgrade {
+		if !s.attach.begin() {
+			writeError(w, r, errShuttingDown)
+			return
+		}
+		defer s.attach.end()
+		streaming.Store(true)
+	}
+	go func() {
+		select {
+		case <-s.sse.draining:
+			if streaming.Load() {
+				cancel(errShuttingDown)
+			}
+		case <-ctx.Done():
+		}
+	}()
+	r = r.WithContext(ctx)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -213,6 +244,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 		ErrorLog:      stdlog.New(zerologWriter{zerolog.Ctx(r.Context())}, "", 0),
 		ModifyResponse: func(res *http.Response) error {
 			if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+				streaming.Store(true)
 				res.Body = &streamGuard{body: res.Body, ctx: res.Request.Context(), lost: func(ctx context.Context) bool {
 					return s.cfg.Cluster.AwaitVerdict(ctx, peer.ID, since)
 				}, node: peer.ID}
@@ -224,6 +256,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 				return
 			}
 			zerolog.Ctx(r.Context()).Warn().Err(err).Str("node", peer.ID).Msg("proxy to the owner node")
+			maps.Copy(w.Header(), own)
 			failed(w, r, since)
 		},
 	}
@@ -319,6 +352,10 @@ func (g *streamGuard) Read(p []byte) (int, error) {
 // end decides how the stream ends after the owner's body returned err.
 func (g *streamGuard) end(err error) {
 	switch {
+	case errors.Is(context.Cause(g.ctx), errShuttingDown):
+		// As this gateway's own streams end when it shuts down.
+		g.out = append(g.out, "event: error\ndata: "+shutdownEventData+"\n\n"...)
+		g.final = io.EOF
 	case errors.Is(err, io.EOF) || g.ctx.Err() != nil:
 		g.out = append(g.out, g.held...)
 		g.final = err

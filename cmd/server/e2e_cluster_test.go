@@ -379,11 +379,29 @@ func TestE2ECluster(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "n3 dead", func() bool { return listNodes(n1)["n3"].State == "dead" })
 
+	// A stream that n1 proxies from n2 ends, when n1 shuts down, as n1's
+	// own streams do.
+	sleeper, err := n1.c.SpawnProcess(ctx, rejoined.ID, client.SpawnRequest{Argv: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleepReq := n1.e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", rejoined.ID, sleeper.Pid))
+	sleepStream, err := n1.c.ProcessOutput(ctx, rejoined.ID, sleeper.Pid, client.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// SIGTERM the others; no gateway or sidecar process is left.
 	for _, n := range []*clusterNode{n1, n2} {
 		collectSidecars(n)
 		if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
+		}
+		if n == n1 {
+			evs := n1.e.collect(sleepStream, sleepReq, 30*time.Second)
+			if last := evs[len(evs)-1]; last.Type != client.EventError || !strings.Contains(string(last.Data), `"unavailable"`) {
+				t.Fatalf("the stream proxied through n1 ended with %s %s at its shutdown", last.Type, last.Data)
+			}
 		}
 		if err := n.wait(t, 60*time.Second); err != nil {
 			t.Fatalf("%s after SIGTERM: %v\n%s", n.id, err, n.logs.String())
