@@ -127,9 +127,6 @@ func (n *Node) ID() string { return n.cfg.ID }
 // Shared reports whether other nodes may share the store.
 func (n *Node) Shared() bool { return n.cfg.Shared }
 
-// Timeout is how old a heartbeat makes a node dead.
-func (n *Node) Timeout() time.Duration { return n.cfg.Timeout }
-
 // Draining reports whether the node was asked to drain.
 func (n *Node) Draining() bool {
 	n.mu.Lock()
@@ -226,7 +223,6 @@ type Peer struct {
 	// Alive: the node heartbeats; a node that is not is dead or about to
 	// be declared so.
 	Alive bool
-	State gateway.NodeState
 }
 
 // Peer returns the record of node id as seen now.
@@ -235,7 +231,7 @@ func (n *Node) Peer(ctx context.Context, id string) (Peer, error) {
 	if err != nil {
 		return Peer{}, err
 	}
-	return Peer{ID: rec.ID, AdvertiseAddr: rec.AdvertiseAddr, State: rec.State, Alive: n.alive(rec, time.Now())}, nil
+	return Peer{ID: rec.ID, AdvertiseAddr: rec.AdvertiseAddr, Alive: n.alive(rec, time.Now())}, nil
 }
 
 func (n *Node) alive(rec gateway.Node, now time.Time) bool {

@@ -171,7 +171,7 @@ func (s *Server) placeCreate(next http.Handler) http.Handler {
 				return
 			}
 			answered := true
-			s.proxy(w, r, cluster.Peer{ID: c.ID, AdvertiseAddr: c.AdvertiseAddr, Alive: true, State: c.State}, func(http.ResponseWriter, *http.Request, time.Time) {
+			s.proxy(w, r, cluster.Peer{ID: c.ID, AdvertiseAddr: c.AdvertiseAddr, Alive: true}, func(http.ResponseWriter, *http.Request, time.Time) {
 				answered = false
 			})
 			if answered || r.Context().Err() != nil {
