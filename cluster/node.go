@@ -22,7 +22,7 @@ import (
 type Store interface {
 	RegisterNode(ctx context.Context, n gateway.Node, timeout time.Duration) (gateway.Node, error)
 	Heartbeat(ctx context.Context, id string, l store.NodeLoad) (gateway.Node, error)
-	ReapDeadNodes(ctx context.Context, timeout time.Duration) ([]store.ReapedNode, error)
+	ReapDeadNodes(ctx context.Context, self string, timeout time.Duration) ([]store.ReapedNode, error)
 	ListNodes(ctx context.Context) ([]gateway.Node, error)
 	GetNode(ctx context.Context, id string) (gateway.Node, error)
 	LiveVMsByNode(ctx context.Context) (map[string]int, error)
@@ -201,7 +201,7 @@ func (n *Node) leave(reason string) {
 // and marks their VMs lost; the store makes sure only one node does it for
 // each.
 func (n *Node) Reap(ctx context.Context) ([]store.ReapedNode, error) {
-	reaped, err := n.store.ReapDeadNodes(ctx, n.cfg.Timeout)
+	reaped, err := n.store.ReapDeadNodes(ctx, n.cfg.ID, n.cfg.Timeout)
 	for _, r := range reaped {
 		n.cfg.Log.Warn().Str("deadNode", r.Node).Int("vms", len(r.VMs)).Msg("node stopped heartbeating: its VMs are lost")
 	}

@@ -247,21 +247,22 @@ type ReapedNode struct {
 	VMs  []string
 }
 
-// ReapDeadNodes declares dead every live or draining node whose heartbeat is
-// older than timeout, marks its VMs lost with a reason naming it, unloads
+// ReapDeadNodes declares dead every live or draining node but self whose
+// heartbeat is older than timeout (a node never reaps itself: a late tick of
+// its own is not its death), marks its VMs lost with a reason naming it, unloads
 // their agent sessions and drops their pending permission requests, all in
 // one transaction under the nodes' advisory lock: when several gateways
 // reap at once, exactly one of them changes each node and its VMs, the
 // others find nothing to do.
-func (db *DB) ReapDeadNodes(ctx context.Context, timeout time.Duration) ([]ReapedNode, error) {
+func (db *DB) ReapDeadNodes(ctx context.Context, self string, timeout time.Duration) ([]ReapedNode, error) {
 	var out []ReapedNode
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		if err := db.lockNodes(ctx, tx); err != nil {
 			return err
 		}
 		now := db.now()
-		rows, err := db.query(ctx, tx, `UPDATE nodes SET state = ?, reason = ? WHERE state <> ? AND heartbeat_at < ? RETURNING id`,
-			string(gateway.NodeDead), "no heartbeat for "+timeout.String(), string(gateway.NodeDead), db.d.ts(now.Add(-timeout)))
+		rows, err := db.query(ctx, tx, `UPDATE nodes SET state = ?, reason = ? WHERE state <> ? AND heartbeat_at < ? AND id <> ? RETURNING id`,
+			string(gateway.NodeDead), "no heartbeat for "+timeout.String(), string(gateway.NodeDead), db.d.ts(now.Add(-timeout)), self)
 		if err != nil {
 			return dbError(err, "store: reap nodes")
 		}

@@ -86,11 +86,14 @@ func TestNodeLifeCycle(t *testing.T) {
 
 		// n2 last heartbeat 11 s ago: dead; the others are alive.
 		advance(5 * time.Second)
-		reaped, err := db.ReapDeadNodes(ctx, timeout)
+		if reaped, err := db.ReapDeadNodes(ctx, "n2", timeout); err != nil || len(reaped) != 0 {
+			t.Fatalf("ReapDeadNodes by n2 itself = %+v, %v; want nothing", reaped, err)
+		}
+		reaped, err := db.ReapDeadNodes(ctx, "n1", timeout)
 		if err != nil || len(reaped) != 1 || reaped[0].Node != "n2" || !slices.Equal(sorted(reaped[0].VMs), []string{"vm1", "vm2"}) {
 			t.Fatalf("ReapDeadNodes = %+v, %v; want n2 with vm1, vm2", reaped, err)
 		}
-		if again, err := db.ReapDeadNodes(ctx, timeout); err != nil || len(again) != 0 {
+		if again, err := db.ReapDeadNodes(ctx, "n3", timeout); err != nil || len(again) != 0 {
 			t.Fatalf("ReapDeadNodes again = %+v, %v; want nothing", again, err)
 		}
 		lost, _ := db.GetVM(ctx, "acme", "vm1")

@@ -314,6 +314,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	ctx, leave := context.WithCancelCause(ctx)
 	defer leave(nil)
 
+	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
 	pool := sidecarpool.New(sidecarpool.Config{
 		MaxSidecars: c.maxSidecars, VMsPerSidecar: c.vmsPerSidecar, MinIdleSidecars: c.minIdleSidecars,
 		IdleTimeout: c.sidecarIdleTimeout, MemoryHighWater: c.memoryHighWater,
@@ -340,9 +343,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	if len(lost) > 0 {
 		log.Warn().Int("vms", len(lost)).Msg("VMs this node ran before it restarted are marked lost")
-	}
-	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
 	}
 	keeper := idempotency.New(db, idempotency.Config{Log: log})
 	defer keeper.Close()
