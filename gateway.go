@@ -80,11 +80,13 @@ type VMSpec struct {
 
 // VM is the gateway's record of a VM.
 type VM struct {
-	ID        string    `json:"id"`
-	TenantID  string    `json:"tenantId"`
-	State     VMState   `json:"state"`
-	Reason    string    `json:"reason,omitempty"` // why it is lost
-	SidecarID string    `json:"sidecarId,omitempty"`
+	ID        string  `json:"id"`
+	TenantID  string  `json:"tenantId"`
+	State     VMState `json:"state"`
+	Reason    string  `json:"reason,omitempty"` // why it is lost
+	SidecarID string  `json:"sidecarId,omitempty"`
+	// Node is the gateway node that runs the VM: its --node-id.
+	Node      string    `json:"node,omitempty"`
 	Spec      VMSpec    `json:"spec"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
@@ -120,4 +122,35 @@ var AllStates = []VMState{VMCreating, VMReady, VMDisposing, VMDisposed, VMLost}
 type Page[T any] struct {
 	Items      []T    `json:"items"`
 	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// NodeState is the state of a gateway node sharing the store.
+type NodeState string
+
+// Node states. A draining node takes no new VMs and leaves once its VMs are
+// gone; a dead node's heartbeat is older than the node timeout (or it left).
+const (
+	NodeLive     NodeState = "live"
+	NodeDraining NodeState = "draining"
+	NodeDead     NodeState = "dead"
+)
+
+// Node is a gateway process sharing the store with others: where to reach
+// it and the load it last reported.
+type Node struct {
+	ID            string
+	AdvertiseAddr string
+	State         NodeState
+	Reason        string
+	// VMs are the VMs it runs; Capacity the VMs its sidecars can hold.
+	VMs      int
+	Capacity int
+	Sidecars int
+	RSS      int64
+	// DrainDeadline is when a draining node leaves even with VMs left.
+	DrainDeadline time.Time
+	StartedAt     time.Time
+	HeartbeatAt   time.Time
+	// SecretCheck tells whether nodes share a cluster secret; never shown.
+	SecretCheck string
 }

@@ -16,3 +16,13 @@ type ErrorEvent struct {
 	Code   gateway.Code `json:"code"`
 	Detail string       `json:"detail"`
 }
+
+// LostEvent is the data of the final lost event of a stream that one node
+// proxied from the node running the VM, when that node died: the VM is
+// lost.
+type LostEvent struct {
+	Code   gateway.Code    `json:"code"`
+	Detail string          `json:"detail"`
+	Node   string          `json:"node"`
+	State  gateway.VMState `json:"state"`
+}

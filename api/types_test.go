@@ -69,6 +69,9 @@ var wireShapes = []struct {
 	{"APIKeyList", api.List[api.APIKey]{}, true},
 	{"Sidecar", api.Sidecar{}, true},
 	{"SidecarList", api.List[api.Sidecar]{}, true},
+	{"Node", api.Node{}, true},
+	{"LostEvent", api.LostEvent{}, true},
+	{"NodeList", api.List[api.Node]{}, true},
 	{"Health", api.Health{}, true},
 	{"Ready", api.Ready{}, true},
 

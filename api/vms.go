@@ -28,11 +28,13 @@ type CreateVMRequest struct {
 // VM is a VM resource: the gateway's record of a VM with its spec
 // flattened. Times are in UTC.
 type VM struct {
-	ID                  string            `json:"id"`
-	State               gateway.VMState   `json:"state"`
-	Reason              string            `json:"reason,omitempty"`
-	Labels              map[string]string `json:"labels"`
-	SidecarID           string            `json:"sidecarId,omitempty"`
+	ID        string            `json:"id"`
+	State     gateway.VMState   `json:"state"`
+	Reason    string            `json:"reason,omitempty"`
+	Labels    map[string]string `json:"labels"`
+	SidecarID string            `json:"sidecarId,omitempty"`
+	// Node is the gateway node that runs the VM.
+	Node                string            `json:"node,omitempty"`
 	Env                 map[string]string `json:"env,omitempty"`
 	Permissions         map[string]any    `json:"permissions,omitempty"`
 	Limits              map[string]any    `json:"limits,omitempty"`

@@ -74,6 +74,9 @@ cleanup() {
 		for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
 		rc=1
 	fi
+	if [[ -n "${PG_DIR:-}" ]]; then
+		"$ROOT/scripts/postgres-test.sh" stop "$PG_DIR" >&2 || true
+	fi
 	rm -rf "$WORK"
 	exit "$rc"
 }
@@ -117,6 +120,16 @@ gobench '^BenchmarkPromptHello$' "$EXEC_N"
 gobench '^BenchmarkPromptHelloHTTP$' "$EXEC_N" ./cmd/server/
 official stream_50mib,write_read_4mib,write_read_16mib
 gobench '^Benchmark(Stream50MiB|WriteRead4MiB|WriteRead16MiB)$' "$LARGE_N"
+# Two gateway nodes on one PostgreSQL (a throwaway server unless
+# AGENTOS_GATEWAY_TEST_POSTGRES names one): exec and a process's SSE stream
+# on the VM's owner node and proxied through the other.
+if [[ -z "${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then
+	PG_DIR=$(mktemp -d -t agentos-gateway-bench-pg.XXXXXX)
+	AGENTOS_GATEWAY_TEST_POSTGRES=$("$ROOT/scripts/postgres-test.sh" start "$PG_DIR")
+	export AGENTOS_GATEWAY_TEST_POSTGRES
+fi
+gobench '^BenchmarkClusterExec$' "$EXEC_N" ./cmd/server/
+gobench '^BenchmarkClusterSSE$' "$LARGE_N" ./cmd/server/
 
 # --- table ------------------------------------------------------------------
 touch "$WORK/official.jsonl" "$WORK/go.txt"
@@ -198,6 +211,16 @@ if (ph && pd) {
 	console.log("\n| pi turn `hello` (offline mock model) | p50 | ratio |\n|---|---|---|");
 	console.log(`| gateway over HTTP, events stored | ${fmt(ph["p50-ms"])} ms (p95 ${fmt(ph["p95-ms"])}) | |`);
 	console.log(`| Go client, direct | ${fmt(pd["p50-ms"])} ms (p95 ${fmt(pd["p95-ms"])}) | HTTP/direct ${(ph["p50-ms"] / pd["p50-ms"]).toFixed(2)} |`);
+}
+// Scale-out: what the hop through another node costs (target: exec at most
+// 1.1x, plus the loopback hop).
+const ce = goRes["ClusterExec"], cs = goRes["ClusterSSE"];
+if (!ce) missing.push("Go BenchmarkClusterExec");
+if (!cs) missing.push("Go BenchmarkClusterSSE");
+if (ce && cs) {
+	console.log("\n| two nodes, one PostgreSQL | on the owner node | through the other node | ratio proxied/direct |\n|---|---|---|---|");
+	console.log(`| exec \`echo hi\` (p50) | ${fmt(ce["direct-ms"])} ms | ${fmt(ce["proxied-ms"])} ms | ${ce["proxied/direct"].toFixed(2)} (target <= 1.1) |`);
+	console.log(`| process output SSE, 16 MiB (median) | ${fmt(cs["direct-MiB/s"])} MiB/s | ${fmt(cs["proxied-MiB/s"])} MiB/s | ${cs["proxied/direct"].toFixed(2)} (throughput) |`);
 }
 const meta = official._meta;
 if (meta) console.log(`\nofficial SDK ${meta.sdk} on node ${meta.node}; sidecar ${meta.sidecar_exe ?? "(not seen)"}`);

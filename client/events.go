@@ -12,8 +12,8 @@ import (
 
 // Event is an interface holding one event of a stream, decoded: one of
 // *Output, *Gap, *Exit, *ShellEnd, *VMEvent, *SessionEvent,
-// *EphemeralEvent, *AgentStderr, *AgentExit, *Overflow, *SessionEnd, or
-// *UnknownEvent for an event this client does not know. Consume events
+// *EphemeralEvent, *AgentStderr, *AgentExit, *Overflow, *SessionEnd, *Lost,
+// or *UnknownEvent for an event this client does not know. Consume events
 // with a type switch:
 //
 //	switch ev := ev.(type) {
@@ -40,6 +40,7 @@ const (
 	eventAgentStderr = "agent_stderr"
 	eventAgentExit   = "agent_exit"
 	eventOverflow    = "overflow"
+	eventLost        = "lost"
 )
 
 // OutputStream names the stream a piece of output came from.
@@ -96,6 +97,11 @@ type AgentExit = gateway.AgentExitEvent
 // dropped; the missed durable events follow from the store.
 type Overflow = gateway.OverflowEvent
 
+// Lost ends a stream that a gateway node proxied from the node running the
+// VM, when that node died: the VM is lost (State), with the node that ran
+// it. Any stream may end so when the gateway runs as several nodes.
+type Lost = api.LostEvent
+
 // UnknownEvent is an event this client does not know, as it came.
 type UnknownEvent struct {
 	Type string
@@ -134,6 +140,12 @@ func decodeEvent(k streamKind, typ string, data []byte) (ev Event, final bool, e
 			w.Code = CodeInternal
 		}
 		return nil, true, &Error{Code: w.Code, Detail: w.Detail}
+	case typ == eventLost:
+		var v Lost
+		if err := unmarshal(&v); err != nil {
+			return nil, true, err
+		}
+		return &v, true, nil
 	case typ == eventGap:
 		var g Gap
 		if err := unmarshal(&g); err != nil {

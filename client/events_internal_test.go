@@ -66,6 +66,8 @@ func TestDecodeEvent(t *testing.T) {
 		{"agent exit by signal", sessionStream, "agent_exit", `{"agentType":"pi","processId":"p1","exitCode":null,"restart":"no"}`,
 			&AgentExit{AgentType: "pi", ProcessID: "p1", Restart: "no"}, false, false},
 		{"overflow", sessionStream, "overflow", `{"reason":"slow client"}`, &Overflow{Reason: "slow client"}, false, false},
+		{"lost, on any stream", processStream, "lost", `{"code":"conflict","detail":"the VM is lost","state":"lost","node":"n2"}`,
+			&Lost{Code: CodeConflict, Detail: "the VM is lost", State: VMLost, Node: "n2"}, true, false},
 		{"session end", sessionStream, "end", `{"state":"deleted"}`, &SessionEnd{State: SessionDeleted}, true, false},
 		{"session stdout is unknown", sessionStream, "stdout", `{"data":"x"}`, &UnknownEvent{Type: "stdout", Data: json.RawMessage(`{"data":"x"}`)}, false, false},
 		{"session message is unknown", sessionStream, "message", `not json`, &UnknownEvent{Type: "message", Data: json.RawMessage(`not json`)}, false, false},

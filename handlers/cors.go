@@ -13,7 +13,7 @@ var corsAllowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-I
 
 // corsExposedHeaders are the response headers a cross-origin script may read.
 var corsExposedHeaders = []string{"Location", "Retry-After", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
-	"X-Request-ID", "Idempotent-Replayed", "ETag", "Last-Modified", "Content-Range", "Content-Length", "Allow"}
+	"X-Request-ID", "Idempotent-Replayed", "ETag", "Last-Modified", "Content-Range", "Content-Length", "Allow", "X-AgentOS-Node"}
 
 // cors answers preflight requests and adds the CORS headers for the origins
 // of --cors-origins; with none configured it adds nothing, so browsers

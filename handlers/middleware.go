@@ -169,7 +169,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		rl, ok := s.limiter.allow(tenant, time.Now())
+		// A request another node forwarded was limited there: the rate
+		// limit is per node (README, "Running several nodes").
+		rl, ok := rateState{}, true
+		if !isForwarded(r.Context()) {
+			rl, ok = s.limiter.allow(tenant, time.Now())
+		}
 		if rl.limited {
 			// The IETF RateLimit header fields, so that clients can pace
 			// themselves before they are refused.

@@ -64,6 +64,10 @@ type Config struct {
 	BodyReadTimeout time.Duration
 	// OpenAPI is the spec served at /v1/openapi.yaml.
 	OpenAPI []byte
+	// Cluster is the node's membership of the gateways sharing the store:
+	// requests for VMs of other nodes are proxied to them (nil: a gateway
+	// on its own, without the node routes).
+	Cluster Cluster
 	Log     zerolog.Logger
 }
 
@@ -81,6 +85,8 @@ type Server struct {
 	attach   attachHub
 	metrics  *metrics
 	limiter  limiter
+	// proxyTransport carries the requests proxied to other nodes.
+	proxyTransport *http.Transport
 }
 
 // New builds the router. keeper runs the idempotent requests (exec and
@@ -104,7 +110,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, keeper 
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, vms: svc, sessions: sess, store: st, keeper: keeper, pool: pool, log: cfg.Log}
+	s := &Server{cfg: cfg, vms: svc, sessions: sess, store: st, keeper: keeper, pool: pool, log: cfg.Log, proxyTransport: newProxyTransport()}
 	s.metrics = newMetrics(svc, sess, pool)
 	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) })
 	s.router = s.routes()
@@ -125,6 +131,7 @@ func (s *Server) Close() {
 	s.sse.drain()
 	s.attach.close()
 	s.sse.close()
+	s.proxyTransport.CloseIdleConnections()
 }
 
 // Router exposes the chi router, for the test that compares it with the
@@ -133,7 +140,7 @@ func (s *Server) Router() chi.Router { return s.router }
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.withRequestID, s.observe, s.cors(), s.bodyReadTimeout)
+	r.Use(s.withRequestID, s.observe, s.cors(), s.bodyReadTimeout, s.nodeHeader)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -145,9 +152,10 @@ func (s *Server) routes() chi.Router {
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
-		r.Post("/vms", s.createVM)
+		r.With(s.placeCreate).Post("/vms", s.createVM)
 		r.Get("/vms", s.listVMs)
 		r.Route("/vms/{vm}", func(r chi.Router) {
+			r.Use(s.toOwner)
 			r.Get("/", s.getVM)
 			r.Delete("/", s.deleteVM)
 			r.Get("/events", s.vmEvents)
@@ -208,6 +216,8 @@ func (s *Server) routes() chi.Router {
 			r.Get("/tenants/{tenant}/keys", s.listKeys)
 			r.Delete("/tenants/{tenant}/keys/{key}", s.deleteKey)
 			r.Get("/sidecars", s.listSidecars)
+			r.Get("/nodes", s.listNodes)
+			r.Post("/nodes/{node}/drain", s.drainNode)
 		})
 	})
 	return r

@@ -35,6 +35,10 @@ type sseHub struct {
 	drainOnce sync.Once
 }
 
+// shutdownEventData is the data of the final error event of every stream
+// when the gateway shuts down.
+const shutdownEventData = `{"code":"unavailable","detail":"the gateway is shutting down"}`
+
 // sseBuffer is how many events may wait between the gateway and one client's
 // socket before the gateway stops reading ahead for it.
 const sseBuffer = 64
@@ -140,7 +144,7 @@ func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, 
 			select {
 			case <-h.draining:
 				if ctx.Err() == nil {
-					_ = emit(sseEvent{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
+					_ = emit(sseEvent{Event: "error", Data: []byte(shutdownEventData)})
 				}
 			default:
 			}

@@ -51,7 +51,7 @@ func vmResource(vm gateway.VM) api.VM {
 		ports = []uint16{}
 	}
 	return api.VM{
-		ID: vm.ID, State: vm.State, Reason: vm.Reason, Labels: labels, SidecarID: vm.SidecarID,
+		ID: vm.ID, State: vm.State, Reason: vm.Reason, Labels: labels, SidecarID: vm.SidecarID, Node: vm.Node,
 		Env: vm.Spec.Env, Permissions: vm.Spec.Permissions, Limits: vm.Spec.Limits,
 		LoopbackExemptPorts: ports, Software: orEmpty(vm.Spec.Software), Agents: orEmpty(vm.Spec.Agents),
 		IdleTimeoutSeconds: vm.Spec.IdleTimeoutSeconds,

@@ -253,3 +253,18 @@ func (db *DB) tenantExists(ctx context.Context, q querier, id string) error {
 	}
 	return nil
 }
+
+// lockTenant is tenantExists that also locks the tenant's row until tx ends
+// (PostgreSQL; a SQLite transaction already excludes every other writer), so
+// that checks of the tenant's quotas and the writes they admit are one step.
+func (db *DB) lockTenant(ctx context.Context, tx *sql.Tx, id string) error {
+	var one int
+	err := db.queryRow(ctx, tx, `SELECT 1 FROM tenants WHERE id = ?`+db.d.forUpdate, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return gateway.Errorf(gateway.CodeNotFound, "tenant %s not found", id)
+	}
+	if err != nil {
+		return dbError(err, "store: lock tenant")
+	}
+	return nil
+}

@@ -740,7 +740,11 @@ func TestSessionsMigrationOnExistingDatabase(t *testing.T) {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, "acme", "Acme", false, 2, 0, 0.0, old.d.ts(old.now()), old.d.ts(old.now())); err != nil {
 			t.Fatalf("insert a version 1 tenant: %v", err)
 		}
-		mustVM(t, old, "acme", "vm_a", gateway.VMReady)
+		// Written as version 1 wrote VMs: without the node column of 0004.
+		if _, err := old.exec(ctx, old.w, `INSERT INTO vms (id, tenant_id, state, reason, sidecar_id, spec, created_at, updated_at)
+			VALUES (?, ?, ?, '', '', '{}', ?, ?)`, "vm_a", "acme", string(gateway.VMReady), old.d.ts(old.now()), old.d.ts(old.now())); err != nil {
+			t.Fatalf("insert a version 1 vm: %v", err)
+		}
 		if err := old.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -752,6 +756,9 @@ func TestSessionsMigrationOnExistingDatabase(t *testing.T) {
 		ten, err := db.GetTenant(ctx, "acme")
 		if err != nil || ten.Quotas.MaxVMs != 2 || ten.Sessions.RetentionDays != 0 || ten.Sessions.PermissionDefault != nil {
 			t.Fatalf("GetTenant after migrating = %+v, %v", ten, err)
+		}
+		if vm, err := db.GetVM(ctx, "acme", "vm_a"); err != nil || vm.Node != "" {
+			t.Fatalf("GetVM after migrating = %+v, %v; want no node", vm, err)
 		}
 		mustSession(t, db, gateway.Session{ID: "s1", TenantID: "acme", VMID: "vm_a"})
 		if err := db.AppendSessionEvents(ctx, event("vm_a", "s1", 1, time.Now())); err != nil {

@@ -27,14 +27,14 @@ const (
 	finalStatesSQL = `('disposed', 'lost')`
 )
 
-const vmColumns = `id, tenant_id, state, reason, sidecar_id, spec, created_at, updated_at`
+const vmColumns = `id, tenant_id, state, reason, sidecar_id, node, spec, created_at, updated_at`
 
 func scanVM(row interface{ Scan(...any) error }) (gateway.VM, error) {
 	var (
 		vm   gateway.VM
 		spec []byte
 	)
-	err := row.Scan(&vm.ID, &vm.TenantID, &vm.State, &vm.Reason, &vm.SidecarID, &spec,
+	err := row.Scan(&vm.ID, &vm.TenantID, &vm.State, &vm.Reason, &vm.SidecarID, &vm.Node, &spec,
 		scanTime(&vm.CreatedAt), scanTime(&vm.UpdatedAt))
 	if err != nil {
 		return gateway.VM{}, err
@@ -50,6 +50,16 @@ func scanVM(row interface{ Scan(...any) error }) (gateway.VM, error) {
 // and a zero UpdatedAt is CreatedAt (both are kept to the microsecond). An
 // existing ID is CodeConflict; an unknown tenant CodeNotFound.
 func (db *DB) CreateVM(ctx context.Context, vm gateway.VM) error {
+	return db.CreateVMWithinQuota(ctx, vm, 0)
+}
+
+// CreateVMWithinQuota is CreateVM that first counts the tenant's live VMs,
+// in the same transaction, and refuses with CodeResourceExhausted
+// (Details["quota"] = "maxVms") when maxVMs (> 0) of them already exist.
+// The tenant's row is locked for the transaction (SELECT … FOR UPDATE on
+// PostgreSQL; SQLite's transactions hold the database's write lock), so
+// gateways sharing the store admit a tenant's last VM once between them.
+func (db *DB) CreateVMWithinQuota(ctx context.Context, vm gateway.VM, maxVMs int) error {
 	if vm.ID == "" || vm.TenantID == "" {
 		return gateway.Errorf(gateway.CodeInvalidArgument, "vm id and tenant id are required")
 	}
@@ -70,12 +80,21 @@ func (db *DB) CreateVM(ctx context.Context, vm gateway.VM) error {
 		return gateway.Wrap(gateway.CodeInvalidArgument, err, "vm spec cannot be stored")
 	}
 	return db.inTx(ctx, func(tx *sql.Tx) error {
-		if err := db.tenantExists(ctx, tx, vm.TenantID); err != nil {
+		if err := db.lockTenant(ctx, tx, vm.TenantID); err != nil {
 			return err
 		}
-		res, err := db.exec(ctx, tx, `INSERT INTO vms (`+vmColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		if maxVMs > 0 {
+			var n int
+			if err := db.queryRow(ctx, tx, `SELECT COUNT(*) FROM vms WHERE tenant_id = ? AND state IN `+liveStatesSQL, vm.TenantID).Scan(&n); err != nil {
+				return dbError(err, "store: count vms")
+			}
+			if n >= maxVMs {
+				return gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s has %d live VMs, its quota", vm.TenantID, maxVMs).WithDetail("quota", "maxVms")
+			}
+		}
+		res, err := db.exec(ctx, tx, `INSERT INTO vms (`+vmColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
-			vm.ID, vm.TenantID, string(vm.State), vm.Reason, vm.SidecarID, spec,
+			vm.ID, vm.TenantID, string(vm.State), vm.Reason, vm.SidecarID, vm.Node, spec,
 			db.d.ts(vm.CreatedAt), db.d.ts(vm.UpdatedAt))
 		if err != nil {
 			return dbError(err, "store: create vm")
@@ -265,42 +284,58 @@ func (db *DB) VMHistory(ctx context.Context, tenantID, id string) ([]StateChange
 // with reason, and returns how many there were. The gateway calls it at
 // start-up: the VMs of a previous run died with its sidecars.
 func (db *DB) MarkLiveVMsLost(ctx context.Context, reason string) (int, error) {
-	now := db.now()
-	var n int
+	var ids []string
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		// RETURNING names exactly the rows changed, so the history gets a row
-		// for each even if VMs change state concurrently (PostgreSQL).
-		rows, err := db.query(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?
-			WHERE state NOT IN `+finalStatesSQL+` RETURNING id`,
-			string(gateway.VMLost), reason, db.d.ts(now))
-		if err != nil {
-			return dbError(err, "store: mark vms lost")
-		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return dbError(err, "store: mark vms lost")
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return dbError(err, "store: mark vms lost")
-		}
-		for _, id := range ids {
-			if err := db.appendHistory(ctx, tx, id, gateway.VMLost, reason, now); err != nil {
-				return err
-			}
-		}
-		n = len(ids)
-		return nil
+		var err error
+		ids, err = db.markVMsLost(ctx, tx, `1 = 1`, nil, reason)
+		return err
 	})
+	return len(ids), err
+}
+
+// MarkNodeVMsLost marks the VMs of node that are not in a final state lost
+// with reason, and returns their ids. VMs recorded without a node (before
+// nodes existed) count as every node's: the gateway that ran them is gone.
+// A node calls it at start-up, for the VMs its previous run left.
+func (db *DB) MarkNodeVMsLost(ctx context.Context, node, reason string) ([]string, error) {
+	var ids []string
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		ids, err = db.markVMsLost(ctx, tx, `node IN (?, '')`, []any{node}, reason)
+		return err
+	})
+	return ids, err
+}
+
+// markVMsLost marks the VMs matching where (with args) that are not final
+// lost with reason, with a history row each, and returns their ids.
+func (db *DB) markVMsLost(ctx context.Context, tx *sql.Tx, where string, args []any, reason string) ([]string, error) {
+	now := db.now()
+	rows, err := db.query(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?
+		WHERE state NOT IN `+finalStatesSQL+` AND `+where+` RETURNING id`,
+		append([]any{string(gateway.VMLost), reason, db.d.ts(now)}, args...)...)
 	if err != nil {
-		return 0, err
+		return nil, dbError(err, "store: mark vms lost")
 	}
-	return n, nil
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, dbError(err, "store: mark vms lost")
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, dbError(err, "store: mark vms lost")
+	}
+	for _, id := range ids {
+		if err := db.appendHistory(ctx, tx, id, gateway.VMLost, reason, now); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
 }
 
 // CountLiveVMs returns how many of a tenant's VMs are creating, ready or

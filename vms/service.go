@@ -24,11 +24,10 @@ import (
 
 // Store is what the service needs of the database.
 type Store interface {
-	CreateVM(ctx context.Context, vm gateway.VM) error
+	CreateVMWithinQuota(ctx context.Context, vm gateway.VM, maxVMs int) error
 	GetVM(ctx context.Context, tenantID, id string) (gateway.VM, error)
 	ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gateway.VM], error)
 	SetVMState(ctx context.Context, id string, to gateway.VMState, reason, sidecarID string) (gateway.VM, error)
-	CountLiveVMs(ctx context.Context, tenantID string) (int, error)
 	DeleteVM(ctx context.Context, tenantID, id string) error
 	PurgeEndedVMs(ctx context.Context, before time.Time) (int, error)
 }
@@ -67,6 +66,8 @@ type Config struct {
 	ExecTimeoutDefault, ExecTimeoutMax time.Duration
 	Log                                zerolog.Logger
 	Now                                func() time.Time
+	// NodeID names this gateway node in the VM records it creates.
+	NodeID string
 	// Software says which software packages the engine has installed, so
 	// that a VM asking for others is refused before any sidecar is asked
 	// (nil: the sidecar's own check applies).
@@ -90,8 +91,8 @@ type Service struct {
 	creatingCount int            // creates in progress
 	procCount     map[string]int // running processes per tenant
 	closing       bool
-
-	tenantLocks sync.Map // tenant id → *sync.Mutex, serialises quota check + record
+	// cordoned refuses new VMs while the node drains.
+	cordoned bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -177,9 +178,26 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func (s *Service) tenantLock(id string) *sync.Mutex {
-	m, _ := s.tenantLocks.LoadOrStore(id, &sync.Mutex{})
-	return m.(*sync.Mutex)
+// Cordon makes Create refuse new VMs (CodeUnavailable) from now on: the
+// node drains.
+func (s *Service) Cordon() {
+	s.mu.Lock()
+	s.cordoned = true
+	s.mu.Unlock()
+}
+
+// Runs reports whether this service runs the VM id.
+func (s *Service) Runs(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[id] != nil
+}
+
+// LiveCount returns how many VMs this service runs or is creating.
+func (s *Service) LiveCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live) + s.creatingCount
 }
 
 // Create creates a VM for a tenant.
@@ -189,42 +207,32 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		return gateway.VM{}, err
 	}
 	s.mu.Lock()
-	closing := s.closing
+	closing, cordoned := s.closing, s.cordoned
+	if !closing && !cordoned {
+		// Counted before the record exists, so that a drain waiting for
+		// this node's VMs to be gone sees this one coming.
+		s.creatingCount++
+	}
 	s.mu.Unlock()
-	if closing {
-		return gateway.VM{}, gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
+	switch {
+	case closing:
+		return gateway.VM{}, errShuttingDown()
+	case cordoned:
+		return gateway.VM{}, gateway.Errorf(gateway.CodeUnavailable, "node %s is draining and takes no new VMs", s.cfg.NodeID).WithDetail("node", s.cfg.NodeID)
 	}
-
-	// Quota check and the creating record happen under the tenant's lock,
-	// so concurrent creates cannot both pass the last free slot.
-	lock := s.tenantLock(tenant.ID)
-	lock.Lock()
-	if max := tenant.Quotas.MaxVMs; max > 0 {
-		n, err := s.store.CountLiveVMs(ctx, tenant.ID)
-		if err != nil {
-			lock.Unlock()
-			return gateway.VM{}, err
-		}
-		if n >= max {
-			lock.Unlock()
-			return gateway.VM{}, gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s has %d live VMs, its quota", tenant.ID, max).WithDetail("quota", "maxVms")
-		}
-	}
-	now := s.cfg.Now().UTC()
-	rec := gateway.VM{ID: newID("vm_"), TenantID: tenant.ID, State: gateway.VMCreating, Spec: spec, CreatedAt: now, UpdatedAt: now}
-	err = s.store.CreateVM(ctx, rec)
-	lock.Unlock()
-	if err != nil {
-		return gateway.VM{}, err
-	}
-	s.mu.Lock()
-	s.creatingCount++
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.creatingCount--
 		s.mu.Unlock()
 	}()
+	// The store counts the tenant's live VMs and inserts the record in one
+	// transaction holding the tenant's row, so that creates on this or any
+	// other node sharing the store cannot both pass the last free slot.
+	now := s.cfg.Now().UTC()
+	rec := gateway.VM{ID: newID("vm_"), TenantID: tenant.ID, State: gateway.VMCreating, Node: s.cfg.NodeID, Spec: spec, CreatedAt: now, UpdatedAt: now}
+	if err := s.store.CreateVMWithinQuota(ctx, rec, tenant.Quotas.MaxVMs); err != nil {
+		return gateway.VM{}, err
+	}
 
 	fail := func(err error) (gateway.VM, error) {
 		// The record stays, disposed, with why: a client polling the id

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,27 @@ func TestParseConfig(t *testing.T) {
 		{name: "zero sidecars", args: []string{"--max-sidecars=0"}, wantErr: "at least 1"},
 		{name: "log format", args: []string{"--log-format=xml"}, wantErr: "log-format"},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "nope"},
+		{name: "node defaults", check: func(t *testing.T, c config) {
+			host, _ := os.Hostname()
+			if c.nodeID != host || c.advertiseAddr != "" || c.nodeHeartbeat != 2*time.Second || c.nodeTimeout != 10*time.Second {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "node flags", args: []string{"--node-id", "gw-0", "--advertise-addr", "http://gw-0.gw:8080/", "--node-heartbeat", "1s", "--node-timeout", "5s"},
+			check: func(t *testing.T, c config) {
+				if c.nodeID != "gw-0" || c.advertiseAddr != "http://gw-0.gw:8080" || c.nodeHeartbeat != time.Second || c.nodeTimeout != 5*time.Second {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		{name: "node id from env", env: map[string]string{"AGENTOS_GATEWAY_NODE_ID": "gw-1"}, check: func(t *testing.T, c config) {
+			if c.nodeID != "gw-1" {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "bad node id", args: []string{"--node-id", "gw 0"}, wantErr: "node-id"},
+		{name: "bad advertise address", args: []string{"--advertise-addr", "gw-0:8080"}, wantErr: "advertise-addr"},
+		{name: "advertise address with a path", args: []string{"--advertise-addr", "http://gw-0/x"}, wantErr: "advertise-addr"},
+		{name: "timeout not above heartbeat", args: []string{"--node-heartbeat", "5s", "--node-timeout", "5s"}, wantErr: "node-timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,5 +88,22 @@ func TestParseConfig(t *testing.T) {
 			}
 			tc.check(t, c)
 		})
+	}
+}
+
+func TestAdvertiseFrom(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, tc := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, "http://127.0.0.1:8080"},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 8080}, "http://" + net.JoinHostPort(host, "8080")},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 9}, "http://" + net.JoinHostPort(host, "9")},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 9}, "http://[::1]:9"},
+	} {
+		if got := advertiseFrom(tc.addr); got != tc.want {
+			t.Errorf("advertiseFrom(%s) = %q; want %q", tc.addr, got, tc.want)
+		}
 	}
 }

@@ -72,7 +72,9 @@ func firstEvent(t testing.TB, r io.Reader) client.RawEvent {
 }
 
 // Final reports whether the event ends its stream.
-func (e event) Final() bool { return e.Type == "exit" || e.Type == "end" || e.Type == "error" }
+func (e event) Final() bool {
+	return e.Type == "exit" || e.Type == "end" || e.Type == "error" || e.Type == "lost"
+}
 
 // Decode unmarshals the raw data into v.
 func (e event) Decode(v any) error { return json.Unmarshal(e.Data, v) }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/cluster"
 	"github.com/agentos-gateway/agentos-gateway/handlers"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
@@ -73,6 +75,7 @@ func usage(fs *flag.FlagSet, defaults map[string]string) string {
 	b.WriteString("  AGENTOS_GATEWAY_ADMIN_KEY   the admin API key (at least 24 characters); printed once on first start when unset\n")
 	b.WriteString("  AGENTOS_SIDECAR_BIN         the agentos-sidecar binary (default: found under deps/agentos/node_modules)\n")
 	b.WriteString("  AGENTOS_PACKAGES_DIR        the agentOS software packages (default: found under deps/agentos/node_modules)\n")
+	b.WriteString("  AGENTOS_GATEWAY_CLUSTER_SECRET  signs the calls between nodes sharing a PostgreSQL store (at least 16 characters; the same on every node; required for more than one node)\n")
 	return b.String()
 }
 
@@ -102,6 +105,10 @@ type config struct {
 	bodyReadTimeout    time.Duration
 	logFormat          string
 	logLevel           string
+	nodeID             string
+	advertiseAddr      string
+	nodeHeartbeat      time.Duration
+	nodeTimeout        time.Duration
 }
 
 // parseConfig reads flags, falling back to AGENTOS_GATEWAY_<FLAG> variables.
@@ -149,6 +156,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&corsOrigins, "cors-origins", "", "comma-separated origins allowed to call the API from a browser, such as https://app.example.com (* for any; empty: same origin only)")
 	num("vm-retention", "168h", "how long the records of ended (disposed or lost) VMs are kept before they are purged")
 	num("body-read-timeout", "30s", "how long a request body may go without delivering a byte before the request is refused with 408")
+	host, _ := os.Hostname()
+	str(&c.nodeID, "node-id", host, "this node's name among the gateways sharing the store (default: the host name)")
+	str(&c.advertiseAddr, "advertise-addr", "", "the URL other nodes reach this one at, such as http://gw-0.gw:8080 (default: http://<listen address>, the host name for an unspecified address)")
+	num("node-heartbeat", "2s", "how often this node records its heartbeat and load in the store")
+	num("node-timeout", "10s", "how old a node's heartbeat must be for the others to declare it dead and mark its VMs lost")
 	str(&c.logFormat, "log-format", "json", "json or console")
 	str(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -200,6 +212,20 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.sessionPurge = dur("session-purge-interval")
 	c.vmRetention = dur("vm-retention")
 	c.bodyReadTimeout = dur("body-read-timeout")
+	c.nodeHeartbeat = dur("node-heartbeat")
+	c.nodeTimeout = dur("node-timeout")
+	if c.nodeHeartbeat <= 0 || c.nodeTimeout <= c.nodeHeartbeat {
+		err = errors.Join(err, errors.New("--node-heartbeat must be positive and shorter than --node-timeout"))
+	}
+	if !cluster.ValidNodeID(c.nodeID) {
+		err = errors.Join(err, fmt.Errorf("--node-id: %q must be letters, digits, '-', '.' or '_' (at most 253)", c.nodeID))
+	}
+	if c.advertiseAddr != "" {
+		if u, e := url.Parse(c.advertiseAddr); e != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			err = errors.Join(err, fmt.Errorf("--advertise-addr: %q is not an http(s)://host:port URL", c.advertiseAddr))
+		}
+		c.advertiseAddr = strings.TrimSuffix(c.advertiseAddr, "/")
+	}
 	c.permissionDefault = gateway.PermissionDefault{Decision: decision, TimeoutSeconds: int(dur("permission-timeout").Seconds())}
 	if decision != gateway.DecisionReject && decision != gateway.DecisionAllow {
 		err = errors.Join(err, fmt.Errorf("--permission-decision: %q is neither reject nor allow", decision))
@@ -256,15 +282,41 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("store: %w", err)
 	}
 	defer db.Close()
-	if n, err := db.MarkLiveVMsLost(ctx, "the gateway restarted"); err != nil {
-		return fmt.Errorf("store: %w", err)
-	} else if n > 0 {
-		log.Warn().Int("vms", n).Msg("VMs that were live before the restart are marked lost")
+	shared := db.Dialect() == "postgres"
+	if !shared {
+		// A SQLite store has one gateway: every VM it recorded live died
+		// with its previous run.
+		if n, err := db.MarkLiveVMsLost(ctx, "the gateway restarted"); err != nil {
+			return fmt.Errorf("store: %w", err)
+		} else if n > 0 {
+			log.Warn().Int("vms", n).Msg("VMs that were live before the restart are marked lost")
+		}
 	}
 	if err := ensureAdmin(ctx, db, getenv("AGENTOS_GATEWAY_ADMIN_KEY"), stderr); err != nil {
 		return err
 	}
+	secret := getenv("AGENTOS_GATEWAY_CLUSTER_SECRET")
+	if secret != "" && len(secret) < 16 {
+		return errors.New("AGENTOS_GATEWAY_CLUSTER_SECRET must be at least 16 characters")
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	advertise := c.advertiseAddr
+	if advertise == "" {
+		advertise = advertiseFrom(ln.Addr())
+	}
+	// ctx also ends when the node leaves the cluster on its own (a drain
+	// that finished, or the other nodes declared it dead): the gateway then
+	// shuts down as on SIGTERM.
+	ctx, leave := context.WithCancelCause(ctx)
+	defer leave(nil)
 
+	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
 	pool := sidecarpool.New(sidecarpool.Config{
 		MaxSidecars: c.maxSidecars, VMsPerSidecar: c.vmsPerSidecar, MinIdleSidecars: c.minIdleSidecars,
 		IdleTimeout: c.sidecarIdleTimeout, MemoryHighWater: c.memoryHighWater,
@@ -274,25 +326,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		},
 	})
 	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
-		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, Log: log}, db, poolAdapter{pool})
-	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Log: log}, db, poolAdapter{pool})
+	node, lost, err := cluster.Join(ctx, cluster.Config{
+		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: shared,
+		Heartbeat: c.nodeHeartbeat, Timeout: c.nodeTimeout,
+		Load:    func() store.NodeLoad { return nodeLoad(svc, pool, c.maxSidecars*c.vmsPerSidecar) },
+		Cordon:  svc.Cordon,
+		LiveVMs: svc.LiveCount,
+		Leave:   func(reason string) { leave(errors.New(reason)) },
+		Log:     log.With().Str("node", c.nodeID).Logger(),
+	}, db)
+	if err != nil {
+		_ = svc.Shutdown(context.Background())
+		_ = pool.Close(context.Background())
+		return err
+	}
+	if len(lost) > 0 {
+		log.Warn().Int("vms", len(lost)).Msg("VMs this node ran before it restarted are marked lost")
 	}
 	keeper := idempotency.New(db, idempotency.Config{Log: log})
 	defer keeper.Close()
 	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, Log: log}, db, svc)
 	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Log: log}, svc, sess, db, keeper, pool)
-
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		return err
-	}
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Cluster: node, Log: log}, svc, sess, db, keeper, pool)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(handlers.ProblemListener(ln)) }()
-	log.Info().Str("addr", ln.Addr().String()).Str("store", db.Dialect()).Str("sidecar", engine.SidecarBin).Msg("agentos-gateway listening")
+	log.Info().Str("addr", ln.Addr().String()).Str("store", db.Dialect()).Str("node", c.nodeID).Str("advertise", advertise).Str("sidecar", engine.SidecarBin).Msg("agentos-gateway listening")
 
 	// Warm the pool in the background: /readyz turns ready once it answered.
 	warmCtx, cancelWarm := context.WithCancel(ctx)
@@ -312,12 +373,53 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case err := <-serveErr:
 		cancelWarm()
 		<-warmed
+		leaveCluster(log, node, "its server failed")
 		return err
 	case <-ctx.Done():
 	}
 	cancelWarm()
 	<-warmed
-	return shutdown(log, c.shutdownGrace, srv, h, svc, sess, pool)
+	reason := "stopped"
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		reason = cause.Error()
+	}
+	err = shutdown(log, c.shutdownGrace, srv, h, svc, sess, pool)
+	leaveCluster(log, node, reason)
+	return err
+}
+
+// leaveCluster records that the node stopped, once its VMs are disposed.
+func leaveCluster(log zerolog.Logger, node *cluster.Node, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := node.Close(ctx, reason); err != nil {
+		log.Warn().Err(err).Msg("leaving the cluster")
+	}
+}
+
+// advertiseFrom derives the URL other nodes use from the listen address:
+// the host name stands in for an unspecified address (0.0.0.0, [::]).
+func advertiseFrom(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// nodeLoad is what the node reports with each heartbeat: its VMs, the VMs
+// its sidecars can hold, its sidecars and their resident memory.
+func nodeLoad(svc *vms.Service, pool *sidecarpool.Pool, capacity int) store.NodeLoad {
+	l := store.NodeLoad{VMs: svc.LiveCount(), Capacity: capacity, Sidecars: pool.Stats().Live}
+	for _, sc := range pool.Sidecars() {
+		l.RSS += sc.RSS
+	}
+	return l
 }
 
 // shutdown stops accepting, lets in-flight requests finish within the grace
