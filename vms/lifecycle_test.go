@@ -171,21 +171,28 @@ func TestIdleReaper(t *testing.T) {
 	tenant := gateway.Tenant{ID: "t1", Name: "t1"}
 	e := newEnv(t, vms.Config{IdleCheck: 50 * time.Millisecond}, tenant)
 	ctx := context.Background()
-	busy, err := e.svc.Create(ctx, tenant, gateway.VMSpec{IdleTimeoutSeconds: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idle, err := e.svc.Create(ctx, tenant, gateway.VMSpec{IdleTimeoutSeconds: 1})
+	// The busy VM gets its process at once, and a timeout long enough for
+	// that on a loaded machine; the test then waits past that timeout.
+	const busyTimeout = 3 * time.Second
+	busy, err := e.svc.Create(ctx, tenant, gateway.VMSpec{IdleTimeoutSeconds: int(busyTimeout / time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.svc.Spawn(ctx, tenant, busy.ID, vms.SpawnRequest{Argv: []string{"sleep", "30"}}); err != nil {
 		t.Fatal(err)
 	}
+	spawned := time.Now()
+	idle, err := e.svc.Create(ctx, tenant, gateway.VMSpec{IdleTimeoutSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitUntil(t, "the idle VM to be reaped", func() bool {
 		vm, err := e.db.GetVM(ctx, tenant.ID, idle.ID)
 		return err == nil && vm.State == gateway.VMDisposed && vm.Reason == "idle timeout"
 	})
+	if wait := busyTimeout + 500*time.Millisecond - time.Since(spawned); wait > 0 {
+		time.Sleep(wait)
+	}
 	if err := e.svc.Usable(ctx, tenant.ID, busy.ID); err != nil {
 		t.Fatalf("the VM running a process was reaped: %v", err)
 	}
