@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -85,9 +88,123 @@ func TestE2EConsole(t *testing.T) {
 		b.shoot(t, "files")
 	})
 	b.checkProblems(t)
-	_ = kb.Enter
-	_ = filepath.Join
-	_ = os.Getpid
+
+	step(t, "Upload", func(t *testing.T) {
+		// Through the Upload button's file picker...
+		file := filepath.Join(t.TempDir(), "picked.txt")
+		if err := os.WriteFile(file, []byte("picked in the browser"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.visible(t, "button", "Upload")
+		b.do(t, "pick a file", chromedp.SetUploadFiles(`input[type=file]`, []string{file}))
+		b.waitText(t, browserStep, "[role=status]", "Uploaded /home/agentos/picked.txt")
+		b.waitText(t, browserStep, "[role=tree]", "picked.txt")
+		// ...and by dropping one on the drop zone, as a drag from the
+		// desktop ends.
+		b.do(t, "drop a file", chromedp.Evaluate[chromedp.Void](`(() => {
+			const dt = new DataTransfer();
+			dt.items.add(new File(["dropped on the page"], "dropped.txt", { type: "text/plain" }));
+			document.querySelector(".drop").dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+		})()`))
+		b.waitText(t, browserStep, "[role=tree]", "dropped.txt")
+		if got := readVMFile(t, e.admin, vmID, "/home/agentos/dropped.txt"); got != "dropped on the page" {
+			t.Fatalf("the dropped file holds %q", got)
+		}
+		if got := readVMFile(t, e.admin, vmID, "/home/agentos/picked.txt"); got != "picked in the browser" {
+			t.Fatalf("the picked file holds %q", got)
+		}
+	})
+	b.checkProblems(t)
+
+	step(t, "Run", func(t *testing.T) {
+		b.click(t, "tab", "Processes")
+		b.fill(t, "Command", "echo streamed; sleep 1; echo to-stderr >&2; exit 3")
+		b.click(t, "button", "Run")
+		b.waitText(t, e2eTimeout, "[data-testid=exit-status]", "Exit code 3")
+		out := b.textOf(t, "pre.output")
+		if !strings.Contains(out, "streamed") || !strings.Contains(out, "to-stderr") {
+			t.Fatalf("the output shows %q", out)
+		}
+		// A background process: its live output, its stdin, and Kill.
+		b.click(t, "checkbox", "in the background")
+		// It reads one line, then sleeps: a process blocked on its stdin
+		// slows its whole sidecar on agentOS 0.2.21 (README).
+		b.fill(t, "Command", `read line; echo "got $line"; sleep 120`)
+		b.click(t, "button", "Run")
+		b.visible(t, "article", "")
+		pid := evalJS[string](t, b, `document.querySelector("article.proc strong").textContent`)
+		b.fill(t, "Stdin of "+pid, "fed through stdin")
+		b.click(t, "button", "Send input")
+		b.waitText(t, e2eTimeout, "article.proc pre", "got fed through stdin")
+		b.shoot(t, "processes")
+		b.click(t, "button", "Kill")
+		b.waitText(t, e2eTimeout, "article.proc", "exited")
+	})
+	b.checkProblems(t)
+
+	step(t, "Terminal", func(t *testing.T) {
+		b.click(t, "tab", "Terminal")
+		b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to sh_")
+		// Type at the prompt, as a person would: the shell reads the
+		// cursor position (which xterm.js answers) before it shows one.
+		b.waitJS(t, e2eTimeout, "the prompt", `document.querySelector(".xterm-rows").innerText.trimEnd().endsWith("$")`)
+		typeInTerminal(t, b, "echo hi")
+		b.waitJS(t, e2eTimeout, "hi on a line of its own", `document.querySelector(".xterm-rows").innerText.split("\n").some(l => l.trim() === "hi")`)
+		shell := strings.TrimPrefix(b.textOf(t, "[data-testid=terminal-status]"), "Connected to ")
+		b.shoot(t, "terminal")
+
+		// Resizing the window resizes the shell's terminal.
+		before, err := e.admin.GetShell(ctx, vmID, shell)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.do(t, "narrow the window", chromedp.EmulateViewport(800, 600))
+		eventually(t, browserStep, "the shell to take the new size", func() bool {
+			s, err := e.admin.GetShell(ctx, vmID, shell)
+			return err == nil && s.Cols < before.Cols
+		})
+		b.do(t, "widen the window", chromedp.EmulateViewport(desktop[0], desktop[1]))
+
+		// A dropped connection comes back, resuming after the last output
+		// it had: the earlier output stays, none of it twice.
+		b.click(t, "button", "Reconnect")
+		b.waitText(t, browserStep, "[data-testid=terminal-status]", "reconnecting")
+		b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to "+shell)
+		typeInTerminal(t, b, "echo again")
+		b.waitJS(t, e2eTimeout, "again after the reconnection", `document.querySelector(".xterm-rows").innerText.split("\n").some(l => l.trim() === "again")`)
+		rows := b.textOf(t, ".xterm-rows")
+		if strings.Count(rows, "echo hi") != 1 || !strings.Contains(rows, "echo again") {
+			t.Fatalf("the terminal after reconnecting shows:\n%s", rows)
+		}
+
+		// Leaving the tab closes the shell (an idle shell slows its sidecar).
+		b.click(t, "tab", "Sessions")
+		eventually(t, e2eTimeout, "the shell to be closed", func() bool {
+			s, err := e.admin.GetShell(ctx, vmID, shell)
+			return err == nil && s.State == "exited"
+		})
+	})
+	b.checkProblems(t)
+}
+
+// typeInTerminal types a line into the terminal and presses Enter. The
+// text goes in as input events (as a keyboard layout or an IME makes them):
+// key events carrying text reach xterm.js twice under CDP, as keydown and as
+// char.
+func typeInTerminal(t *testing.T, b *browser, line string) {
+	t.Helper()
+	sel := label("textbox", "Terminal input")
+	b.do(t, "type in the terminal",
+		chromedp.Focus(sel, byRole("textbox", "Terminal input")),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: line})
+			return err
+		}))
+	// Enter once the shell has echoed the line and settled: the shell asks
+	// the terminal for the cursor position after each input, and a key that
+	// comes while it reads the answer is taken for part of it.
+	b.waitJS(t, e2eTimeout, "the shell to echo "+line, fmt.Sprintf(`document.querySelector(".xterm-rows").innerText.includes(%q)`, line))
+	b.do(t, "press Enter", chromedp.Sleep(500*time.Millisecond), chromedp.KeyEvent(kb.Enter))
 }
 
 // readVMFile reads a file of a VM through the API.

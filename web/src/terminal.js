@@ -2,7 +2,10 @@
 // protocol numbers every binary output frame, so after a dropped connection
 // the terminal attaches again with ?after=<last sequence> and loses nothing.
 // Leaving the tab closes the shell: on agentOS 0.2.21 a shell idle at its
-// prompt slows every launch of its sidecar.
+// prompt slows every launch of its sidecar. The same engine now and then
+// holds the answer to a new shell's first cursor-position query until the
+// shell gives up (README, known limits): a shell that ends that way before
+// anyone typed is replaced by a new one, twice at most.
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import { call, describe, protocols, vmPath, wsURL } from "./api.js";
@@ -25,6 +28,9 @@ export function terminalTab(panel, vm) {
 
   let shell = null;
   let ws = null;
+  let typed = false;
+  let starts = 0;
+  const maxStarts = 3;
   let last = 0; // the sequence of the last output frame written
   let closed = false;
   let ended = false;
@@ -32,11 +38,18 @@ export function terminalTab(panel, vm) {
   const enc = new TextEncoder();
 
   const send = (data) => { if (ws && ws.readyState === WebSocket.OPEN) ws.send(typeof data === "string" ? enc.encode(data) : data); };
-  term.onData(send);
+  // Replies to the shell's terminal queries (ESC[...R) are not typing.
+  term.onData((d) => { if (!/^\x1b\[[0-9;?]*[Rcn]$/.test(d)) typed = true; send(d); });
   term.onBinary((s) => send(Uint8Array.from(s, (c) => c.charCodeAt(0))));
+  // size is the shell's terminal size as last sent: a resize goes out only
+  // when the size changed (each one signals the shell).
+  let size = "";
   const resize = () => {
     fit.fit();
-    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
+    const now = `${term.cols}x${term.rows}`;
+    if (now === size || !ws || ws.readyState !== WebSocket.OPEN) return;
+    size = now;
+    ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
   };
   const observer = new ResizeObserver(() => resize());
   observer.observe(box);
@@ -53,6 +66,11 @@ export function terminalTab(panel, vm) {
       if (f.type === "error") error.textContent = `${f.detail} (${f.code})`;
       if (f.type === "exit") {
         ended = true;
+        if (!typed && !f.code && f.exitCode !== 0 && starts < maxStarts) {
+          term.write("\r\n[the shell ended as it started; opening another]\r\n");
+          start();
+          return;
+        }
         status.textContent = f.code ? `The shell ended: ${f.detail}` : `The shell exited with code ${f.exitCode}${f.signal ? " (" + f.signal + ")" : ""}`;
       }
     };
@@ -64,13 +82,21 @@ export function terminalTab(panel, vm) {
     };
   };
 
-  call("POST", vmPath(vm.id, "/shells"), { json: { cols: term.cols, rows: term.rows } })
-    .then((res) => {
-      shell = res.shellId;
-      if (closed) { call("DELETE", vmPath(vm.id, `/shells/${shell}`)).catch(() => {}); return; }
-      connect();
-    })
-    .catch((err) => { status.textContent = "No shell"; error.textContent = describe(err); });
+  const start = () => {
+    starts++;
+    ended = false;
+    last = 0;
+    if (ws) { ws.onclose = null; ws.close(1000, "new shell"); }
+    size = `${term.cols}x${term.rows}`;
+    call("POST", vmPath(vm.id, "/shells"), { json: { cols: term.cols, rows: term.rows } })
+      .then((res) => {
+        shell = res.shellId;
+        if (closed) { call("DELETE", vmPath(vm.id, `/shells/${shell}`)).catch(() => {}); return; }
+        connect();
+      })
+      .catch((err) => { status.textContent = "No shell"; error.textContent = describe(err); });
+  };
+  start();
 
   return () => {
     closed = true;
