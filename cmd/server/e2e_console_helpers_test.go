@@ -191,7 +191,7 @@ func (b *browser) checkProblems(t *testing.T) {
 }
 
 // do runs actions with a step's deadline.
-func (b *browser) do(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
+func (b *browser) do(t testing.TB, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, browserStep)
 	defer cancel()
@@ -203,7 +203,7 @@ func (b *browser) do(t *testing.T, what string, actions ...chromedp.Action[chrom
 
 // failed saves a screenshot of the page as it is when a step fails, with
 // the text of its alerts in the log.
-func (b *browser) failed(t *testing.T) {
+func (b *browser) failed(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
@@ -216,7 +216,7 @@ func (b *browser) failed(t *testing.T) {
 }
 
 // eval evaluates a JavaScript expression.
-func evalJS[T any](t *testing.T, b *browser, expr string) T {
+func evalJS[T any](t testing.TB, b *browser, expr string) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, browserStep)
 	defer cancel()
@@ -228,7 +228,7 @@ func evalJS[T any](t *testing.T, b *browser, expr string) T {
 }
 
 // waitJS waits until a JavaScript expression is truthy.
-func (b *browser) waitJS(t *testing.T, d time.Duration, what, expr string) {
+func (b *browser) waitJS(t testing.TB, d time.Duration, what, expr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, d+5*time.Second)
 	defer cancel()
@@ -267,7 +267,7 @@ func byRole(role, name string) chromedp.QueryOption {
 func label(role, name string) string { return role + " " + fmt.Sprintf("%q", name) }
 
 // click clicks the control of role and name once it is visible and enabled.
-func (b *browser) click(t *testing.T, role, name string) {
+func (b *browser) click(t testing.TB, role, name string) {
 	t.Helper()
 	b.do(t, "click "+label(role, name),
 		chromedp.WaitEnabled(label(role, name), byRole(role, name)),
@@ -275,7 +275,7 @@ func (b *browser) click(t *testing.T, role, name string) {
 }
 
 // fill types text into the text box of that name, replacing its value.
-func (b *browser) fill(t *testing.T, name, text string) {
+func (b *browser) fill(t testing.TB, name, text string) {
 	t.Helper()
 	l := label("textbox", name)
 	b.do(t, "fill "+l,
@@ -287,19 +287,19 @@ func (b *browser) fill(t *testing.T, name, text string) {
 }
 
 // visible waits for a control of role and name.
-func (b *browser) visible(t *testing.T, role, name string) {
+func (b *browser) visible(t testing.TB, role, name string) {
 	t.Helper()
 	b.do(t, "wait for "+label(role, name), chromedp.WaitVisible(label(role, name), byRole(role, name)))
 }
 
 // textOf returns the text of the first element matching a CSS selector.
-func (b *browser) textOf(t *testing.T, css string) string {
+func (b *browser) textOf(t testing.TB, css string) string {
 	t.Helper()
 	return evalJS[string](t, b, fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, css))
 }
 
 // waitText waits until the element matching css contains want.
-func (b *browser) waitText(t *testing.T, d time.Duration, css, want string) {
+func (b *browser) waitText(t testing.TB, d time.Duration, css, want string) {
 	t.Helper()
 	b.waitJS(t, d, fmt.Sprintf("%q in %s", want, css),
 		fmt.Sprintf(`((document.querySelector(%q) || {}).innerText || "").includes(%q)`, css, want))
@@ -307,7 +307,7 @@ func (b *browser) waitText(t *testing.T, d time.Duration, css, want string) {
 
 // shoot saves a screenshot of the page as name at both sizes, and leaves
 // the page at the desktop size.
-func (b *browser) shoot(t *testing.T, name string) {
+func (b *browser) shoot(t testing.TB, name string) {
 	t.Helper()
 	for _, size := range [][2]int64{phone, desktop} {
 		b.do(t, "resize for the screenshot", chromedp.EmulateViewport(size[0], size[1]), chromedp.Sleep(300*time.Millisecond))

@@ -144,37 +144,27 @@ func TestE2EConsole(t *testing.T) {
 
 	step(t, "Terminal", func(t *testing.T) {
 		b.click(t, "tab", "Terminal")
-		b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to sh_")
-		// Type at the prompt, as a person would: the shell reads the
-		// cursor position (which xterm.js answers) before it shows one.
-		b.waitJS(t, e2eTimeout, "the prompt", `document.querySelector(".xterm-rows").innerText.trimEnd().endsWith("$")`)
-		typeInTerminal(t, b, "echo hi")
-		b.waitJS(t, e2eTimeout, "hi on a line of its own", `document.querySelector(".xterm-rows").innerText.split("\n").some(l => l.trim() === "hi")`)
-		shell := strings.TrimPrefix(b.textOf(t, "[data-testid=terminal-status]"), "Connected to ")
-		b.shoot(t, "terminal")
-
-		// Resizing the window resizes the shell's terminal.
-		before, err := e.admin.GetShell(ctx, vmID, shell)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.do(t, "narrow the window", chromedp.EmulateViewport(800, 600))
-		eventually(t, browserStep, "the shell to take the new size", func() bool {
-			s, err := e.admin.GetShell(ctx, vmID, shell)
-			return err == nil && s.Cols < before.Cols
-		})
-		b.do(t, "widen the window", chromedp.EmulateViewport(desktop[0], desktop[1]))
-
-		// A dropped connection comes back, resuming after the last output
-		// it had: the earlier output stays, none of it twice.
-		b.click(t, "button", "Reconnect")
-		b.waitText(t, browserStep, "[data-testid=terminal-status]", "reconnecting")
-		b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to "+shell)
-		typeInTerminal(t, b, "echo again")
-		b.waitJS(t, e2eTimeout, "again after the reconnection", `document.querySelector(".xterm-rows").innerText.split("\n").some(l => l.trim() === "again")`)
-		rows := b.textOf(t, ".xterm-rows")
-		if strings.Count(rows, "echo hi") != 1 || !strings.Contains(rows, "echo again") {
-			t.Fatalf("the terminal after reconnecting shows:\n%s", rows)
+		// The engine now and then loses a shell's input or the answer to
+		// its query (README, known limits): the shell ends with "The cursor
+		// position could not be read", or a typed line never runs. The
+		// scenario then runs again on a new shell, three times at most.
+		var shell string
+		for i := 1; ; i++ {
+			failure := attempt(t, func(t testing.TB) { shell = terminalScenario(t, b, e, vmID) })
+			if failure == "" {
+				break
+			}
+			if shs, err := e.admin.ListShells(ctx, vmID); err == nil {
+				for _, sh := range shs.Items {
+					t.Logf("shell %s: %s, %d queries answered by the gateway, exit %+v", sh.ID, sh.State, sh.AnsweredQueries, sh.Exit)
+				}
+			}
+			t.Logf("the screen:\n%s", b.textOf(t, ".xterm-rows"))
+			if i == 3 {
+				t.Fatalf("attempt %d: %s", i, failure)
+			}
+			t.Logf("attempt %d: %s", i, failure)
+			b.click(t, "button", "New shell")
 		}
 
 		// Leaving the tab closes the shell (an idle shell slows its sidecar).
@@ -187,11 +177,52 @@ func TestE2EConsole(t *testing.T) {
 	b.checkProblems(t)
 }
 
+// terminalScenario types echo hi in the terminal and sees it, resizes the
+// window and sees the shell take the size, drops the connection and sees
+// the terminal come back with its earlier output; it returns the shell's id.
+func terminalScenario(t testing.TB, b *browser, e *e2e, vmID string) string {
+	ctx := ctxT(t)
+	b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to sh_")
+	// Type at the prompt, as a person would: the shell reads the
+	// cursor position (which xterm.js answers) before it shows one.
+	b.waitJS(t, e2eTimeout, "the prompt", `document.querySelector(".xterm-rows").innerText.trimEnd().endsWith("$")`)
+	typeInTerminal(t, b, "echo hi")
+	b.waitJS(t, e2eTimeout, "hi on a line of its own", `document.querySelector(".xterm-rows").innerText.split("\n").some(l => l.trim() === "hi")`)
+	shell := strings.TrimPrefix(b.textOf(t, "[data-testid=terminal-status]"), "Connected to ")
+	b.shoot(t, "terminal")
+
+	// Resizing the window resizes the shell's terminal.
+	before, err := e.admin.GetShell(ctx, vmID, shell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "narrow the window", chromedp.EmulateViewport(800, 600))
+	eventually(t, browserStep, "the shell to take the new size", func() bool {
+		s, err := e.admin.GetShell(ctx, vmID, shell)
+		return err == nil && s.Cols < before.Cols
+	})
+	b.do(t, "widen the window", chromedp.EmulateViewport(desktop[0], desktop[1]))
+
+	// A dropped connection comes back, resuming after the last output
+	// it had: the earlier output stays, none of it twice.
+	echoes := strings.Count(b.textOf(t, ".xterm-rows"), "echo hi")
+	b.click(t, "button", "Reconnect")
+	b.waitText(t, browserStep, "[data-testid=terminal-status]", "reconnecting")
+	b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to "+shell)
+	typeInTerminal(t, b, "echo again")
+	b.waitJS(t, e2eTimeout, "again after the reconnection", `document.querySelector(".xterm-rows").innerText.split("\n").some(l => l.trim() === "again")`)
+	rows := b.textOf(t, ".xterm-rows")
+	if strings.Count(rows, "echo hi") != echoes || !strings.Contains(rows, "echo again") {
+		t.Fatalf("the terminal after reconnecting shows:\n%s", rows)
+	}
+	return shell
+}
+
 // typeInTerminal types a line into the terminal and presses Enter. The
 // text goes in as input events (as a keyboard layout or an IME makes them):
 // key events carrying text reach xterm.js twice under CDP, as keydown and as
 // char.
-func typeInTerminal(t *testing.T, b *browser, line string) {
+func typeInTerminal(t testing.TB, b *browser, line string) {
 	t.Helper()
 	sel := label("textbox", "Terminal input")
 	b.do(t, "type in the terminal",

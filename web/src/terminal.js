@@ -16,12 +16,26 @@ export function terminalTab(panel, vm) {
   const error = h("p", { class: "error", role: "alert" });
   const box = h("div", { class: "term", "data-testid": "terminal" });
   const reconnect = h("button", { type: "button", disabled: true, onclick: () => { if (ws) ws.close(4000, "reconnect"); } }, "Reconnect");
-  replace(panel, h("div", { class: "row" }, status, reconnect), box, error);
+  const newShell = h("button", { type: "button", onclick: () => {
+    if (shell && !ended) call("DELETE", vmPath(vm.id, `/shells/${shell}`)).catch(() => {});
+    starts = 0;
+    typed = false;
+    term.write("\r\n[new shell]\r\n");
+    start();
+  } }, "New shell");
+  replace(panel, h("div", { class: "row" }, status, reconnect, newShell), box, error);
 
   const term = new Terminal({ convertEol: false, cursorBlink: true, fontSize: 14, scrollback: 5000,
     theme: { background: "#111418", foreground: "#e6e6e6" } });
   const fit = new FitAddon();
   term.loadAddon(fit);
+  // The shells ask for the cursor position (ESC[6n) before every prompt
+  // and echo, and give up after 2 s; agentOS 0.2.21 holds input that
+  // arrives once the shell waits, which an answer from the browser, a few
+  // milliseconds later, always does. So the gateway, which sees the query
+  // first, answers device status queries (queries=gateway), and the
+  // terminal does not.
+  term.parser.registerCsiHandler({ final: "n" }, () => true);
   term.open(box);
   fit.fit();
   term.textarea?.setAttribute("aria-label", "Terminal input");
@@ -55,7 +69,7 @@ export function terminalTab(panel, vm) {
   observer.observe(box);
 
   const connect = () => {
-    ws = new WebSocket(wsURL(vmPath(vm.id, `/shells/${shell}/attach?after=${last}`)), protocols());
+    ws = new WebSocket(wsURL(vmPath(vm.id, `/shells/${shell}/attach?queries=gateway&after=${last}`)), protocols());
     ws.binaryType = "arraybuffer";
     ws.onopen = () => { status.textContent = `Connected to ${shell}`; reconnect.disabled = false; resize(); term.focus(); };
     ws.onmessage = (m) => {
