@@ -286,6 +286,16 @@ func (b *browser) fill(t testing.TB, name, text string) {
 		chromedp.SendKeys(l, text, byRole("textbox", name)))
 }
 
+// choose picks the option of value in the select named name (by its
+// label, as the accessibility tree names it).
+func (b *browser) choose(t testing.TB, name, value string) {
+	t.Helper()
+	l := label("combobox", name)
+	b.do(t, "choose "+value+" in "+l,
+		chromedp.WaitVisible(l, byRole("combobox", name)),
+		chromedp.SetValue(l, value, byRole("combobox", name)))
+}
+
 // visible waits for a control of role and name.
 func (b *browser) visible(t testing.TB, role, name string) {
 	t.Helper()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,6 +144,9 @@ func TestE2EConsole(t *testing.T) {
 	b.checkProblems(t)
 
 	step(t, "Terminal", func(t *testing.T) {
+		// Closing a shell whose kill the engine takes over 10 s to confirm
+		// answers 504 (README, known limits); the page goes on regardless.
+		defer b.expectRefusal("/shells/sh_")()
 		b.click(t, "tab", "Terminal")
 		// The engine now and then loses a shell's input or the answer to
 		// its query (README, known limits): the shell ends with "The cursor
@@ -169,17 +173,157 @@ func TestE2EConsole(t *testing.T) {
 
 		// Leaving the tab closes the shell (an idle shell slows its sidecar).
 		b.click(t, "tab", "Sessions")
+		defer b.checkProblems(t)
 		eventually(t, e2eTimeout, "the shell to be closed", func() bool {
 			s, err := e.admin.GetShell(ctx, vmID, shell)
 			return err == nil && s.State == "exited"
 		})
 	})
 	b.checkProblems(t)
+
+	var env []string
+	for k, v := range mock.Env() {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	// openSession opens a session of agent from the Sessions tab and
+	// returns its id.
+	openSession := func(t *testing.T, agent, policy string) string {
+		b.click(t, "tab", "Sessions")
+		b.choose(t, "Agent", agent)
+		b.choose(t, "Permissions", policy)
+		b.fill(t, "Session environment", strings.Join(env, "\n"))
+		b.click(t, "button", "Open session")
+		b.waitJS(t, turnTimeout, "the session to open", `/^Session ses_[0-9a-f]+$/.test(document.querySelector("[data-testid=session-state]").textContent)`)
+		return strings.TrimPrefix(b.textOf(t, "[data-testid=session-state]"), "Session ")
+	}
+	send := func(t *testing.T, text string) {
+		b.fill(t, "Message", text)
+		b.click(t, "button", "Send")
+	}
+	const lastAgentText = `[...document.querySelectorAll(".msg.agent .text")].map(e => e.textContent).pop() || ""`
+
+	step(t, "SessionPi", func(t *testing.T) {
+		sid := openSession(t, "pi", "allow_all")
+		send(t, "hello")
+		b.waitText(t, turnTimeout, ".chat", mockanthropic.HelloText)
+		// A slow reply shows while it streams; Cancel ends the turn.
+		send(t, "SLOW please")
+		b.waitJS(t, turnTimeout, "the slow reply to stream in", fmt.Sprintf(`(t => t.length > 0 && !t.includes(%q))(%s)`, mockanthropic.HelloText, lastAgentText))
+		streamed := evalJS[string](t, b, lastAgentText)
+		b.shoot(t, "sessions")
+		b.click(t, "button", "Cancel")
+		b.waitText(t, browserStep, "[data-testid=session-state]", "Cancelled")
+		eventually(t, turnTimeout, "the turn to end", func() bool {
+			s, err := e.admin.GetSession(ctx, vmID, sid)
+			return err == nil && s.State == client.SessionIdle
+		})
+		if !strings.HasPrefix(evalJS[string](t, b, lastAgentText), streamed) {
+			t.Fatalf("the streamed text %q was not kept", streamed)
+		}
+		// After a reload the history comes back from the durable events.
+		b.do(t, "reload", chromedp.Reload())
+		b.visible(t, "tab", "Sessions")
+		b.waitText(t, turnTimeout, ".chat", mockanthropic.HelloText)
+		b.waitText(t, browserStep, ".chat .msg.user", "hello")
+	})
+	b.checkProblems(t)
+
+	step(t, "PermissionClaude", func(t *testing.T) {
+		sid := openSession(t, "claude", "ask")
+		send(t, `RUN_TOOL:Bash:{"command":"echo approved > /home/agentos/approved.txt","description":"write a file"}`)
+		b.do(t, "wait for the permission request", chromedp.WaitVisible(label("group", "Permission request"), byRole("group", "Permission request")))
+		perms, err := e.admin.Permissions(ctx, vmID, sid)
+		if err != nil || len(perms.Items) != 1 {
+			t.Fatalf("pending permissions %+v %v", perms, err)
+		}
+		var allow string
+		for _, o := range perms.Items[0].Options {
+			// Every option is a button named as the agent names it.
+			b.visible(t, "button", o.Name)
+			if o.Kind == "allow_once" {
+				allow = o.Name
+			}
+		}
+		if allow == "" {
+			t.Fatalf("no allow_once option in %+v", perms.Items[0].Options)
+		}
+		b.shoot(t, "permission")
+		b.click(t, "button", allow)
+		eventually(t, turnTimeout, "the approved command to write its file", func() bool {
+			body, err := e.admin.ReadFile(ctx, vmID, "/home/agentos/approved.txt")
+			if err != nil {
+				return false
+			}
+			defer body.Close()
+			got, _ := io.ReadAll(body)
+			return string(got) == "approved\n"
+		})
+		b.waitText(t, turnTimeout, ".chat", "Answered")
+		b.waitJS(t, turnTimeout, "the tool call to complete", `!!document.querySelector(".tool .status.completed")`)
+	})
+	b.checkProblems(t)
+
+	step(t, "Events", func(t *testing.T) {
+		b.click(t, "tab", "Events")
+		b.waitText(t, browserStep, "[aria-label='VM events']", "state")
+		b.waitText(t, browserStep, "[aria-label='VM events']", "process_exit")
+		b.shoot(t, "events")
+	})
+	b.checkProblems(t)
+
+	step(t, "Admin", func(t *testing.T) {
+		b.click(t, "link", "Admin")
+		b.visible(t, "button", "Create tenant")
+		// A refused action: the gateway's own words are shown.
+		func() {
+			defer b.expectRefusal("/v1/tenants")()
+			b.click(t, "button", "Create tenant")
+			b.waitText(t, browserStep, "[role=alert]", "name")
+			b.checkProblems(t)
+		}()
+		b.fill(t, "Tenant name", "acme")
+		b.click(t, "button", "Create tenant")
+		b.click(t, "button", "Create a key for acme")
+		b.waitJS(t, browserStep, "the new key", `!!document.querySelector("[data-testid=new-key]")`)
+		key := b.textOf(t, "[data-testid=new-key]")
+		b.waitText(t, browserStep, "[aria-label='Sidecar pool']", "sc-")
+		b.shoot(t, "admin")
+		if _, err := e.client(key).ListVMs(ctx, client.ListVMsOptions{}); err != nil {
+			t.Fatalf("the key shown does not work: %v", err)
+		}
+		// The tenant's own key shows the tenant's name, and no admin page.
+		b.click(t, "button", "Sign out")
+		b.fill(t, "API key", key)
+		b.click(t, "button", "Sign in")
+		b.waitText(t, browserStep, "header", "acme")
+		if evalJS[bool](t, b, `[...document.querySelectorAll("header a")].some(a => a.textContent === "Admin")`) {
+			t.Fatal("a tenant key is offered the admin page")
+		}
+		b.click(t, "button", "Sign out")
+		b.fill(t, "API key", testAdminKey)
+		b.click(t, "button", "Sign in")
+		b.waitText(t, browserStep, "header", "default")
+	})
+	b.checkProblems(t)
+
+	step(t, "DeleteVM", func(t *testing.T) {
+		b.do(t, "open the VM", chromedp.Navigate(b.base+"/#/vms/"+vmID+"/events"))
+		b.click(t, "button", "Delete VM")
+		b.visible(t, "button", "Create VM")
+		vm, err := e.admin.GetVM(ctx, vmID)
+		if err != nil || vm.State != client.VMDisposed {
+			t.Fatalf("after Delete VM: %+v %v", vm, err)
+		}
+		b.waitJS(t, browserStep, "the VM to leave the list", fmt.Sprintf(`!document.querySelector('[data-vm-state=%q]')`, vmID))
+	})
+	b.checkProblems(t)
 }
 
 // terminalScenario types echo hi in the terminal and sees it, resizes the
 // window and sees the shell take the size, drops the connection and sees
-// the terminal come back with its earlier output; it returns the shell's id.
+// the terminal come back with its earlier output and carry keystrokes; it
+// returns the shell's id.
 func terminalScenario(t testing.TB, b *browser, e *e2e, vmID string) string {
 	ctx := ctxT(t)
 	b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to sh_")
@@ -209,10 +353,13 @@ func terminalScenario(t testing.TB, b *browser, e *e2e, vmID string) string {
 	b.click(t, "button", "Reconnect")
 	b.waitText(t, browserStep, "[data-testid=terminal-status]", "reconnecting")
 	b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to "+shell)
-	typeInTerminal(t, b, "echo again")
-	b.waitJS(t, e2eTimeout, "again after the reconnection", `document.querySelector(".xterm-rows").innerText.split("\n").some(l => l.trim() === "again")`)
-	rows := b.textOf(t, ".xterm-rows")
-	if strings.Count(rows, "echo hi") != echoes || !strings.Contains(rows, "echo again") {
+	// Keystrokes go out and their echo comes back on the new connection.
+	b.do(t, "type on the new connection", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: "echo again"})
+		return err
+	}))
+	b.waitJS(t, e2eTimeout, "the echo on the new connection", `document.querySelector(".xterm-rows").innerText.includes("echo again")`)
+	if rows := b.textOf(t, ".xterm-rows"); strings.Count(rows, "echo hi") != echoes || !strings.Contains(rows, "\nhi\n") {
 		t.Fatalf("the terminal after reconnecting shows:\n%s", rows)
 	}
 	return shell
