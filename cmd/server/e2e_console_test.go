@@ -15,7 +15,6 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
 	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
@@ -145,8 +144,9 @@ func TestE2EConsole(t *testing.T) {
 
 	step(t, "Terminal", func(t *testing.T) {
 		// Closing a shell whose kill the engine takes over 10 s to confirm
-		// answers 504 (README, known limits); the page goes on regardless.
-		defer b.expectRefusal("/shells/sh_")()
+		// answers 504 (README, known limits), maybe during a later step; the
+		// page goes on regardless.
+		b.expectRefusal("/shells/sh_")
 		b.click(t, "tab", "Terminal")
 		// The engine now and then loses a shell's input or the answer to
 		// its query (README, known limits): the shell ends with "The cursor
@@ -173,7 +173,6 @@ func TestE2EConsole(t *testing.T) {
 
 		// Leaving the tab closes the shell (an idle shell slows its sidecar).
 		b.click(t, "tab", "Sessions")
-		defer b.checkProblems(t)
 		eventually(t, e2eTimeout, "the shell to be closed", func() bool {
 			s, err := e.admin.GetShell(ctx, vmID, shell)
 			return err == nil && s.State == "exited"
@@ -329,9 +328,9 @@ func terminalScenario(t testing.TB, b *browser, e *e2e, vmID string) string {
 	b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to sh_")
 	// Type at the prompt, as a person would: the shell reads the
 	// cursor position (which xterm.js answers) before it shows one.
-	b.waitJS(t, e2eTimeout, "the prompt", `document.querySelector(".xterm-rows").innerText.trimEnd().endsWith("$")`)
+	b.waitJS(t, 20*time.Second, "the prompt", `document.querySelector(".xterm-rows").innerText.trimEnd().endsWith("$")`)
 	typeInTerminal(t, b, "echo hi")
-	b.waitJS(t, e2eTimeout, "hi on a line of its own", `document.querySelector(".xterm-rows").innerText.split("\n").some(l => l.trim() === "hi")`)
+	b.waitJS(t, 20*time.Second, "hi on a line of its own", `document.querySelector(".xterm-rows").innerText.split("\n").some(l => l.trim() === "hi")`)
 	shell := strings.TrimPrefix(b.textOf(t, "[data-testid=terminal-status]"), "Connected to ")
 	b.shoot(t, "terminal")
 
@@ -382,7 +381,22 @@ func typeInTerminal(t testing.TB, b *browser, line string) {
 	// the terminal for the cursor position after each input, and a key that
 	// comes while it reads the answer is taken for part of it.
 	b.waitJS(t, e2eTimeout, "the shell to echo "+line, fmt.Sprintf(`document.querySelector(".xterm-rows").innerText.includes(%q)`, line))
-	b.do(t, "press Enter", chromedp.Sleep(500*time.Millisecond), chromedp.KeyEvent(kb.Enter))
+	b.do(t, "press Enter", chromedp.Sleep(500*time.Millisecond), pressEnter())
+}
+
+// pressEnter presses Enter once: a key down with no text (so no char
+// event, which xterm.js would take for a second Enter) and a key up.
+func pressEnter() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for _, typ := range []input.DispatchKeyEventType{"rawKeyDown", "keyUp"} {
+			if _, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, input.DispatchKeyEventParams{
+				Type: typ, Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // readVMFile reads a file of a VM through the API.
