@@ -116,6 +116,9 @@ export function terminalTab(panel, vm) {
     closed = true;
     clearTimeout(retry);
     observer.disconnect();
+    // The shell is asked to exit first (the engine may take over 10 s to
+    // confirm a kill), then killed.
+    if (ws && ws.readyState === WebSocket.OPEN && !ended) ws.send(enc.encode("\x15exit\r"));
     if (ws) ws.close(1000, "tab closed");
     if (shell && !ended) call("DELETE", vmPath(vm.id, `/shells/${shell}`)).catch(() => {});
     term.dispose();
