@@ -43,6 +43,7 @@ type browser struct {
 
 	mu       sync.Mutex
 	problems []string // console errors and failed requests
+	requests []string // "METHOD URL" of every request the page sent
 	allowed  []string // URL parts whose refusals a step expects
 }
 
@@ -108,7 +109,19 @@ func (b *browser) watch(wg *sync.WaitGroup) {
 	messages := chromedp.Console(b.ctx)
 	failures := chromedp.Events(b.ctx, network.LoadingFailed)
 	responses := chromedp.Events(b.ctx, network.ResponseReceived)
-	wg.Add(3)
+	sent := chromedp.Events(b.ctx, network.RequestWillBeSent)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		for ev, err := range sent {
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.requests = append(b.requests, ev.Request.Method+" "+ev.Request.URL)
+			b.mu.Unlock()
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		for m, err := range messages {
@@ -155,6 +168,19 @@ func (b *browser) problem(url, format string, args ...any) {
 		}
 	}
 	b.problems = append(b.problems, fmt.Sprintf(format, args...))
+}
+
+// sent reports whether the page sent a request of method to a URL ending
+// with path.
+func (b *browser) sent(method, path string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.requests {
+		if strings.HasPrefix(r, method+" ") && strings.HasSuffix(r, path) {
+			return true
+		}
+	}
+	return false
 }
 
 // expectRefusal lets a step's requests to URLs containing part fail (a
