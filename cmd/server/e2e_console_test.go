@@ -180,7 +180,6 @@ func TestE2EConsole(t *testing.T) {
 			return b.sent(http.MethodDelete, "/v1/vms/"+vmID+"/shells/"+shell)
 		})
 	})
-	})
 	b.checkProblems(t)
 
 	var env []string
