@@ -8,6 +8,7 @@ SHELL := bash
 
 ENGINE_DIR   := deps/agentos
 ENGINE_STAMP := $(ENGINE_DIR)/node_modules/.installed
+WEB_STAMP    := web/node_modules/.installed
 GO           ?= go
 GOTESTFLAGS  ?=
 TEST_TIMEOUT ?= 40m
@@ -19,14 +20,20 @@ help:
 	@echo "make test   run the whole test suite (what .ci/run calls)"
 	@echo "make bench  run the benchmarks side by side with the official SDK"
 
-## setup: install the pinned agentOS engine (sidecar binary + software packages).
-setup: $(ENGINE_STAMP)
+## setup: install the pinned agentOS engine (sidecar binary + software packages)
+## and the web console's front-end packages (its bundle's test rebuilds it).
+setup: $(ENGINE_STAMP) $(WEB_STAMP)
 
 # The stamp is newer than the lockfile once `npm ci` has installed exactly what
 # it pins, so a second `make setup` does nothing.
 $(ENGINE_STAMP): $(ENGINE_DIR)/package.json $(ENGINE_DIR)/package-lock.json
 	@echo "make setup: installing the pinned agentOS sidecar and software into $(ENGINE_DIR)/node_modules"
 	@cd $(ENGINE_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
+	@touch $@
+
+$(WEB_STAMP): web/package.json web/package-lock.json
+	@echo "make setup: installing the web console's pinned packages into web/node_modules"
+	@cd web && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
 	@touch $@
 
 run: setup
@@ -70,7 +77,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
 	done
 
-generate:
+generate: $(WEB_STAMP)
 	$(GO) generate ./...
 
 vet:

@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 // QuotasUpdate sets a tenant's quotas: nil fields are left as they are, 0
@@ -71,4 +73,12 @@ type Health struct {
 // Ready answers GET /readyz once the gateway is ready: Status is "ready".
 type Ready struct {
 	Status string `json:"status"`
+}
+
+// Me says who the caller is (GET /v1/me): the tenant of its key, the key,
+// and whether it is the admin key.
+type Me struct {
+	Tenant gateway.Tenant `json:"tenant"`
+	KeyID  string         `json:"keyId"`
+	Admin  bool           `json:"admin"`
 }

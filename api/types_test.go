@@ -70,6 +70,7 @@ var wireShapes = []struct {
 	{"Sidecar", api.Sidecar{}, true},
 	{"SidecarList", api.List[api.Sidecar]{}, true},
 	{"Node", api.Node{}, true},
+	{"Me", api.Me{}, true},
 	{"LostEvent", api.LostEvent{}, true},
 	{"NodeList", api.List[api.Node]{}, true},
 	{"Health", api.Health{}, true},

@@ -1125,6 +1125,15 @@ func methodCases() []methodCase {
 				}
 				return expect(len(l) == 1 && l[0].Pid == 99 && l[0].VMCount == 2 && l[0].RSSBytes == 1024, "sidecars", l)
 			}},
+		{name: "Me", method: "GET", path: "/v1/me", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"tenant":{"id":"acme","name":"Acme","isolated":false,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":0},"sessions":{"retentionDays":30},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"},"keyId":"key_1","admin":false}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				me, err := c.Me(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(me.Tenant.Name == "Acme" && me.Tenant.Quotas.MaxVMs == 2 && me.KeyID == "key_1" && !me.Admin, "me", me)
+			}},
 	}
 }
 

@@ -87,6 +87,15 @@ func (r TenantUpdate) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
+// Me says who the caller is: the tenant of its key, the key, and whether it
+// is the admin key.
+type Me = api.Me
+
+// Me returns who the client's key belongs to (any key).
+func (c *Client) Me(ctx context.Context) (*Me, error) {
+	return get[Me](ctx, c, "/v1/me", nil)
+}
+
 // CreateTenant creates a tenant.
 func (c *Client) CreateTenant(ctx context.Context, req TenantCreate) (*Tenant, error) {
 	out, _, err := call[Tenant](ctx, c, http.MethodPost, "/v1/tenants", req, nil)

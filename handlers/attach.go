@@ -515,11 +515,27 @@ func (s *Server) attachHeartbeat(ctx context.Context, conn *websocket.Conn, clos
 
 // attachShell attaches a WebSocket to a shell.
 func (s *Server) attachShell(w http.ResponseWriter, r *http.Request) {
+	// A client that leaves the shell's terminal queries to the gateway
+	// (queries=gateway) has them answered at once, without the grace for a
+	// client's own answer.
+	clientAnswers := true
+	switch r.URL.Query().Get("queries") {
+	case "", "client":
+	case "gateway":
+		clientAnswers = false
+	default:
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "queries must be client or gateway").WithDetail("field", "queries"))
+		return
+	}
 	sh, release, ok := s.shell(w, r)
 	if !ok {
 		return
 	}
 	defer release()
+	var attached func() func()
+	if clientAnswers {
+		attached = sh.AttachTerminal
+	}
 	s.serveAttach(w, r, attachTarget{
 		what:     "shell",
 		log:      sh.Output(),
@@ -531,7 +547,7 @@ func (s *Server) attachShell(w http.ResponseWriter, r *http.Request) {
 			return sh.Resize(ctx, f.Cols, f.Rows)
 		},
 		exit:     endStatus(sh.Exit),
-		attached: sh.AttachTerminal,
+		attached: attached,
 	})
 }
 

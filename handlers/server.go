@@ -4,6 +4,7 @@ package handlers
 
 import (
 	"context"
+	"io/fs"
 	"net/http"
 	"slices"
 	"strings"
@@ -68,6 +69,9 @@ type Config struct {
 	// requests for VMs of other nodes are proxied to them (nil: a gateway
 	// on its own, without the node routes).
 	Cluster Cluster
+	// Console is the built web console served at / (web.Dist); nil serves
+	// none.
+	Console fs.FS
 	Log     zerolog.Logger
 }
 
@@ -87,6 +91,7 @@ type Server struct {
 	limiter  limiter
 	// proxyTransport carries the requests proxied to other nodes.
 	proxyTransport *http.Transport
+	console        *consoleFiles
 }
 
 // New builds the router. keeper runs the idempotent requests (exec and
@@ -112,6 +117,14 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, keeper 
 	}
 	s := &Server{cfg: cfg, vms: svc, sessions: sess, store: st, keeper: keeper, pool: pool, log: cfg.Log, proxyTransport: newProxyTransport()}
 	s.metrics = newMetrics(svc, sess, pool)
+	console, err := loadConsole(cfg.Console)
+	if err != nil {
+		// The console is embedded in the binary: a file that cannot be read
+		// is a broken build, and the API still works without it.
+		cfg.Log.Error().Err(err).Msg("the web console is not served")
+		console, _ = loadConsole(nil)
+	}
+	s.console = console
 	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) })
 	s.router = s.routes()
 	return s
@@ -141,17 +154,18 @@ func (s *Server) Router() chi.Router { return s.router }
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(s.withRequestID, s.observe, s.cors(), s.bodyReadTimeout, s.nodeHeader)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
-	})
+	r.NotFound(s.consoleFallback)
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", s.metrics.handler())
 	r.Get("/v1/openapi.yaml", s.openapi)
+	r.Get("/", s.consoleIndex)
+	r.Get("/assets/{asset}", s.consoleAsset)
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
+		r.Get("/me", s.me)
 		r.With(s.placeCreate).Post("/vms", s.createVM)
 		r.Get("/vms", s.listVMs)
 		r.Route("/vms/{vm}", func(r chi.Router) {

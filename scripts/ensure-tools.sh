@@ -7,6 +7,8 @@ missing=()
 for tool in curl jq; do
 	command -v "$tool" >/dev/null || missing+=("$tool")
 done
+# The web console's browser tests drive Debian's Chromium.
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
 	echo "ensure-tools: installing ${missing[*]}" >&2
 	apt-get update -qq >&2
