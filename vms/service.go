@@ -90,6 +90,7 @@ type Service struct {
 	creatingCount int            // creates in progress
 	procCount     map[string]int // running processes per tenant
 	closing       bool
+	observer      FileObserver
 
 	tenantLocks sync.Map // tenant id → *sync.Mutex, serialises quota check + record
 
@@ -472,6 +473,9 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 	delete(s.live, lv.id)
 	s.mu.Unlock()
 	close(lv.done)
+	if o := s.fileObserver(); o != nil {
+		o.VMEnded(lv.id)
+	}
 	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: state, Reason: reason})
 	final := gateway.Wrap(gateway.CodeConflict, ErrVMEnded, "the VM is %s", state).WithDetail("state", state)
 	if reason != "" {
