@@ -233,7 +233,7 @@ func (s *Service) Watch(ctx context.Context, tenantID, vmID string, o Options) (
 	case o.After > last:
 		// Not an id of this log (one from before a restart of the
 		// gateway): the client cannot know what it missed.
-		w.cursor, w.resync = last, true
+		w.cursor, w.resync = last, ResyncUnknown
 	default:
 		w.cursor = o.After
 	}
@@ -352,4 +352,15 @@ func (vw *vmWatch) entriesLocked(but *scanner) int {
 		}
 	}
 	return n
+}
+
+// FilesOf opens trees through the VMs service's files.
+func FilesOf(svc *vms.Service) Opener {
+	return func(ctx context.Context, tenantID, vmID string) (Tree, error) {
+		f, err := svc.Files(ctx, tenantID, vmID)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
 }

@@ -20,9 +20,22 @@ type Watcher struct {
 
 	// cursor and resync are only used by the goroutine calling Next.
 	cursor    uint64
-	resync    bool
+	resync    ResyncReason
 	closeOnce sync.Once
 }
+
+// ResyncReason says why a watcher must list its tree again.
+type ResyncReason string
+
+// The reasons of a resync.
+const (
+	// ResyncExpired: the events after the cursor were dropped from the
+	// bounded log (the cursor is too old, or the client read too slowly).
+	ResyncExpired ResyncReason = "expired"
+	// ResyncUnknown: the cursor is no sequence of the log (one from before
+	// a gateway restart, or of another VM).
+	ResyncUnknown ResyncReason = "unknown"
+)
 
 // Batch is what Next returns: events after the watcher's cursor, or a
 // resync, or the end.
@@ -31,7 +44,7 @@ type Batch struct {
 	// resume cursor is older than the log (or not one of its sequences),
 	// or it read too slowly and the bounded log dropped them. The client
 	// lists the tree again; the events that follow are live.
-	Resync bool
+	Resync ResyncReason
 	Events []vms.Entry[Event]
 	// Cursor is the sequence the batch ends at (the id to resume after).
 	Cursor uint64
@@ -42,18 +55,19 @@ type Batch struct {
 
 // Next waits for the next batch.
 func (w *Watcher) Next(ctx context.Context) (Batch, error) {
-	if w.resync {
-		w.resync = false
-		return Batch{Resync: true, Cursor: w.cursor}, nil
+	if w.resync != "" {
+		r := w.resync
+		w.resync = ""
+		return Batch{Resync: r, Cursor: w.cursor}, nil
 	}
 	for {
 		b, err := w.read(ctx)
 		if err != nil {
 			return Batch{}, err
 		}
-		out := Batch{Resync: b.GapTo > 0, Cursor: w.cursor, Done: b.Done, Err: b.Err}
+		out := Batch{Cursor: w.cursor, Done: b.Done, Err: b.Err}
 		if b.GapTo > 0 {
-			out.Cursor = b.GapTo
+			out.Resync, out.Cursor = ResyncExpired, b.GapTo
 		}
 		for _, e := range b.Entries {
 			out.Cursor = e.Seq
@@ -62,7 +76,7 @@ func (w *Watcher) Next(ctx context.Context) (Batch, error) {
 			}
 		}
 		w.cursor = out.Cursor
-		if out.Resync || out.Done || len(out.Events) > 0 {
+		if out.Resync != "" || out.Done || len(out.Events) > 0 {
 			return out, nil
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/watch"
 )
 
 func main() {
@@ -275,6 +276,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	})
 	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
 		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, Log: log}, db, poolAdapter{pool})
+	watches := watch.New(watch.Config{Log: log}, watch.FilesOf(svc))
+	svc.ObserveFiles(watches)
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -282,7 +285,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer keeper.Close()
 	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, Log: log}, db, svc)
 	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Log: log}, svc, sess, db, keeper, pool)
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Watches: watches, Log: log}, svc, sess, db, keeper, pool)
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -317,12 +320,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	cancelWarm()
 	<-warmed
-	return shutdown(log, c.shutdownGrace, srv, h, svc, sess, pool)
+	return shutdown(log, c.shutdownGrace, srv, h, svc, sess, pool, watches)
 }
 
 // shutdown stops accepting, lets in-flight requests finish within the grace
 // period, ends streams with a final event, disposes VMs and stops sidecars.
-func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool) error {
+func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool, watches *watch.Service) error {
 	log.Info().Dur("grace", grace).Msg("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
@@ -343,6 +346,7 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *hand
 			log.Warn().Err(err).Msg(name)
 		}
 	}
+	stage("stopping file watches", 10*time.Second, watches.Shutdown)
 	stage("disposing VMs", 30*time.Second, svc.Shutdown)
 	// After the VMs: their sessions' last events are recorded as they end.
 	stage("stopping agent sessions", 15*time.Second, sess.Shutdown)
