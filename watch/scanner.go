@@ -251,19 +251,39 @@ func (sc *scanner) scan(ctx context.Context, old snapshot) (snapshot, error) {
 		sc.statNext = p
 	}
 	for _, p := range todo {
-		info, err := sc.tree.Stat(ctx, p)
+		mtime, ok := sc.mtime(ctx, p, cur[p].mtime)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if err != nil {
-			// Gone or changed since the listing: the next scan tells.
-			continue
+		if ok {
+			en := cur[p]
+			en.mtime = mtime
+			cur[p] = en
 		}
-		en := cur[p]
-		en.mtime = info.ModTime
-		cur[p] = en
 	}
 	return cur, nil
+}
+
+// mtime stats p for its modification time, known is what the snapshot
+// has. A time that differs from known is taken only when a second stat
+// agrees: while a guest process runs, the pinned engine answers a stat of
+// a file written through the API with the current time, a new one on each
+// call, which would otherwise be a change. ok is false when the time is
+// unknown (p is gone, or its time does not hold still).
+func (sc *scanner) mtime(ctx context.Context, p string, known time.Time) (time.Time, bool) {
+	info, err := sc.tree.Stat(ctx, p)
+	if err != nil {
+		// Gone or changed since the listing: the next scan tells.
+		return time.Time{}, false
+	}
+	if info.ModTime.Equal(known) {
+		return known, true
+	}
+	again, err := sc.tree.Stat(ctx, p)
+	if err != nil || !again.ModTime.Equal(info.ModTime) {
+		return time.Time{}, false
+	}
+	return info.ModTime, true
 }
 
 // temporary reports whether p, below root, is or is inside one of the

@@ -92,6 +92,8 @@ type config struct {
 	maxArchiveEntries  int
 	maxPromptBytes     int64
 	outputBufferBytes  int
+	watchMaxEntries    int
+	watchLogBytes      int
 	execTimeoutDefault time.Duration
 	execTimeoutMax     time.Duration
 	shutdownGrace      time.Duration
@@ -138,6 +140,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("max-archive-entries", "100000", "most entries of an archive upload")
 	num("max-prompt-bytes", "8388608", "largest prompt body (prompts may carry images; the engine takes frames up to 16 MiB)")
 	num("output-buffer-bytes", "1048576", "replay buffer per process and shell for Last-Event-ID")
+	num("watch-max-entries", "10000", "most entries the file watches of one VM scan together")
+	num("watch-log-bytes", "262144", "file watch events kept per VM for Last-Event-ID")
 	num("exec-timeout-default", "10m", "deadline of an exec that sets no timeoutMs")
 	num("exec-timeout-max", "1h", "largest timeoutMs an exec may ask for")
 	num("shutdown-grace", "20s", "time in-flight requests get to finish on SIGTERM")
@@ -191,6 +195,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.maxArchiveEntries = atoi("max-archive-entries")
 	c.maxPromptBytes = int64(atoi("max-prompt-bytes"))
 	c.outputBufferBytes = atoi("output-buffer-bytes")
+	c.watchMaxEntries = atoi("watch-max-entries")
+	c.watchLogBytes = atoi("watch-log-bytes")
 	c.execTimeoutDefault = dur("exec-timeout-default")
 	c.execTimeoutMax = dur("exec-timeout-max")
 	if c.execTimeoutDefault <= 0 || c.execTimeoutDefault > c.execTimeoutMax {
@@ -276,7 +282,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	})
 	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
 		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, Log: log}, db, poolAdapter{pool})
-	watches := watch.New(watch.Config{Log: log}, watch.FilesOf(svc))
+	watches := watch.New(watch.Config{MaxEntries: c.watchMaxEntries, LogBytes: c.watchLogBytes, Log: log}, watch.FilesOf(svc))
 	svc.ObserveFiles(watches)
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
