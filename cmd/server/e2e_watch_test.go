@@ -86,9 +86,15 @@ func TestE2EWatch(t *testing.T) {
 		do   func() error
 		want []string
 	}{
-		{func() error { _, err := h.WriteFile(ctx, "/workspace/w/a", strings.NewReader("1"), client.WriteFileOptions{}); return err },
+		{func() error {
+			_, err := h.WriteFile(ctx, "/workspace/w/a", strings.NewReader("1"), client.WriteFileOptions{})
+			return err
+		},
 			[]string{"create /workspace/w/a api"}},
-		{func() error { _, err := h.WriteFile(ctx, "/workspace/w/a", strings.NewReader("22"), client.WriteFileOptions{}); return err },
+		{func() error {
+			_, err := h.WriteFile(ctx, "/workspace/w/a", strings.NewReader("22"), client.WriteFileOptions{})
+			return err
+		},
 			[]string{"modify /workspace/w/a api"}},
 		{func() error { return h.Mkdir(ctx, "/workspace/w/d/e") },
 			[]string{"create /workspace/w/d api", "create /workspace/w/d/e api"}},
@@ -266,4 +272,3 @@ func mustAtoi(t *testing.T, s string) int {
 	}
 	return n
 }
-
