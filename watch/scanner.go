@@ -246,11 +246,16 @@ func (sc *scanner) scan(ctx context.Context, old snapshot) (snapshot, error) {
 	budget := sc.s.cfg.StatBudget
 	todo := fresh[:min(len(fresh), budget)]
 	for k := 0; k < len(files) && len(todo) < budget; k++ {
-		p := files[(i+k)%len(files)]
-		todo = append(todo, p)
-		sc.statNext = p
+		todo = append(todo, files[(i+k)%len(files)])
 	}
-	for _, p := range todo {
+	// Stats are bounded in time too: the engine's stat slows down with
+	// every file written through the API (see the README), and a scan
+	// must not take longer than its interval.
+	deadline := time.Now().Add(sc.interval() / 4)
+	for n, p := range todo {
+		if n > 0 && time.Now().After(deadline) {
+			break
+		}
 		mtime, ok := sc.mtime(ctx, p, cur[p].mtime)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -259,6 +264,9 @@ func (sc *scanner) scan(ctx context.Context, old snapshot) (snapshot, error) {
 			en := cur[p]
 			en.mtime = mtime
 			cur[p] = en
+		}
+		if n >= len(fresh) {
+			sc.statNext = p
 		}
 	}
 	return cur, nil
