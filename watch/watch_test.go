@@ -24,6 +24,10 @@ type memTree struct {
 	files    map[string]entry
 	lists    atomic.Int32
 	opened   atomic.Int32
+	// flapping makes every stat answer a new time, as the engine does for
+	// API-written files while a guest process runs.
+	flapping atomic.Bool
+	clock    atomic.Int64
 	released *atomic.Int32
 }
 
@@ -72,7 +76,11 @@ func (t *memTree) Stat(_ context.Context, p string) (agentos.FileInfo, error) {
 	if !ok {
 		return agentos.FileInfo{}, gateway.Errorf(gateway.CodeNotFound, "%s not found", p)
 	}
-	return agentos.FileInfo{IsDir: e.kind == KindDirectory, Size: e.size, ModTime: e.mtime}, nil
+	mtime := e.mtime
+	if t.flapping.Load() {
+		mtime = time.Unix(1000+t.clock.Add(1), 0)
+	}
+	return agentos.FileInfo{IsDir: e.kind == KindDirectory, Size: e.size, ModTime: mtime}, nil
 }
 
 func (t *memTree) Release() { t.released.Add(1) }
@@ -187,6 +195,23 @@ func TestWatchReportsAPIChangesOnceAndGuestChanges(t *testing.T) {
 	s.FilesChanged("vm1", vms.FileChange{Op: vms.FileCreated, Path: "/elsewhere"})
 	tree.put("/w/last", 1, time.Unix(4, 0))
 	equal(t, collect(t, w, 1), "create /w/last scan")
+}
+
+func TestWatchIgnoresMtimesThatDoNotHoldStill(t *testing.T) {
+	tree := newMemTree("/w/a")
+	s := newTestService(t, tree, Config{})
+	w := watchOf(t, s, Options{Recursive: true})
+	tree.flapping.Store(true)
+	for range 5 {
+		lists := tree.lists.Load()
+		for tree.lists.Load() < lists+2 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	tree.flapping.Store(false)
+	// The next event is the real change, not a modify of /w/a.
+	tree.put("/w/b", 1, time.Unix(1, 0))
+	equal(t, collect(t, w, 1), "create /w/b scan")
 }
 
 func TestWatchNotRecursiveSeesOnlyEntries(t *testing.T) {
