@@ -20,10 +20,10 @@ import (
 // moments and bounds far smaller than a VM's; cmd/server/e2e_watch_test.go
 // runs the same service against the real engine.
 type memTree struct {
-	mu       sync.Mutex
-	files    map[string]entry
-	lists    atomic.Int32
-	opened   atomic.Int32
+	mu     sync.Mutex
+	files  map[string]entry
+	lists  atomic.Int32
+	opened atomic.Int32
 	// flapping makes every stat answer a new time, as the engine does for
 	// API-written files while a guest process runs.
 	flapping atomic.Bool
