@@ -202,11 +202,7 @@ func (f *Files) mkdirAll(ctx context.Context, dir string) ([]FileChange, error) 
 
 // Remove deletes a file or (recursive) a tree.
 func (f *Files) Remove(ctx context.Context, name string, recursive bool) error {
-	var isDir bool
-	if f.observed() {
-		info, err := f.vm.Lstat(ctx, name)
-		isDir = err == nil && info.IsDir
-	}
+	isDir := f.observedDir(ctx, name)
 	if err := f.vm.Remove(ctx, name, recursive); err != nil {
 		return EngineError(err, "remove")
 	}
@@ -255,14 +251,20 @@ func (f *Files) Mkdir(ctx context.Context, name string) error {
 
 // Move renames a file or tree.
 func (f *Files) Move(ctx context.Context, from, to string) error {
-	var isDir bool
-	if f.observed() {
-		info, err := f.vm.Lstat(ctx, from)
-		isDir = err == nil && info.IsDir
-	}
+	isDir := f.observedDir(ctx, from)
 	if err := f.vm.Move(ctx, from, to); err != nil {
 		return EngineError(err, "move")
 	}
 	f.notify(FileChange{Op: FileRenamed, From: path.Clean(from), Path: path.Clean(to), IsDir: isDir})
 	return nil
+}
+
+// observedDir reports, when the changes are observed, whether name is a
+// directory (not a symlink to one), for the change's kind.
+func (f *Files) observedDir(ctx context.Context, name string) bool {
+	if !f.observed() {
+		return false
+	}
+	info, err := f.vm.Lstat(ctx, name)
+	return err == nil && info.IsDir
 }
