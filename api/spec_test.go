@@ -275,8 +275,8 @@ func TestEventStreamsDescribeTheirEvents(t *testing.T) {
 			}
 		}
 	}
-	if streams != 5 {
-		t.Errorf("%d streaming operations, want 5 (VM events, exec, process output, shell output, session events)", streams)
+	if streams != 6 {
+		t.Errorf("%d streaming operations, want 6 (VM events, exec, process output, shell output, session events, file watch)", streams)
 	}
 }
 

@@ -56,6 +56,8 @@ var wireShapes = []struct {
 	{"Moved", api.Moved{}, true},
 	{"Stat", api.Stat{}, true},
 	{"DirList", api.List[gateway.DirEntry]{}, true},
+	{"WatchEvent", api.WatchEvent{}, true},
+	{"WatchResyncEvent", api.WatchResyncEvent{}, true},
 
 	// Tenants, keys, sidecars, health.
 	{"QuotasUpdate", api.QuotasUpdate{}, false},

@@ -118,6 +118,8 @@ gobench '^BenchmarkExecEchoHiHTTP$' "$EXEC_N" ./cmd/server/
 # (with its durable record); the official SDK has no offline model here.
 gobench '^BenchmarkPromptHello$' "$EXEC_N"
 gobench '^BenchmarkPromptHelloHTTP$' "$EXEC_N" ./cmd/server/
+# File watch of a 9,900-entry guest tree at the 500 ms scan floor.
+gobench '^BenchmarkWatch10k$' "$CREATE_N" ./cmd/server/
 official stream_50mib,write_read_4mib,write_read_16mib
 gobench '^Benchmark(Stream50MiB|WriteRead4MiB|WriteRead16MiB)$' "$LARGE_N"
 # Two gateway nodes on one PostgreSQL (a throwaway server unless
@@ -221,6 +223,15 @@ if (ce && cs) {
 	console.log("\n| two nodes, one PostgreSQL | on the owner node | through the other node | ratio proxied/direct |\n|---|---|---|---|");
 	console.log(`| exec \`echo hi\` (p50) | ${fmt(ce["direct-ms"])} ms | ${fmt(ce["proxied-ms"])} ms | ${ce["proxied/direct"].toFixed(2)} (target <= 1.1) |`);
 	console.log(`| process output SSE, 16 MiB (median) | ${fmt(cs["direct-MiB/s"])} MiB/s | ${fmt(cs["proxied-MiB/s"])} MiB/s | ${cs["proxied/direct"].toFixed(2)} (throughput) |`);
+}
+// File watch: latencies and the CPU of one scan of 9,900 entries.
+const w = goRes["Watch10k"];
+if (!w) missing.push("Go BenchmarkWatch10k");
+else {
+	console.log("\n| file watch, 9,900 entries, 500 ms interval | value |\n|---|---|");
+	console.log(`| API write to its event, p50 | ${fmt(w["p50-ms"])} ms (p95 ${fmt(w["p95-ms"])}) |`);
+	console.log(`| guest write to its event | ${fmt(w["guest-ms"])} ms (interval ratio ${(w["guest-ms"] / 500).toFixed(2)}) |`);
+	console.log(`| CPU of one scan (gateway + sidecar) | ${fmt(w["scan-cpu-ms"])} ms (${(w["scan-cpu-ms"] / 500 * 100).toFixed(0)}% of a core at the floor) |`);
 }
 const meta = official._meta;
 if (meta) console.log(`\nofficial SDK ${meta.sdk} on node ${meta.node}; sidecar ${meta.sidecar_exe ?? "(not seen)"}`);

@@ -13,7 +13,8 @@ import (
 // Event is an interface holding one event of a stream, decoded: one of
 // *Output, *Gap, *Exit, *ShellEnd, *VMEvent, *SessionEvent,
 // *EphemeralEvent, *AgentStderr, *AgentExit, *Overflow, *SessionEnd, *Lost,
-// or *UnknownEvent for an event this client does not know. Consume events
+// *FileChange, *Resync, or *UnknownEvent for an event this client does not
+// know. Consume events
 // with a type switch:
 //
 //	switch ev := ev.(type) {
@@ -118,6 +119,7 @@ const (
 	shellStream
 	vmStream
 	sessionStream
+	watchStream
 )
 
 // decodeEvent turns one Server-Sent Event of a stream of kind k into its
@@ -152,6 +154,8 @@ func decodeEvent(k streamKind, typ string, data []byte) (ev Event, final bool, e
 			return nil, false, err
 		}
 		return &g, false, nil
+	case k == watchStream:
+		return decodeWatchEvent(typ, data, unmarshal)
 	case k != vmStream && k != sessionStream && (typ == eventStdout || typ == eventStderr):
 		var w api.OutputEvent
 		if err := unmarshal(&w); err != nil {
@@ -215,6 +219,24 @@ func decodeSessionEvent(typ string, data []byte, unmarshal func(any) error) (Eve
 	case eventEnd:
 		var v SessionEnd
 		return &v, true, unmarshal(&v)
+	}
+	return &UnknownEvent{Type: typ, Data: json.RawMessage(data)}, false, nil
+}
+
+func decodeWatchEvent(typ string, data []byte, unmarshal func(any) error) (Event, bool, error) {
+	switch typ {
+	case eventCreate, eventModify, eventDelete, eventRename:
+		var v FileChange
+		if err := unmarshal(&v); err != nil {
+			return nil, false, err
+		}
+		if v.Type == "" {
+			v.Type = typ
+		}
+		return &v, false, nil
+	case eventResync:
+		var v Resync
+		return &v, false, unmarshal(&v)
 	}
 	return &UnknownEvent{Type: typ, Data: json.RawMessage(data)}, false, nil
 }

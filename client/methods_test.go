@@ -260,6 +260,39 @@ func methodCases() []methodCase {
 				types, err := follow(c.VM(weirdVM).FollowEvents(ctx))
 				return expect(err == nil && strings.Join(types, " ") == "*gateway.VMEvent", "events", types, err)
 			}},
+		{name: "VM.Watch", method: "GET", path: vmBase + "/watch", accept: sseCT,
+			query:   url.Values{"path": {"/workspace/a b"}, "recursive": {"true"}, "interval": {"1500"}},
+			headers: map[string]string{"Last-Event-ID": "3"},
+			resp: canned{ctype: sseCT, body: "id: 4\nevent: resync\ndata: {\"reason\":\"expired\"}\n\n" +
+				"id: 5\nevent: rename\ndata: {\"seq\":5,\"type\":\"rename\",\"path\":\"/workspace/a b/y\",\"from\":\"/workspace/a b/x\",\"kind\":\"file\",\"source\":\"api\",\"time\":\"2025-01-02T03:04:05Z\"}\n\n" +
+				"id: 5\nevent: error\ndata: {\"code\":\"conflict\",\"detail\":\"the VM has ended\"}\n\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.VM(weirdVM).Watch(ctx, "/workspace/a b", client.WatchOptions{Recursive: true, Interval: 1499500 * time.Microsecond,
+					StreamOptions: client.StreamOptions{LastEventID: "3"}})
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ev, err := s.Next(ctx)
+				if r, ok := ev.(*client.Resync); err != nil || !ok || r.Reason != "expired" {
+					return expect(false, "resync", ev, err)
+				}
+				ev, err = s.Next(ctx)
+				if fc, ok := ev.(*client.FileChange); err != nil || !ok || fc.Type != "rename" || fc.From != "/workspace/a b/x" || fc.Seq != 5 || s.LastEventID() != "5" {
+					return expect(false, "rename", ev, err)
+				}
+				_, err = s.Next(ctx)
+				var e *client.Error
+				return expect(errors.As(err, &e) && e.Code == client.CodeConflict, "end", err)
+			}},
+		{name: "VM.FollowWatch", method: "GET", path: vmBase + "/watch", accept: sseCT, query: url.Values{"path": {"/w"}},
+			resp: canned{ctype: sseCT, body: "id: 1\nevent: create\ndata: {\"seq\":1,\"type\":\"create\",\"path\":\"/w/f\",\"kind\":\"file\",\"source\":\"scan\",\"time\":\"2025-01-02T03:04:05Z\"}\n\n" +
+				"id: 1\nevent: error\ndata: {\"code\":\"resource_exhausted\",\"detail\":\"too many entries\"}\n\n"},
+			call: func(ctx context.Context, c *client.Client) error {
+				types, err := follow(c.VM(weirdVM).FollowWatch(ctx, "/w", client.WatchOptions{}))
+				var e *client.Error
+				return expect(errors.As(err, &e) && e.Code == client.CodeResourceExhausted && strings.Join(types, " ") == "*api.WatchEvent", "events", types, err)
+			}},
 		{name: "VM.Exec", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
 			headers:  map[string]string{"Idempotency-Key": "k-1", "X-Request-ID": "rid-1"},
 			bodyJSON: `{"command":"cat","cwd":"/tmp","env":{"A":"1"},"stdin":"hello","timeoutMs":1000,"maxOutputBytes":10}`,

@@ -19,6 +19,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/watch"
 )
 
 // Store is what the handlers need of the database directly (VMs go through
@@ -72,6 +73,8 @@ type Config struct {
 	// Console is the built web console served at / (web.Dist); nil serves
 	// none.
 	Console fs.FS
+	// Watches serves file watches (nil: the watch route is 503).
+	Watches *watch.Service
 	Log     zerolog.Logger
 }
 
@@ -201,6 +204,7 @@ func (s *Server) routes() chi.Router {
 			r.Post("/dirs", s.mkdir)
 			r.Post("/fs/move", s.move)
 			r.Get("/fs/stat", s.stat)
+			r.Get("/watch", s.watchFiles)
 			r.Get("/agents", s.listAgents)
 			r.Post("/sessions", s.openSession)
 			r.Get("/sessions", s.listSessions)

@@ -156,7 +156,7 @@ func (f *Files) ExtractArchive(ctx context.Context, dir string, r io.Reader, mkd
 
 	// Next to the target (inside it for /), on the same filesystem, so
 	// that the moves are renames.
-	staging := path.Join(path.Dir(clean), ".agentos-extract-"+newID(""))
+	staging := path.Join(path.Dir(clean), extractPrefix+newID(""))
 	if err := f.vm.Mkdir(ctx, staging, false); err != nil {
 		return st, EngineError(err, "extract archive")
 	}
@@ -180,6 +180,11 @@ func (f *Files) ExtractArchive(ctx context.Context, dir string, r io.Reader, mkd
 		if err := f.vm.Move(ctx, m.from, m.to); err != nil {
 			return st, EngineError(err, "extract archive")
 		}
+		op := FileCreated
+		if m.replace {
+			op = FileModified
+		}
+		f.notify(FileChange{Op: op, Path: m.to, IsDir: m.isDir})
 	}
 	for _, ft := range sink.times {
 		if err := f.vm.Utimes(ctx, path.Join(clean, ft.rel), ft.mtime, ft.mtime); err != nil {
@@ -265,6 +270,7 @@ type move struct {
 	from, to string
 	// replace: an existing file or symlink at to goes first.
 	replace bool
+	isDir   bool
 }
 
 // planMoves lists the moves that put the content of src (inside the
@@ -280,7 +286,7 @@ func (f *Files) planMoves(ctx context.Context, staging, src, dst string, moves *
 		existing, err := f.vm.Lstat(ctx, to)
 		switch {
 		case isNotFound(err):
-			*moves = append(*moves, move{from: e.Path, to: to})
+			*moves = append(*moves, move{from: e.Path, to: to, isDir: e.IsDir && !e.IsSymlink})
 		case err != nil:
 			return EngineError(err, "extract archive")
 		case existing.IsDir && e.IsDir && !e.IsSymlink:

@@ -15,8 +15,10 @@ import (
 // Files is the filesystem of a tenant's live VM. Every method checks the
 // path and maps errors to the gateway's codes.
 type Files struct {
-	vm   *agentos.VM
-	done func()
+	vm       *agentos.VM
+	vmID     string
+	observer FileObserver
+	done     func()
 }
 
 // Files returns a VM's filesystem and a release for the hold on the VM.
@@ -25,7 +27,7 @@ func (s *Service) Files(ctx context.Context, tenantID, vmID string) (*Files, err
 	if err != nil {
 		return nil, err
 	}
-	return &Files{vm: lv.vm, done: lv.hold(s.cfg.Now())}, nil
+	return &Files{vm: lv.vm, vmID: lv.id, observer: s.fileObserver(), done: lv.hold(s.cfg.Now())}, nil
 }
 
 // Release ends the hold on the VM.
@@ -142,17 +144,21 @@ func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs 
 	// The engine would replace a directory with the file; a PUT of bytes
 	// onto a directory is a mistake of the caller's, so it is refused and
 	// the directory kept.
-	if info, err := f.vm.Stat(ctx, clean); err == nil && info.IsDir {
+	info, serr := f.vm.Stat(ctx, clean)
+	if serr == nil && info.IsDir {
 		return 0, gateway.Errorf(gateway.CodeConflict, "%s is a directory; a file cannot replace it", clean).WithDetail("field", "path")
 	}
+	var changes []FileChange
 	if mkdirs {
 		if dir := path.Dir(clean); dir != "/" {
-			if err := f.vm.Mkdir(ctx, dir, true); err != nil {
-				return 0, EngineError(err, "mkdir")
+			created, err := f.mkdirAll(ctx, dir)
+			if err != nil {
+				return 0, err
 			}
+			changes = created
 		}
 	}
-	tmp := clean + ".agentos-upload-" + newID("")
+	tmp := clean + uploadInfix + newID("")
 	n, err := f.vm.WriteFileFrom(ctx, tmp, r)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -164,12 +170,44 @@ func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs 
 		_ = f.vm.Remove(context.WithoutCancel(ctx), tmp, false)
 		return n, EngineError(err, "write file")
 	}
+	op := FileModified
+	if serr != nil {
+		op = FileCreated
+	}
+	f.notify(append(changes, FileChange{Op: op, Path: clean})...)
 	return n, nil
 }
 
+// mkdirAll creates the directory dir and its parents, and returns the
+// creations it made when the changes are observed.
+func (f *Files) mkdirAll(ctx context.Context, dir string) ([]FileChange, error) {
+	var missing []string
+	if f.observed() {
+		for d := dir; d != "/"; d = path.Dir(d) {
+			if _, err := f.vm.Stat(ctx, d); err == nil {
+				break
+			}
+			missing = append(missing, d)
+		}
+	}
+	if err := f.vm.Mkdir(ctx, dir, true); err != nil {
+		return nil, EngineError(err, "mkdir")
+	}
+	changes := make([]FileChange, 0, len(missing))
+	for i := len(missing) - 1; i >= 0; i-- {
+		changes = append(changes, FileChange{Op: FileCreated, Path: missing[i], IsDir: true})
+	}
+	return changes, nil
+}
+
 // Remove deletes a file or (recursive) a tree.
-func (f *Files) Remove(ctx context.Context, path string, recursive bool) error {
-	return EngineError(f.vm.Remove(ctx, path, recursive), "remove")
+func (f *Files) Remove(ctx context.Context, name string, recursive bool) error {
+	isDir := f.observedDir(ctx, name)
+	if err := f.vm.Remove(ctx, name, recursive); err != nil {
+		return EngineError(err, "remove")
+	}
+	f.notify(FileChange{Op: FileDeleted, Path: path.Clean(name), IsDir: isDir})
+	return nil
 }
 
 // List lists a directory, optionally recursively.
@@ -202,11 +240,31 @@ func withinDepth(dir string, es []gateway.DirEntry, depth int) []gateway.DirEntr
 }
 
 // Mkdir creates a directory and its parents.
-func (f *Files) Mkdir(ctx context.Context, path string) error {
-	return EngineError(f.vm.Mkdir(ctx, path, true), "mkdir")
+func (f *Files) Mkdir(ctx context.Context, name string) error {
+	changes, err := f.mkdirAll(ctx, path.Clean(name))
+	if err != nil {
+		return err
+	}
+	f.notify(changes...)
+	return nil
 }
 
 // Move renames a file or tree.
 func (f *Files) Move(ctx context.Context, from, to string) error {
-	return EngineError(f.vm.Move(ctx, from, to), "move")
+	isDir := f.observedDir(ctx, from)
+	if err := f.vm.Move(ctx, from, to); err != nil {
+		return EngineError(err, "move")
+	}
+	f.notify(FileChange{Op: FileRenamed, From: path.Clean(from), Path: path.Clean(to), IsDir: isDir})
+	return nil
+}
+
+// observedDir reports, when the changes are observed, whether name is a
+// directory (not a symlink to one), for the change's kind.
+func (f *Files) observedDir(ctx context.Context, name string) bool {
+	if !f.observed() {
+		return false
+	}
+	info, err := f.vm.Lstat(ctx, name)
+	return err == nil && info.IsDir
 }

@@ -93,6 +93,7 @@ type Service struct {
 	closing       bool
 	// cordoned refuses new VMs while the node drains.
 	cordoned bool
+	observer FileObserver
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -480,6 +481,9 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 	delete(s.live, lv.id)
 	s.mu.Unlock()
 	close(lv.done)
+	if o := s.fileObserver(); o != nil {
+		o.VMEnded(lv.id)
+	}
 	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: state, Reason: reason})
 	final := gateway.Wrap(gateway.CodeConflict, ErrVMEnded, "the VM is %s", state).WithDetail("state", state)
 	if reason != "" {

@@ -32,6 +32,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 	"github.com/agentos-gateway/agentos-gateway/web"
+	"github.com/agentos-gateway/agentos-gateway/watch"
 )
 
 func main() {
@@ -95,6 +96,8 @@ type config struct {
 	maxArchiveEntries  int
 	maxPromptBytes     int64
 	outputBufferBytes  int
+	watchMaxEntries    int
+	watchLogBytes      int
 	execTimeoutDefault time.Duration
 	execTimeoutMax     time.Duration
 	shutdownGrace      time.Duration
@@ -145,6 +148,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("max-archive-entries", "100000", "most entries of an archive upload")
 	num("max-prompt-bytes", "8388608", "largest prompt body (prompts may carry images; the engine takes frames up to 16 MiB)")
 	num("output-buffer-bytes", "1048576", "replay buffer per process and shell for Last-Event-ID")
+	num("watch-max-entries", "10000", "most entries the file watches of one VM scan together")
+	num("watch-log-bytes", "262144", "file watch events kept per VM for Last-Event-ID")
 	num("exec-timeout-default", "10m", "deadline of an exec that sets no timeoutMs")
 	num("exec-timeout-max", "1h", "largest timeoutMs an exec may ask for")
 	num("shutdown-grace", "20s", "time in-flight requests get to finish on SIGTERM")
@@ -203,6 +208,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.maxArchiveEntries = atoi("max-archive-entries")
 	c.maxPromptBytes = int64(atoi("max-prompt-bytes"))
 	c.outputBufferBytes = atoi("output-buffer-bytes")
+	c.watchMaxEntries = atoi("watch-max-entries")
+	c.watchLogBytes = atoi("watch-log-bytes")
 	c.execTimeoutDefault = dur("exec-timeout-default")
 	c.execTimeoutMax = dur("exec-timeout-max")
 	if c.execTimeoutDefault <= 0 || c.execTimeoutDefault > c.execTimeoutMax {
@@ -345,11 +352,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if len(lost) > 0 {
 		log.Warn().Int("vms", len(lost)).Msg("VMs this node ran before it restarted are marked lost")
 	}
+	watches := watch.New(watch.Config{MaxEntries: c.watchMaxEntries, LogBytes: c.watchLogBytes, Log: log}, watch.FilesOf(svc))
+	svc.ObserveFiles(watches)
 	keeper := idempotency.New(db, idempotency.Config{Log: log})
 	defer keeper.Close()
 	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, Log: log}, db, svc)
 	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Log: log}, svc, sess, db, keeper, pool)
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Log: log}, svc, sess, db, keeper, pool)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
 	serveErr := make(chan error, 1)
@@ -384,7 +393,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		reason = cause.Error()
 	}
-	err = shutdown(log, c.shutdownGrace, srv, h, svc, sess, pool)
+	err = shutdown(log, c.shutdownGrace, srv, h, svc, sess, pool, watches)
 	leaveCluster(log, node, reason)
 	return err
 }
@@ -425,7 +434,7 @@ func nodeLoad(svc *vms.Service, pool *sidecarpool.Pool, capacity int) store.Node
 
 // shutdown stops accepting, lets in-flight requests finish within the grace
 // period, ends streams with a final event, disposes VMs and stops sidecars.
-func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool) error {
+func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool, watches *watch.Service) error {
 	log.Info().Dur("grace", grace).Msg("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
@@ -446,6 +455,7 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *hand
 			log.Warn().Err(err).Msg(name)
 		}
 	}
+	stage("stopping file watches", 10*time.Second, watches.Shutdown)
 	stage("disposing VMs", 30*time.Second, svc.Shutdown)
 	// After the VMs: their sessions' last events are recorded as they end.
 	stage("stopping agent sessions", 15*time.Second, sess.Shutdown)
