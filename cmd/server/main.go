@@ -31,8 +31,8 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
-	"github.com/agentos-gateway/agentos-gateway/web"
 	"github.com/agentos-gateway/agentos-gateway/watch"
+	"github.com/agentos-gateway/agentos-gateway/web"
 )
 
 func main() {
