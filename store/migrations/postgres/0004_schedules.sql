@@ -3,6 +3,9 @@
 -- it when the VM ends. The action is JSON (an exec or a prompt). Keep in
 -- step with sqlite/0004_schedules.sql.
 
+-- The tenant's quota of schedules over all its VMs; 0 is unlimited.
+ALTER TABLE tenants ADD COLUMN max_schedules BIGINT NOT NULL DEFAULT 0;
+
 CREATE TABLE schedules (
     id         TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     tenant_id  TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
