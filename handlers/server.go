@@ -15,6 +15,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -72,20 +73,22 @@ type Server struct {
 	cfg      Config
 	vms      *vms.Service
 	sessions *sessions.Service
-	store    Store
-	keeper   *idempotency.Keeper
-	pool     Pool
-	log      zerolog.Logger
-	router   chi.Router
-	sse      *sseHub
-	attach   attachHub
-	metrics  *metrics
-	limiter  limiter
+	// schedules runs the VMs' cron schedules.
+	schedules *schedules.Service
+	store     Store
+	keeper    *idempotency.Keeper
+	pool      Pool
+	log       zerolog.Logger
+	router    chi.Router
+	sse       *sseHub
+	attach    attachHub
+	metrics   *metrics
+	limiter   limiter
 }
 
 // New builds the router. keeper runs the idempotent requests (exec and
-// spawn with an Idempotency-Key).
-func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, keeper *idempotency.Keeper, pool Pool) *Server {
+// spawn with an Idempotency-Key); sched serves the VMs' schedules.
+func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.Service, st Store, keeper *idempotency.Keeper, pool Pool) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
@@ -104,7 +107,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, keeper 
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, vms: svc, sessions: sess, store: st, keeper: keeper, pool: pool, log: cfg.Log}
+	s := &Server{cfg: cfg, vms: svc, sessions: sess, schedules: sched, store: st, keeper: keeper, pool: pool, log: cfg.Log}
 	s.metrics = newMetrics(svc, sess, pool)
 	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) })
 	s.router = s.routes()
@@ -180,6 +183,11 @@ func (s *Server) routes() chi.Router {
 			r.Post("/fs/move", s.move)
 			r.Get("/fs/stat", s.stat)
 			r.Get("/agents", s.listAgents)
+			r.Post("/schedules", s.createSchedule)
+			r.Get("/schedules", s.listSchedules)
+			r.Get("/schedules/{schedule}", s.getSchedule)
+			r.Delete("/schedules/{schedule}", s.deleteSchedule)
+			r.Get("/schedules/{schedule}/runs", s.listScheduleRuns)
 			r.Post("/sessions", s.openSession)
 			r.Get("/sessions", s.listSessions)
 			r.Route("/sessions/{session}", func(r chi.Router) {

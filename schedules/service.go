@@ -40,6 +40,7 @@ type Store interface {
 // know that a VM can take calls and when it ended, and to publish events.
 type VMs interface {
 	Usable(ctx context.Context, tenantID, id string) error
+	Get(ctx context.Context, tenantID, id string) (gateway.VM, error)
 	Exec(ctx context.Context, tenant gateway.Tenant, vmID string, req vms.ExecRequest, onOutput func(vms.Chunk)) (*vms.ExecResult, error)
 	Ended(id string) <-chan struct{}
 	Publish(vmID string, ev gateway.VMEvent)
@@ -230,8 +231,12 @@ func (s *Service) Get(ctx context.Context, tenantID, vmID, id string) (gateway.S
 	return s.store.GetSchedule(ctx, tenantID, vmID, id)
 }
 
-// List lists a tenant's schedules of a VM.
+// List lists a tenant's schedules of a VM; another tenant's VM is
+// CodeNotFound, as on every route.
 func (s *Service) List(ctx context.Context, tenantID, vmID, cursor string, limit int) (gateway.Page[gateway.Schedule], error) {
+	if _, err := s.vms.Get(ctx, tenantID, vmID); err != nil {
+		return gateway.Page[gateway.Schedule]{}, err
+	}
 	return s.store.ListSchedules(ctx, tenantID, vmID, cursor, limit)
 }
 

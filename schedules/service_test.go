@@ -26,6 +26,10 @@ type fakeVMs struct {
 
 func (f *fakeVMs) Usable(ctx context.Context, tenantID, id string) error { return nil }
 
+func (f *fakeVMs) Get(ctx context.Context, tenantID, id string) (gateway.VM, error) {
+	return gateway.VM{ID: id, TenantID: tenantID}, nil
+}
+
 func (f *fakeVMs) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, req vms.ExecRequest, _ func(vms.Chunk)) (*vms.ExecResult, error) {
 	f.started <- req.Command
 	if f.release != nil {
