@@ -59,12 +59,18 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	vmID := pathParam(r, "vm")
+	tenant := principalFrom(r.Context()).tenant
+	// Another tenant's VM is not found, whatever the body says.
+	if err := s.vms.Usable(r.Context(), tenant.ID, vmID); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	sc, err := scheduleDomain(vmID, req)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	sc, err = s.schedules.Create(r.Context(), principalFrom(r.Context()).tenant, sc)
+	sc, err = s.schedules.Create(r.Context(), tenant, sc)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -181,6 +181,16 @@ func Parse(expr, timezone string) (cron.Schedule, error) {
 // Create validates and stores a schedule of a live VM of the tenant, and
 // arms it.
 func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, sc gateway.Schedule) (gateway.Schedule, error) {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return gateway.Schedule{}, gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
+	}
+	// The VM first: another tenant's is not found, whatever the body says.
+	if err := s.vms.Usable(ctx, tenant.ID, sc.VMID); err != nil {
+		return gateway.Schedule{}, err
+	}
 	if sc.Timezone == "" {
 		sc.Timezone = "UTC"
 	}
@@ -204,15 +214,6 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, sc gateway.
 		if err := sessions.ValidateContent(sc.Prompt.Content); err != nil {
 			return gateway.Schedule{}, err
 		}
-	}
-	s.mu.Lock()
-	closing := s.closing
-	s.mu.Unlock()
-	if closing {
-		return gateway.Schedule{}, gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
-	}
-	if err := s.vms.Usable(ctx, tenant.ID, sc.VMID); err != nil {
-		return gateway.Schedule{}, err
 	}
 	sc.TenantID = tenant.ID
 	sc.ID = ""

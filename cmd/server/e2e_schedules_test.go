@@ -1,0 +1,124 @@
+package main
+
+// Cron schedules, end to end: real gateway, real sidecar.
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+)
+
+// runsOf returns the recorded runs of a schedule.
+func runsOf(t *testing.T, s *client.ScheduleHandle) []client.ScheduleRun {
+	t.Helper()
+	var out []client.ScheduleRun
+	for r, err := range s.Runs(ctxT(t)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// TestE2ESchedules: a schedule every 2 s runs echo and its runs are listed
+// with exit codes and output; a sleep longer than its period is skipped on
+// overlap; another tenant gets 404 on every schedule route; bad input is
+// 400 naming the field; deleting the VM deletes its schedules.
+func TestE2ESchedules(t *testing.T) {
+	e := newE2E(t)
+	ctx := ctxT(t)
+	_, keyA := e.tenantWithKey("sched-a", nil)
+	ca := e.client(keyA)
+	_, keyB := e.tenantWithKey("sched-b", nil)
+	cb := e.client(keyB)
+	vm := e.vm(ca, client.CreateVMRequest{})
+	h := ca.VM(vm.ID)
+
+	echo, err := h.CreateSchedule(ctx, client.ScheduleRequest{Cron: "@every 2s", Exec: &client.ExecRequest{Command: "echo tick"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if echo.Timezone != "UTC" || echo.Overlap != client.OverlapSkip || echo.Action.Exec == nil || echo.Action.Exec.Command != "echo tick" {
+		t.Errorf("created %+v", echo)
+	}
+	sleepy, err := h.CreateSchedule(ctx, client.ScheduleRequest{Cron: "* * * * * *", Timezone: "Europe/Paris",
+		Exec: &client.ExecRequest{Command: "sleep", Args: []string{"5"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, e2eTimeout, "two runs of echo", func() bool { return len(runsOf(t, h.Schedule(echo.ID))) >= 2 })
+	for _, r := range runsOf(t, h.Schedule(echo.ID)) {
+		if r.Outcome != client.RunSucceeded || r.ExitCode == nil || *r.ExitCode != 0 || r.Stdout != "tick\n" || r.EndedAt.Before(r.StartedAt) {
+			t.Errorf("echo run %+v", r)
+		}
+	}
+	eventually(t, e2eTimeout, "a skipped run of sleep", func() bool {
+		for _, r := range runsOf(t, h.Schedule(sleepy.ID)) {
+			if r.Outcome == client.RunSkipped && r.ExitCode == nil {
+				return true
+			}
+		}
+		return false
+	})
+	list, err := h.ListSchedules(ctx, client.ListOptions{})
+	if err != nil || len(list.Items) != 2 || list.Items[0].ID != echo.ID {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+
+	// Another tenant: 404 on every route, and nothing changes.
+	other := cb.VM(vm.ID)
+	_, err = other.CreateSchedule(ctx, client.ScheduleRequest{Cron: "@hourly", Exec: &client.ExecRequest{Command: "true"}})
+	wantCode(t, err, client.CodeNotFound, 404)
+	_, err = other.ListSchedules(ctx, client.ListOptions{})
+	wantCode(t, err, client.CodeNotFound, 404)
+	_, err = other.Schedule(echo.ID).Get(ctx)
+	wantCode(t, err, client.CodeNotFound, 404)
+	_, err = other.Schedule(echo.ID).ListRuns(ctx, client.ListOptions{})
+	wantCode(t, err, client.CodeNotFound, 404)
+	wantCode(t, other.Schedule(echo.ID).Delete(ctx), client.CodeNotFound, 404)
+	if _, err := h.Schedule(echo.ID).Get(ctx); err != nil {
+		t.Fatalf("A's schedule after B's attempts: %v", err)
+	}
+
+	// Bad input: 400 naming the field.
+	path := "/v1/vms/" + vm.ID + "/schedules"
+	for _, c := range []struct{ body, field string }{
+		{`{"cron":"61 * * * *","action":{"exec":{"command":"true"}}}`, "cron"},
+		{`{"cron":"@every 100ms","action":{"exec":{"command":"true"}}}`, "cron"},
+		{`{"cron":"@hourly","timezone":"Mars/Olympus","action":{"exec":{"command":"true"}}}`, "timezone"},
+		{`{"cron":"@hourly","action":{}}`, "action"},
+		{`{"cron":"@hourly","overlap":"drop","action":{"exec":{"command":"true"}}}`, "overlap"},
+		{`{"cron":"@hourly","action":{"exec":{"args":["x"]}}}`, "action.exec.args"},
+	} {
+		err := e.raw(http.MethodPost, path, keyB, strings.NewReader(c.body), nil)
+		wantCode(t, err, client.CodeNotFound, 404) // another tenant's VM is not found before the body matters
+		ce := wantCode(t, e.raw(http.MethodPost, path, keyA, strings.NewReader(c.body), nil), client.CodeInvalidArgument, 400)
+		if ce.Details["field"] != c.field {
+			t.Errorf("%s: field %v, want %s", c.body, ce.Details["field"], c.field)
+		}
+	}
+
+	// Deleting a schedule stops it; deleting the VM deletes the others.
+	if err := h.Schedule(sleepy.ID).Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Schedule(sleepy.ID).Get(ctx)
+	wantCode(t, err, client.CodeNotFound, 404)
+	if _, err := h.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "the VM's schedules to be deleted", func() bool {
+		_, err := h.Schedule(echo.ID).Get(ctx)
+		return client.IsCode(err, client.CodeNotFound)
+	})
+	list, err = h.ListSchedules(ctx, client.ListOptions{})
+	if err != nil || len(list.Items) != 0 {
+		t.Fatalf("schedules of the deleted VM: %+v %v", list, err)
+	}
+	_, err = h.CreateSchedule(ctx, client.ScheduleRequest{Cron: "@hourly", Exec: &client.ExecRequest{Command: "true"}})
+	wantCode(t, err, client.CodeConflict, 409)
+}
