@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
 )
@@ -121,4 +122,61 @@ func TestE2ESchedules(t *testing.T) {
 	}
 	_, err = h.CreateSchedule(ctx, client.ScheduleRequest{Cron: "@hourly", Exec: &client.ExecRequest{Command: "true"}})
 	wantCode(t, err, client.CodeConflict, 409)
+}
+
+// TestE2ESchedulesAcrossRestart kills the real gateway binary while a
+// schedule runs and starts it again on the same data directory. A VM lives
+// in its sidecar, a child of the gateway, so a restart loses it (the
+// gateway marks it lost); its schedules end with it, and the gateway
+// removes them at start. Schedules of VMs created after the restart run.
+func TestE2ESchedulesAcrossRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildGateway(t)
+	dataDir := t.TempDir()
+	ctx := ctxFor(t, 3*time.Minute)
+
+	cmd, base, logs := startBinary(t, bin, dataDir)
+	c := mustClient(t, base, testAdminKey)
+	vm, err := c.CreateVM(ctx, client.CreateVMRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.VM(vm.ID).CreateSchedule(ctx, client.ScheduleRequest{Cron: "@every 1s", Exec: &client.ExecRequest{Command: "echo before"}})
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, logs.String())
+	}
+	eventually(t, e2eTimeout, "a run before the restart", func() bool { return len(runsOf(t, c.VM(vm.ID).Schedule(s.ID))) >= 1 })
+	sidecars, err := c.Sidecars(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for _, sc := range sidecars {
+		waitDead(t, sc.Pid)
+	}
+
+	_, base2, logs2 := startBinary(t, bin, dataDir)
+	c2 := mustClient(t, base2, testAdminKey)
+	if got, err := c2.VM(vm.ID).Get(ctx); err != nil || got.State != client.VMLost {
+		t.Fatalf("the VM after the restart: %+v %v", got, err)
+	}
+	_, err = c2.VM(vm.ID).Schedule(s.ID).Get(ctx)
+	wantCode(t, err, client.CodeNotFound, 404)
+	vm2, err := c2.CreateVM(ctx, client.CreateVMRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := c2.VM(vm2.ID).CreateSchedule(ctx, client.ScheduleRequest{Cron: "@every 1s", Exec: &client.ExecRequest{Command: "echo after"}})
+	if err != nil {
+		t.Fatalf("create after the restart: %v\n%s", err, logs2.String())
+	}
+	eventually(t, e2eTimeout, "a run after the restart", func() bool {
+		runs := runsOf(t, c2.VM(vm2.ID).Schedule(s2.ID))
+		return len(runs) >= 1 && runs[0].Stdout == "after\n"
+	})
 }
