@@ -60,7 +60,8 @@ FUZZ_TARGETS := \
 	./agentos/protocol:FuzzUnmarshalFrame ./agentos/protocol:FuzzACP ./agentos/protocol:FuzzFrameReader \
 	./agentos:FuzzCommandArgv ./archive:FuzzExtract ./client:FuzzParseContentRange ./client:FuzzSSE \
 	./handlers:FuzzDecodeJSON ./handlers:FuzzQueryParams ./handlers:FuzzLastEventID \
-	./handlers:FuzzEncodeBytes ./handlers:FuzzRewritePlainError ./sessions:FuzzValidateContent
+	./handlers:FuzzEncodeBytes ./handlers:FuzzRewritePlainError ./sessions:FuzzValidateContent \
+	./schedules:FuzzParse
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
