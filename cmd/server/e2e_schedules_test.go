@@ -3,6 +3,7 @@ package main
 // Cron schedules, end to end: real gateway, real sidecar.
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -65,6 +66,21 @@ func TestE2ESchedules(t *testing.T) {
 		}
 		return false
 	})
+	// Each run is also a schedule_run event on the VM's stream (each event
+	// checked against the spec by the e2e transport).
+	events, cancelEvents := context.WithTimeout(ctx, e2eTimeout)
+	for ev, err := range h.FollowEvents(events) {
+		if err != nil {
+			t.Fatalf("vm events: %v", err)
+		}
+		if v, ok := ev.(*client.VMEvent); ok && v.Type == client.VMEventScheduleRun && v.Name == echo.ID {
+			if v.Detail["outcome"] != string(client.RunSucceeded) || v.Detail["exitCode"] != "0" || v.Detail["run"] == "" {
+				t.Errorf("schedule_run event %+v", v)
+			}
+			break
+		}
+	}
+	cancelEvents()
 	list, err := h.ListSchedules(ctx, client.ListOptions{})
 	if err != nil || len(list.Items) != 2 || list.Items[0].ID != echo.ID {
 		t.Fatalf("list: %+v %v", list, err)
