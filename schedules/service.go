@@ -41,6 +41,8 @@ type Store interface {
 type VMs interface {
 	Usable(ctx context.Context, tenantID, id string) error
 	Get(ctx context.Context, tenantID, id string) (gateway.VM, error)
+	ExecTimeout(requested time.Duration) (time.Duration, error)
+	CheckCwd(ctx context.Context, tenantID, vmID, cwd string) error
 	Exec(ctx context.Context, tenant gateway.Tenant, vmID string, req vms.ExecRequest, onOutput func(vms.Chunk)) (*vms.ExecResult, error)
 	Ended(id string) <-chan struct{}
 	Publish(vmID string, ev gateway.VMEvent)
@@ -214,6 +216,15 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, sc gateway.
 		if err := sessions.ValidateContent(sc.Prompt.Content); err != nil {
 			return gateway.Schedule{}, err
 		}
+	case sc.Exec != nil:
+		// What would fail every run is refused now, named where it is in
+		// the body.
+		if _, err := s.vms.ExecTimeout(sc.Exec.Timeout); err != nil {
+			return gateway.Schedule{}, renameField(err, "action.exec.timeoutMs")
+		}
+		if err := s.vms.CheckCwd(ctx, tenant.ID, sc.VMID, sc.Exec.Cwd); err != nil {
+			return gateway.Schedule{}, renameField(err, "action.exec.cwd")
+		}
 	}
 	sc.TenantID = tenant.ID
 	sc.ID = ""
@@ -225,6 +236,16 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, sc gateway.
 		return gateway.Schedule{}, err
 	}
 	return out, nil
+}
+
+// renameField names field in err's details, when it is an invalid_argument
+// that names one.
+func renameField(err error, field string) error {
+	var ge *gateway.Error
+	if errors.As(err, &ge) && ge.Code == gateway.CodeInvalidArgument && ge.Details["field"] != nil {
+		ge.WithDetail("field", field)
+	}
+	return err
 }
 
 // Get returns a tenant's schedule.

@@ -26,6 +26,20 @@ type fakeVMs struct {
 
 func (f *fakeVMs) Usable(ctx context.Context, tenantID, id string) error { return nil }
 
+func (f *fakeVMs) ExecTimeout(d time.Duration) (time.Duration, error) {
+	if d > time.Hour {
+		return 0, gateway.Errorf(gateway.CodeInvalidArgument, "too long").WithDetail("field", "timeoutMs")
+	}
+	return d, nil
+}
+
+func (f *fakeVMs) CheckCwd(ctx context.Context, tenantID, vmID, cwd string) error {
+	if cwd == "/nowhere" {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "no such directory").WithDetail("field", "cwd")
+	}
+	return nil
+}
+
 func (f *fakeVMs) Get(ctx context.Context, tenantID, id string) (gateway.VM, error) {
 	return gateway.VM{ID: id, TenantID: tenantID}, nil
 }
@@ -184,6 +198,8 @@ func TestCreateRefusesBadSchedules(t *testing.T) {
 		{"both actions", gateway.Schedule{VMID: "vm_a", Cron: never, Exec: &gateway.ScheduleExec{Command: "x"}, Prompt: &gateway.SchedulePrompt{Session: "s"}}, "action"},
 		{"prompt without sessions", gateway.Schedule{VMID: "vm_a", Cron: never, Prompt: &gateway.SchedulePrompt{Session: "s"}}, "action.prompt"},
 		{"bad overlap", gateway.Schedule{VMID: "vm_a", Cron: never, Overlap: "drop", Exec: &gateway.ScheduleExec{Command: "x"}}, "overlap"},
+		{"long timeout", gateway.Schedule{VMID: "vm_a", Cron: never, Exec: &gateway.ScheduleExec{Command: "x", Timeout: 2 * time.Hour}}, "action.exec.timeoutMs"},
+		{"bad cwd", gateway.Schedule{VMID: "vm_a", Cron: never, Exec: &gateway.ScheduleExec{Command: "x", Cwd: "/nowhere"}}, "action.exec.cwd"},
 		{"bad zone", gateway.Schedule{VMID: "vm_a", Cron: never, Timezone: "Nowhere", Exec: &gateway.ScheduleExec{Command: "x"}}, "timezone"},
 	}
 	for _, c := range cases {

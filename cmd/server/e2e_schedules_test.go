@@ -110,6 +110,8 @@ func TestE2ESchedules(t *testing.T) {
 		{`{"cron":"@hourly","action":{}}`, "action"},
 		{`{"cron":"@hourly","overlap":"drop","action":{"exec":{"command":"true"}}}`, "overlap"},
 		{`{"cron":"@hourly","action":{"exec":{"args":["x"]}}}`, "action.exec.args"},
+		{`{"cron":"@hourly","action":{"exec":{"command":"true","cwd":"/nowhere"}}}`, "action.exec.cwd"},
+		{`{"cron":"@hourly","action":{"exec":{"command":"true","timeoutMs":86400000}}}`, "action.exec.timeoutMs"},
 	} {
 		err := e.raw(http.MethodPost, path, keyB, strings.NewReader(c.body), nil)
 		wantCode(t, err, client.CodeNotFound, 404) // another tenant's VM is not found before the body matters
