@@ -8,6 +8,7 @@ package schedules
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,8 +130,10 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown stops the runner, cancels the runs in progress and waits, bounded
-// by ctx, for every goroutine of the service.
+// Shutdown stops the runner, cancels the runs in progress and waits for
+// every goroutine of the service: the runs end once cancelled, and every
+// store write has its own timeout, so nothing outlives Shutdown even when
+// ctx expires first (which it reports).
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closing {
@@ -142,18 +145,12 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	stopped := s.runner.Stop()
 	s.cancel()
-	done := make(chan struct{})
-	go func() {
-		<-stopped.Done()
-		s.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return errors.Join(errors.New("schedules: shutdown"), ctx.Err())
+	<-stopped.Done()
+	s.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("schedules: shutdown: %w", err)
 	}
+	return nil
 }
 
 // Parse checks a cron expression in a time zone and returns its schedule;
