@@ -68,7 +68,7 @@ FUZZ_TARGETS := \
 	./agentos:FuzzCommandArgv ./archive:FuzzExtract ./client:FuzzParseContentRange ./client:FuzzSSE \
 	./handlers:FuzzDecodeJSON ./handlers:FuzzQueryParams ./handlers:FuzzLastEventID \
 	./handlers:FuzzEncodeBytes ./handlers:FuzzRewritePlainError ./sessions:FuzzValidateContent \
-	./cluster:FuzzParseForwarded
+	./cluster:FuzzParseForwarded ./schedules:FuzzParse
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

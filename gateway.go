@@ -30,6 +30,8 @@ type Quotas struct {
 	MaxVMs            int     `json:"maxVms" validate:"gte=0"`
 	MaxProcesses      int     `json:"maxProcesses" validate:"gte=0"`
 	RequestsPerSecond float64 `json:"requestsPerSecond" validate:"gte=0"`
+	// MaxSchedules bounds the tenant's cron schedules, over all its VMs.
+	MaxSchedules int `json:"maxSchedules" validate:"gte=0"`
 }
 
 // APIKey is a tenant's credential. Only a hash of the secret is stored.

@@ -92,6 +92,10 @@ const (
 	// VMEventStructured is any other structured event of the engine (Name,
 	// Detail).
 	VMEventStructured VMEventType = "structured"
+	// VMEventScheduleRun is a recorded run of one of the VM's schedules
+	// (Name: the schedule's id; Detail: run, outcome, and exitCode when it
+	// has one).
+	VMEventScheduleRun VMEventType = "schedule_run"
 )
 
 // VMEvent is an entry of a VM's event stream.

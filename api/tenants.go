@@ -13,6 +13,7 @@ type QuotasUpdate struct {
 	MaxVMs            *int     `json:"maxVms,omitempty" validate:"omitempty,gte=0,lte=100000"`
 	MaxProcesses      *int     `json:"maxProcesses,omitempty" validate:"omitempty,gte=0,lte=1000000"`
 	RequestsPerSecond *float64 `json:"requestsPerSecond,omitempty" validate:"omitempty,gte=0,lte=100000"`
+	MaxSchedules      *int     `json:"maxSchedules,omitempty" validate:"omitempty,gte=0,lte=1000000"`
 }
 
 // SessionSettingsUpdate updates a tenant's session settings: absent fields

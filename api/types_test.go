@@ -40,6 +40,16 @@ var wireShapes = []struct {
 	{"ProcessExitEvent", api.ProcessExitEvent{}, true},
 	{"ProcessList", api.List[gateway.ProcessInfo]{}, true},
 
+	// Schedules.
+	{"CreateScheduleRequest", api.CreateScheduleRequest{}, false},
+	{"ScheduleAction", api.ScheduleAction{}, true},
+	{"ScheduleExec", api.ScheduleExec{}, true},
+	{"SchedulePrompt", api.SchedulePrompt{}, true},
+	{"Schedule", api.Schedule{}, true},
+	{"ScheduleList", api.List[api.Schedule]{}, true},
+	{"ScheduleRun", api.ScheduleRun{}, true},
+	{"ScheduleRunList", api.List[api.ScheduleRun]{}, true},
+
 	// Shells and attach.
 	{"OpenShellRequest", api.OpenShellRequest{}, false},
 	{"ShellCreated", api.ShellCreated{}, true},

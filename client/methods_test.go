@@ -32,7 +32,9 @@ const (
 	sseCT              = "text/event-stream"
 	vmJSON             = `{"id":"vm_1","state":"ready","labels":{"a":"b"},"sidecarId":"sc_1","loopbackExemptPorts":[],"software":[],"agents":[],"idleTimeoutSeconds":30,"createdAt":"2025-01-02T03:04:05.123Z","updatedAt":"2025-01-02T03:04:06Z"}`
 	processJSON        = `{"pid":42,"command":"sleep","args":["10"],"cwd":"/","running":false,"exit":{"exitCode":3,"signal":"SIGTERM"},"startedAt":"2025-01-02T03:04:05Z","exitedAt":"2025-01-02T03:04:07Z"}`
-	tenantJSON         = `{"id":"t/1","name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5},"sessions":{"retentionDays":0},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
+	scheduleJSON       = `{"id":"sch_1","vmId":"vm/1","cron":"@every 2s","timezone":"Europe/Paris","overlap":"queue","action":{"exec":{"command":"echo","args":["hi"],"timeoutMs":1500}},"createdAt":"2025-01-02T03:04:05Z"}`
+	runJSON            = `{"id":"run_1","scheduleId":"sch_1","startedAt":"2025-01-02T03:04:05Z","endedAt":"2025-01-02T03:04:06Z","outcome":"succeeded","exitCode":0,"stdout":"hi\n","stderr":"","truncated":false}`
+	tenantJSON         = `{"id":"t/1","name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5,"maxSchedules":0},"sessions":{"retentionDays":0},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
 	outputSSE          = "id: 8\ndata: {\"seq\":8,\"stream\":\"stdout\",\"data\":\"hi\\n\",\"encoding\":\"utf8\",\"ts\":\"2025-01-02T03:04:05Z\"}\nevent: stdout\n\n"
 	processTrail       = "/v1/vms/" + weirdVMEsc + "/processes/42"
 	sessionID          = "ses 1/x?#"
@@ -767,6 +769,69 @@ func methodCases() []methodCase {
 				}
 				return expect(reflect.DeepEqual(states, []client.SessionState{client.SessionIdle, client.SessionWaiting}), "states", states)
 			}},
+		{name: "VM.CreateSchedule", method: "POST", path: vmBase + "/schedules", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"cron":"@every 2s","timezone":"Europe/Paris","overlap":"queue","action":{"exec":{"command":"echo","args":["hi"],"timeoutMs":1500}}}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: scheduleJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.VM(weirdVM).CreateSchedule(ctx, client.ScheduleRequest{Cron: "@every 2s", Timezone: "Europe/Paris", Overlap: client.OverlapQueue,
+					Exec: &client.ExecRequest{Command: "echo", Args: []string{"hi"}, Timeout: 1500 * time.Millisecond}})
+				if err != nil {
+					return err
+				}
+				return expect(s.ID == "sch_1" && s.Action.Exec != nil && s.Action.Exec.TimeoutMs == 1500 && s.Overlap == client.OverlapQueue, "schedule", s)
+			}},
+		{name: "VM.ListSchedules", method: "GET", path: vmBase + "/schedules", accept: jsonCT, query: url.Values{"cursor": {"c/1"}, "limit": {"2"}},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + scheduleJSON + `],"nextCursor":"c2"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.VM(weirdVM).ListSchedules(ctx, client.ListOptions{Cursor: "c/1", Limit: 2})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.NextCursor == "c2", "list", l)
+			}},
+		{name: "VM.Schedules", method: "GET", path: vmBase + "/schedules", accept: jsonCT, query: url.Values{},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + scheduleJSON + `],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				var ids []string
+				for s, err := range c.VM(weirdVM).Schedules(ctx) {
+					if err != nil {
+						return err
+					}
+					ids = append(ids, s.ID)
+				}
+				return expect(reflect.DeepEqual(ids, []string{"sch_1"}), "ids", ids)
+			}},
+		{name: "Schedule.Get", method: "GET", path: vmBase + "/schedules/sch_1", accept: jsonCT, resp: canned{ctype: jsonCT, body: scheduleJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.VM(weirdVM).Schedule("sch_1").Get(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(s.Cron == "@every 2s" && s.Timezone == "Europe/Paris", "schedule", s)
+			}},
+		{name: "Schedule.Delete", method: "DELETE", path: vmBase + "/schedules/sch_1", accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Schedule("sch_1").Delete(ctx) }},
+		{name: "Schedule.ListRuns", method: "GET", path: vmBase + "/schedules/sch_1/runs", accept: jsonCT, query: url.Values{"limit": {"5"}},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + runJSON + `],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.VM(weirdVM).Schedule("sch_1").ListRuns(ctx, client.ListOptions{Limit: 5})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.Items[0].Outcome == client.RunSucceeded && *l.Items[0].ExitCode == 0 && l.Items[0].Stdout == "hi\n", "runs", l)
+			}},
+		{name: "Schedule.Runs", method: "GET", path: vmBase + "/schedules/sch_1/runs", accept: jsonCT, query: url.Values{},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + runJSON + `],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				var outcomes []client.RunOutcome
+				for r, err := range c.VM(weirdVM).Schedule("sch_1").Runs(ctx) {
+					if err != nil {
+						return err
+					}
+					outcomes = append(outcomes, r.Outcome)
+				}
+				return expect(reflect.DeepEqual(outcomes, []client.RunOutcome{client.RunSucceeded}), "outcomes", outcomes)
+			}},
 		{name: "Session.Delete", method: "DELETE", path: sesBase, accept: jsonCT, resp: canned{status: 204},
 			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Session(sessionID).Delete(ctx) }},
 		{name: "Session.Unload", method: "POST", path: sesBase + "/unload", accept: jsonCT,
@@ -1038,7 +1103,7 @@ func methodCases() []methodCase {
 				return expect(err == nil && strings.Join(types, " ") == "*gateway.SessionEventData *gateway.SessionEndEvent", "events", types, err)
 			}},
 		{name: "CreateTenant", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT,
-			bodyJSON: `{"name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5}}`,
+			bodyJSON: `{"name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5,"maxSchedules":0}}`,
 			resp:     canned{status: 201, ctype: jsonCT, body: tenantJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				t, err := c.CreateTenant(ctx, client.TenantCreate{Name: "acme", Isolated: true, Quotas: &client.Quotas{MaxVMs: 2, RequestsPerSecond: 1.5}})
@@ -1288,14 +1353,14 @@ func TestBaseURLPrefix(t *testing.T) {
 // method of the Client and of its handles that makes a call has a case.
 func TestMethodsWireCoversEveryMethod(t *testing.T) {
 	// Accessors and handle constructors make no call.
-	noCall := map[string]bool{"BaseURL": true, "VM": true, "VM.ID": true, "VM.Process": true, "VM.Shell": true, "VM.Session": true,
+	noCall := map[string]bool{"BaseURL": true, "VM": true, "VM.ID": true, "VM.Process": true, "VM.Shell": true, "VM.Session": true, "VM.Schedule": true, "Schedule.ID": true,
 		"Process.Pid": true, "Process.Replayed": true, "Shell.ID": true, "Session.ID": true}
 	have := map[string]bool{}
 	for _, tc := range methodCases() {
 		have[tc.name] = true
 	}
 	for prefix, v := range map[string]any{"": &client.Client{}, "VM.": &client.VMHandle{}, "Process.": &client.ProcessHandle{},
-		"Shell.": &client.ShellHandle{}, "Session.": &client.SessionHandle{}} {
+		"Shell.": &client.ShellHandle{}, "Session.": &client.SessionHandle{}, "Schedule.": &client.ScheduleHandle{}} {
 		typ := reflect.TypeOf(v)
 		if typ.NumMethod() < 3 {
 			t.Fatalf("%s has %d methods", typ, typ.NumMethod())

@@ -258,6 +258,7 @@ const (
 	VMEventLimitWarning = gateway.VMEventLimitWarning
 	VMEventProcessExit  = gateway.VMEventProcessExit
 	VMEventStructured   = gateway.VMEventStructured
+	VMEventScheduleRun  = gateway.VMEventScheduleRun
 )
 
 // VMEvent is an event of a VM's event stream.

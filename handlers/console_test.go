@@ -24,7 +24,7 @@ func TestConsoleServing(t *testing.T) {
 		"assets/main-ABCD1234.js":  {Data: []byte(script)},
 		"assets/main-ABCD1234.css": {Data: []byte("body{margin:0}")},
 	}
-	s := New(Config{Console: dist}, nil, nil, nil, nil, nil)
+	s := New(Config{Console: dist}, nil, nil, nil, nil, nil, nil)
 	t.Cleanup(s.Close)
 	doc := apispec.MustLoad(t)
 
@@ -117,7 +117,7 @@ func TestConsoleServing(t *testing.T) {
 // TestConsoleAbsent: a gateway built without a console answers / with a
 // problem.
 func TestConsoleAbsent(t *testing.T) {
-	s := New(Config{}, nil, nil, nil, nil, nil)
+	s := New(Config{}, nil, nil, nil, nil, nil, nil)
 	t.Cleanup(s.Close)
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))

@@ -63,7 +63,7 @@ func sortedRouteKeys(m map[string]bool) []string {
 func TestRoutesMatchSpec(t *testing.T) {
 	// New only wires the router; nothing it is given is called until a
 	// request comes, so no store, service or pool is needed to walk it.
-	s := New(Config{}, nil, nil, nil, nil, nil)
+	s := New(Config{}, nil, nil, nil, nil, nil, nil)
 	t.Cleanup(s.Close)
 	routed := routerRoutes(t, s.Router())
 

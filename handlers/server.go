@@ -16,6 +16,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -83,23 +84,25 @@ type Server struct {
 	cfg      Config
 	vms      *vms.Service
 	sessions *sessions.Service
-	store    Store
-	keeper   *idempotency.Keeper
-	pool     Pool
-	log      zerolog.Logger
-	router   chi.Router
-	sse      *sseHub
-	attach   attachHub
-	metrics  *metrics
-	limiter  limiter
+	// schedules runs the VMs' cron schedules.
+	schedules *schedules.Service
+	store     Store
+	keeper    *idempotency.Keeper
+	pool      Pool
+	log       zerolog.Logger
+	router    chi.Router
+	sse       *sseHub
+	attach    attachHub
+	metrics   *metrics
+	limiter   limiter
 	// proxyTransport carries the requests proxied to other nodes.
 	proxyTransport *http.Transport
 	console        *consoleFiles
 }
 
 // New builds the router. keeper runs the idempotent requests (exec and
-// spawn with an Idempotency-Key).
-func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, keeper *idempotency.Keeper, pool Pool) *Server {
+// spawn with an Idempotency-Key); sched serves the VMs' schedules.
+func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.Service, st Store, keeper *idempotency.Keeper, pool Pool) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
@@ -118,7 +121,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, st Store, keeper 
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, vms: svc, sessions: sess, store: st, keeper: keeper, pool: pool, log: cfg.Log, proxyTransport: newProxyTransport()}
+	s := &Server{cfg: cfg, vms: svc, sessions: sess, schedules: sched, store: st, keeper: keeper, pool: pool, log: cfg.Log, proxyTransport: newProxyTransport()}
 	s.metrics = newMetrics(svc, sess, pool)
 	console, err := loadConsole(cfg.Console)
 	if err != nil {
@@ -206,6 +209,11 @@ func (s *Server) routes() chi.Router {
 			r.Get("/fs/stat", s.stat)
 			r.Get("/watch", s.watchFiles)
 			r.Get("/agents", s.listAgents)
+			r.Post("/schedules", s.createSchedule)
+			r.Get("/schedules", s.listSchedules)
+			r.Get("/schedules/{schedule}", s.getSchedule)
+			r.Delete("/schedules/{schedule}", s.deleteSchedule)
+			r.Get("/schedules/{schedule}/runs", s.listScheduleRuns)
 			r.Post("/sessions", s.openSession)
 			r.Get("/sessions", s.listSessions)
 			r.Route("/sessions/{session}", func(r chi.Router) {

@@ -56,6 +56,9 @@ func applyQuotas(q api.QuotasUpdate, dst *gateway.Quotas) {
 	if q.RequestsPerSecond != nil {
 		dst.RequestsPerSecond = *q.RequestsPerSecond
 	}
+	if q.MaxSchedules != nil {
+		dst.MaxSchedules = *q.MaxSchedules
+	}
 }
 
 func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {

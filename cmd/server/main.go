@@ -27,6 +27,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/cluster"
 	"github.com/agentos-gateway/agentos-gateway/handlers"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
@@ -357,8 +358,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	keeper := idempotency.New(db, idempotency.Config{Log: log})
 	defer keeper.Close()
 	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, Log: log}, db, svc)
+	sched := schedules.New(schedules.Config{Log: log}, db, svc, sess)
+	if err := sched.Start(ctx); err != nil {
+		return fmt.Errorf("schedules: %w", err)
+	}
 	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Log: log}, svc, sess, db, keeper, pool)
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Log: log}, svc, sess, sched, db, keeper, pool)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
 	serveErr := make(chan error, 1)
@@ -393,7 +398,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		reason = cause.Error()
 	}
-	err = shutdown(log, c.shutdownGrace, srv, h, svc, sess, pool, watches)
+	err = shutdown(log, c.shutdownGrace, srv, h, sched, svc, sess, pool, watches)
 	leaveCluster(log, node, reason)
 	return err
 }
@@ -434,7 +439,7 @@ func nodeLoad(svc *vms.Service, pool *sidecarpool.Pool, capacity int) store.Node
 
 // shutdown stops accepting, lets in-flight requests finish within the grace
 // period, ends streams with a final event, disposes VMs and stops sidecars.
-func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool, watches *watch.Service) error {
+func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, sched *schedules.Service, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool, watches *watch.Service) error {
 	log.Info().Dur("grace", grace).Msg("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
@@ -455,6 +460,8 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *hand
 			log.Warn().Err(err).Msg(name)
 		}
 	}
+	// Before the VMs: a run in progress is cancelled, not cut by the disposal.
+	stage("stopping schedules", 15*time.Second, sched.Shutdown)
 	stage("stopping file watches", 10*time.Second, watches.Shutdown)
 	stage("disposing VMs", 30*time.Second, svc.Shutdown)
 	// After the VMs: their sessions' last events are recorded as they end.
