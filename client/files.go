@@ -219,15 +219,7 @@ func (v *VMHandle) UploadArchive(ctx context.Context, path string, r io.Reader, 
 	if opts.Gzip {
 		ctype = "application/gzip"
 	}
-	body := r
-	switch r.(type) {
-	case *bytes.Reader, *bytes.Buffer, *strings.Reader:
-	case nil:
-		body = http.NoBody
-	default:
-		body = nonClosing{r}
-	}
-	resp, err := v.c.send(ctx, request{method: http.MethodPut, path: vmPath(v.id, "archive"), query: archiveQuery(path, opts), body: body,
+	resp, err := v.c.send(ctx, request{method: http.MethodPut, path: vmPath(v.id, "archive"), query: archiveQuery(path, opts), body: uploadBody(r),
 		size: opts.Size, ctype: ctype, accept: "application/json"})
 	if err != nil {
 		return nil, err
@@ -244,6 +236,19 @@ func (v *VMHandle) UploadArchive(ctx context.Context, path string, r io.Reader, 
 // and WriteFile must not close the caller's reader.
 type nonClosing struct{ io.Reader }
 
+// uploadBody is the request body that streams r without closing it. The
+// readers net/http knows keep their type: it learns their length and can
+// rewind them (so such an upload may be retried).
+func uploadBody(r io.Reader) io.Reader {
+	switch r.(type) {
+	case *bytes.Reader, *bytes.Buffer, *strings.Reader:
+		return r
+	case nil:
+		return http.NoBody
+	}
+	return nonClosing{r}
+}
+
 // WriteFile streams r into a file of a VM (PUT /files). r is read to its end
 // and not closed. See WriteFileOptions for Content-Length.
 func (v *VMHandle) WriteFile(ctx context.Context, path string, r io.Reader, opts WriteFileOptions) (*WriteResult, error) {
@@ -251,16 +256,7 @@ func (v *VMHandle) WriteFile(ctx context.Context, path string, r io.Reader, opts
 	if opts.Mkdirs {
 		q.Set("mkdirs", "true")
 	}
-	body := r
-	switch r.(type) {
-	case *bytes.Reader, *bytes.Buffer, *strings.Reader:
-		// net/http learns their length (and can rewind them) by itself.
-	case nil:
-		body = http.NoBody
-	default:
-		body = nonClosing{r}
-	}
-	resp, err := v.c.send(ctx, request{method: http.MethodPut, path: vmPath(v.id, "files"), query: q, body: body,
+	resp, err := v.c.send(ctx, request{method: http.MethodPut, path: vmPath(v.id, "files"), query: q, body: uploadBody(r),
 		size: opts.Size, ctype: "application/octet-stream", accept: "application/json"})
 	if err != nil {
 		return nil, err
