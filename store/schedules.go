@@ -154,29 +154,8 @@ func (db *DB) GetSchedule(ctx context.Context, tenantID, vmID, id string) (gatew
 // ListSchedules returns a page of a tenant's schedules of one VM, oldest
 // first; cursor and limit as in ListSessions.
 func (db *DB) ListSchedules(ctx context.Context, tenantID, vmID, cursor string, limit int) (gateway.Page[gateway.Schedule], error) {
-	limit = listLimit(limit)
-	after, ok, err := decodeCursor(cursor)
-	if err != nil {
-		return gateway.Page[gateway.Schedule]{}, err
-	}
-	query := `SELECT ` + scheduleColumns + ` FROM schedules WHERE tenant_id = ? AND vm_id = ?`
-	args := []any{tenantID, vmID}
-	if ok {
-		query += ` AND (created_at, id) > (?, ?)`
-		args = append(args, db.d.ts(after.time()), after.ID)
-	}
-	query += ` ORDER BY created_at, id LIMIT ?`
-	args = append(args, limit+1)
-	page, err := listRows(ctx, db, query, args, scanSchedule, "store: list schedules")
-	if err != nil {
-		return page, err
-	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		last := page.Items[limit-1]
-		page.NextCursor = encodeCursor(last.CreatedAt, last.ID)
-	}
-	return page, nil
+	return keysetPage(ctx, db, `SELECT `+scheduleColumns+` FROM schedules WHERE tenant_id = ? AND vm_id = ?`, []any{tenantID, vmID},
+		"created_at", cursor, limit, scanSchedule, func(s gateway.Schedule) (time.Time, string) { return s.CreatedAt, s.ID }, "store: list schedules")
 }
 
 // SchedulesOfVM returns every schedule of a VM, of whichever tenant, oldest
@@ -282,48 +261,6 @@ func (db *DB) ListRuns(ctx context.Context, tenantID, vmID, scheduleID, cursor s
 	if _, err := db.GetSchedule(ctx, tenantID, vmID, scheduleID); err != nil {
 		return gateway.Page[gateway.ScheduleRun]{}, err
 	}
-	limit = listLimit(limit)
-	after, ok, err := decodeCursor(cursor)
-	if err != nil {
-		return gateway.Page[gateway.ScheduleRun]{}, err
-	}
-	query := `SELECT ` + runColumns + ` FROM schedule_runs WHERE schedule_id = ?`
-	args := []any{scheduleID}
-	if ok {
-		query += ` AND (started_at, id) > (?, ?)`
-		args = append(args, db.d.ts(after.time()), after.ID)
-	}
-	query += ` ORDER BY started_at, id LIMIT ?`
-	args = append(args, limit+1)
-	page, err := listRows(ctx, db, query, args, scanRun, "store: list runs")
-	if err != nil {
-		return page, err
-	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		last := page.Items[limit-1]
-		page.NextCursor = encodeCursor(last.StartedAt, last.ID)
-	}
-	return page, nil
-}
-
-// listRows runs a query on the readers and scans every row with scan.
-func listRows[T any](ctx context.Context, db *DB, query string, args []any, scan func(interface{ Scan(...any) error }) (T, error), what string) (gateway.Page[T], error) {
-	rows, err := db.query(ctx, db.r, query, args...)
-	if err != nil {
-		return gateway.Page[T]{}, dbError(err, "%s", what)
-	}
-	defer rows.Close()
-	page := gateway.Page[T]{Items: []T{}}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return gateway.Page[T]{}, dbError(err, "%s", what)
-		}
-		page.Items = append(page.Items, v)
-	}
-	if err := rows.Err(); err != nil {
-		return gateway.Page[T]{}, dbError(err, "%s", what)
-	}
-	return page, nil
+	return keysetPage(ctx, db, `SELECT `+runColumns+` FROM schedule_runs WHERE schedule_id = ?`, []any{scheduleID},
+		"started_at", cursor, limit, scanRun, func(r gateway.ScheduleRun) (time.Time, string) { return r.StartedAt, r.ID }, "store: list runs")
 }

@@ -162,42 +162,8 @@ func (db *DB) GetSession(ctx context.Context, tenantID, vmID, id string) (gatewa
 // (by creation time, then ID). cursor is the NextCursor of the previous page,
 // or empty for the first; limit defaults to 50 and is at most 500.
 func (db *DB) ListSessions(ctx context.Context, tenantID, vmID, cursor string, limit int) (gateway.Page[gateway.Session], error) {
-	limit = listLimit(limit)
-	after, ok, err := decodeCursor(cursor)
-	if err != nil {
-		return gateway.Page[gateway.Session]{}, err
-	}
-	query := `SELECT ` + sessionColumns + ` FROM agent_sessions WHERE tenant_id = ? AND vm_id = ?`
-	args := []any{tenantID, vmID}
-	if ok {
-		query += ` AND (created_at, id) > (?, ?)`
-		args = append(args, db.d.ts(after.time()), after.ID)
-	}
-	query += ` ORDER BY created_at, id LIMIT ?`
-	args = append(args, limit+1)
-
-	rows, err := db.query(ctx, db.r, query, args...)
-	if err != nil {
-		return gateway.Page[gateway.Session]{}, dbError(err, "store: list sessions")
-	}
-	defer rows.Close()
-	page := gateway.Page[gateway.Session]{Items: []gateway.Session{}}
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return gateway.Page[gateway.Session]{}, dbError(err, "store: list sessions")
-		}
-		page.Items = append(page.Items, s)
-	}
-	if err := rows.Err(); err != nil {
-		return gateway.Page[gateway.Session]{}, dbError(err, "store: list sessions")
-	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		last := page.Items[limit-1]
-		page.NextCursor = encodeCursor(last.CreatedAt, last.ID)
-	}
-	return page, nil
+	return keysetPage(ctx, db, `SELECT `+sessionColumns+` FROM agent_sessions WHERE tenant_id = ? AND vm_id = ?`, []any{tenantID, vmID},
+		"created_at", cursor, limit, scanSession, func(s gateway.Session) (time.Time, string) { return s.CreatedAt, s.ID }, "store: list sessions")
 }
 
 // SetSessionState stores state, idle or unloaded (anything else is
