@@ -166,17 +166,7 @@ func TestE2ESchedulesAcrossRestart(t *testing.T) {
 		t.Fatalf("create: %v\n%s", err, logs.String())
 	}
 	eventually(t, e2eTimeout, "a run before the restart", func() bool { return len(runsOf(t, c.VM(vm.ID).Schedule(s.ID))) >= 1 })
-	sidecars, err := c.Sidecars(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	for _, sc := range sidecars {
-		waitDead(t, sc.Pid)
-	}
+	killGateway(t, cmd, c)
 
 	_, base2, logs2 := startBinary(t, bin, dataDir)
 	c2 := mustClient(t, base2, testAdminKey)

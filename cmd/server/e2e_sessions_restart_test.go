@@ -54,17 +54,7 @@ func TestE2ESessionsSurviveRestart(t *testing.T) {
 	if end <= 3 {
 		t.Fatalf("latest sequence %d after a tool turn", end)
 	}
-	sidecars, err := c.Sidecars(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	for _, sc := range sidecars {
-		waitDead(t, sc.Pid)
-	}
+	killGateway(t, cmd, c)
 
 	_, base2, _ := startBinary(t, bin, dataDir)
 	c2 := mustClient(t, base2, testAdminKey, client.WithHTTPClient(hc))

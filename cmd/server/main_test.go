@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentos-gateway/agentos-gateway/client"
 	"go.uber.org/goleak"
 )
 
@@ -274,6 +275,24 @@ func startBinary(t testing.TB, bin, dataDir string) (*exec.Cmd, string, *syncBuf
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitReady(t, base)
 	return cmd, base, logs
+}
+
+// killGateway SIGKILLs the gateway binary cmd, which c calls, and waits
+// until it and its sidecars are gone (the sidecars end by themselves when
+// their gateway dies).
+func killGateway(t testing.TB, cmd *exec.Cmd, c *client.Client) {
+	t.Helper()
+	sidecars, err := c.Sidecars(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for _, sc := range sidecars {
+		waitDead(t, sc.Pid)
+	}
 }
 
 func freePort(t testing.TB) int {
