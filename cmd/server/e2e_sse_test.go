@@ -224,7 +224,9 @@ func TestE2ESSEGap(t *testing.T) {
 // goroutines return to the baseline and the subscriber gauge to 0.
 func TestE2EStreamsFreeGoroutines(t *testing.T) {
 	e := newE2E(t)
-	ctx := ctxT(t)
+	// A deadline against a hang: a VM with an agent, a session and fifty
+	// streams take a while on a loaded machine.
+	ctx := ctxFor(t, 3*e2eTimeout)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{Agents: []string{"pi"}})
 	e.exec(c, vm.ID, "true")
