@@ -3,22 +3,11 @@
 // talk to it over host loopback instead of the real API, offline and without
 // keys (see /work/shared/recipes/offline-agent-sessions.md).
 //
-// The reply is chosen from the last content block of the last message of a
-// request (claude merges tool results, interrupts and reminders into one user
-// message, so only the last block is meaningful), and of a text block only its
-// last non-empty line counts: when a session is prompted after an unload,
-// agentOS prefixes the prompt with a transcript of the earlier updates (one
-// JSON line each), which may contain earlier RUN_TOOL or SLOW prompts.
-//
-//   - a tool_result block: the final text "done";
-//   - text containing RUN_TOOL:<name>:<json input>: a tool_use of that tool
-//     with that input, if the request offers a tool of that name; otherwise
-//     the plain text "No tool named <name>.";
-//   - text containing SLOW: 40 text deltas 250 ms apart (for cancel tests); the
-//     stream stops as soon as the client goes away or the server closes;
-//   - text containing FAIL400: an HTTP 400 JSON error (4xx, so that agents do
-//     not retry with backoff);
-//   - anything else: "Hello from the mock LLM." in 5 deltas.
+// The reply follows the script of package mockscript (RUN_TOOL, SLOW,
+// FAIL400, hello), applied to the last content block of the last message of
+// a request: claude merges tool results, interrupts and reminders into one
+// user message, so only the last block is meaningful, and a tool_result
+// block is the result of a tool call.
 //
 // POST .../v1/messages/count_tokens answers {"input_tokens":42}; anything
 // else is a 404 JSON error. Replies are streamed as SSE when the request asks
@@ -38,31 +27,30 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/internal/mockscript"
 )
 
-// Texts of the scripted replies.
+// Texts of the scripted replies (see mockscript).
 const (
-	HelloText = "Hello from the mock LLM."
-	DoneText  = "done"
+	HelloText = mockscript.HelloText
+	DoneText  = mockscript.DoneText
 )
-
-// helloChunks are the 5 deltas of HelloText.
-var helloChunks = []string{"Hello", " from", " the", " mock", " LLM."}
 
 // SLOW replies: SlowDeltas deltas, SlowInterval apart.
 const (
-	SlowDeltas   = 40
-	SlowInterval = 250 * time.Millisecond
+	SlowDeltas   = mockscript.SlowDeltas
+	SlowInterval = mockscript.SlowInterval
 )
 
 // Reply kinds recorded in Request.Reply.
 const (
-	ReplyHello       = "hello"
-	ReplyToolUse     = "tool_use"
-	ReplyNoSuchTool  = "no_such_tool"
-	ReplySlow        = "slow"
-	ReplyFail400     = "fail400"
-	ReplyDone        = "done"
+	ReplyHello       = mockscript.ReplyHello
+	ReplyToolUse     = mockscript.ReplyToolUse
+	ReplyNoSuchTool  = mockscript.ReplyNoSuchTool
+	ReplySlow        = mockscript.ReplySlow
+	ReplyFail400     = mockscript.ReplyFail400
+	ReplyDone        = mockscript.ReplyDone
 	ReplyCountTokens = "count_tokens"
 	ReplyBadRequest  = "bad_request"
 	ReplyNotFound    = "not_found"
@@ -285,34 +273,6 @@ func blockText(raw json.RawMessage) string {
 	return strings.Join(parts, "\n")
 }
 
-// lastLine returns the last non-empty line of s, trimmed.
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[i+1:])
-	}
-	return s
-}
-
-// parseRunTool extracts the tool name and JSON input of RUN_TOOL:<name>:<json>.
-func parseRunTool(text string) (name string, input json.RawMessage, ok bool) {
-	i := strings.Index(text, "RUN_TOOL:")
-	if i < 0 {
-		return "", nil, false
-	}
-	rest := text[i+len("RUN_TOOL:"):]
-	j := strings.IndexByte(rest, ':')
-	if j <= 0 {
-		return "", nil, false
-	}
-	name = strings.TrimSpace(rest[:j])
-	dec := json.NewDecoder(strings.NewReader(rest[j+1:]))
-	if err := dec.Decode(&input); err != nil || len(input) == 0 || input[0] != '{' {
-		return "", nil, false
-	}
-	return name, input, true
-}
-
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// Add under mu so that no handler starts counting once Close waits.
 	s.mu.Lock()
@@ -350,7 +310,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	last := body.lastBlock()
 	req.LastBlockType, req.LastText, req.LastIsError = last.Type, last.Text, last.IsError
 	if last.Type == "text" {
-		req.Prompt = lastLine(last.Text)
+		req.Prompt = mockscript.LastLine(last.Text)
 	}
 
 	if isCount {
@@ -360,32 +320,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	rep := reply{model: body.Model, chunks: helloChunks, stop: "end_turn"}
-	switch {
-	case last.Type == "tool_result":
-		req.Reply, rep.chunks = ReplyDone, []string{DoneText}
-	case strings.Contains(req.Prompt, "RUN_TOOL:"):
-		name, input, ok := parseRunTool(req.Prompt)
-		if ok && contains(req.Tools, name) {
-			req.Reply = ReplyToolUse
-			rep.tool = &toolUse{ID: s.newID("toolu_", &s.nextTool), Name: name, Input: input}
-			rep.chunks, rep.stop = nil, "tool_use"
-		} else {
-			req.Reply, rep.chunks = ReplyNoSuchTool, []string{"No tool named " + name + "."}
-		}
-	case strings.Contains(req.Prompt, "SLOW"):
-		req.Reply = ReplySlow
-		rep.chunks, rep.interval = make([]string, SlowDeltas), SlowInterval
-		for i := range rep.chunks {
-			rep.chunks[i] = "slow " + strconv.Itoa(i+1) + ". "
-		}
-	case strings.Contains(req.Prompt, "FAIL400"):
-		req.Reply = ReplyFail400
+	script := mockscript.Decide(req.Prompt, last.Type == "tool_result", req.Tools)
+	req.Reply = script.Kind
+	if script.Kind == mockscript.ReplyFail400 {
 		s.record(req)
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "mock: FAIL400 requested")
 		return
-	default:
-		req.Reply = ReplyHello
+	}
+	rep := reply{model: body.Model, chunks: script.Chunks, interval: script.Interval, stop: "end_turn"}
+	if script.Kind == mockscript.ReplyToolUse {
+		rep.tool = &toolUse{ID: s.newID("toolu_", &s.nextTool), Name: script.Tool, Input: script.Input}
+		rep.stop = "tool_use"
 	}
 	s.record(req)
 	rep.id = s.newID("msg_", &s.nextMsg)
@@ -394,15 +339,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rep.json(r.Context(), w)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 type toolUse struct {
