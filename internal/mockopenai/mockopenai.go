@@ -124,7 +124,11 @@ func Listen() (*Server, error) {
 // Port returns the port the mock listens on.
 func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
 
-// BaseURL returns the API base URL agents are given,
+// URL returns the mock's root for callers on the host, http://[::1]:<port>
+// (the host's "localhost" may not name ::1).
+func (s *Server) URL() string { return "http://[::1]:" + strconv.Itoa(s.Port()) }
+
+// BaseURL returns the API base URL agents in a VM are given,
 // http://localhost:<port>/v1 ("localhost" resolves to ::1 in the VM).
 func (s *Server) BaseURL() string { return "http://localhost:" + strconv.Itoa(s.Port()) + "/v1" }
 

@@ -102,7 +102,8 @@ func LastLine(s string) string {
 	return s
 }
 
-// parseRunTool extracts the tool name and JSON input of RUN_TOOL:<name>:<json>.
+// parseRunTool extracts the tool name and JSON input of RUN_TOOL:<name>:<json>;
+// when the input is no JSON object, it still returns the name, for the reply.
 func parseRunTool(text string) (name string, input json.RawMessage, ok bool) {
 	i := strings.Index(text, "RUN_TOOL:")
 	if i < 0 {
@@ -116,7 +117,7 @@ func parseRunTool(text string) (name string, input json.RawMessage, ok bool) {
 	name = strings.TrimSpace(rest[:j])
 	dec := json.NewDecoder(strings.NewReader(rest[j+1:]))
 	if err := dec.Decode(&input); err != nil || len(input) == 0 || input[0] != '{' {
-		return "", nil, false
+		return name, nil, false
 	}
 	return name, input, true
 }
