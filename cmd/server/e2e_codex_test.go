@@ -265,10 +265,11 @@ func TestE2ECodex(t *testing.T) {
 	step(t, "PermissionRequest", func(t *testing.T) {
 		// A command that asks to leave Codex's sandbox needs approval: the
 		// request comes out with the call's id and the command waits. The
-		// 0.3.4 engine does not resume on the upstream adapter's reply
-		// (README, Known limits), so the test denies, as a cautious adapter
-		// would, then cancels the turn, and checks that the command never
-		// ran and the model never saw its output.
+		// 0.3.4 engine reads the reply but hands it to Codex under the
+		// turn's id, which Codex rejects ("No pending approval found"), so
+		// the turn waits for good (README, Known limits): the test denies,
+		// as a cautious adapter would, then cancels the turn, and checks
+		// that the command never ran and the model never saw its output.
 		before := len(mock.Requests())
 		var asked []string
 		turn := e.codexRun(t, c, vm.ID, mock, codexCommand("echo escalated > /workspace/escalated.txt", true), func(l codexLine) string {
