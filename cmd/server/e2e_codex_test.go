@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentos-gateway/agentos-gateway/client"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
+	"github.com/agentos-gateway/agentos-gateway/internal/mockmodel"
 	"github.com/agentos-gateway/agentos-gateway/internal/mockopenai"
-	"github.com/agentos-gateway/agentos-gateway/internal/mockscript"
 )
 
 // Codex on agentOS 0.2.21. Its package, @agentos-software/codex-cli 0.3.4,
@@ -230,11 +230,11 @@ func TestE2ECodex(t *testing.T) {
 	step(t, "Hello", func(t *testing.T) {
 		turn := e.codexRun(t, c, vm.ID, mock, "hello", nil, nil)
 		want := []string{"start", "text_delta", "text_delta", "text_delta", "text_delta", "text_delta", "done"}
-		if turn.exit.ExitCode != 0 || strings.Join(turn.types(), ",") != strings.Join(want, ",") || turn.text() != mockscript.HelloText {
+		if turn.exit.ExitCode != 0 || strings.Join(turn.types(), ",") != strings.Join(want, ",") || turn.text() != mockmodel.HelloText {
 			t.Fatalf("turn %+v, exit %+v", turn.lines, turn.exit)
 		}
 		r := lastRequest(t, mock)
-		if r.Path != "/v1/responses" || !r.Stream || r.Model != "gpt-5" || r.Prompt != "hello" || r.Reply != mockscript.ReplyHello ||
+		if r.Path != "/v1/responses" || !r.Stream || r.Model != "gpt-5" || r.Prompt != "hello" || r.Reply != mockmodel.ReplyHello ||
 			!strings.Contains(strings.Join(r.Tools, ","), "exec_command") {
 			t.Fatalf("request %+v", r)
 		}
@@ -243,7 +243,7 @@ func TestE2ECodex(t *testing.T) {
 	step(t, "ToolCall", func(t *testing.T) {
 		turn := e.codexRun(t, c, vm.ID, mock, codexCommand("echo written by codex > /workspace/codex.txt", false), nil, nil)
 		statuses := turn.toolStatuses()
-		if turn.exit.ExitCode != 0 || len(statuses) != 1 || turn.text() != mockscript.DoneText || turn.lines[len(turn.lines)-1].Type != "done" {
+		if turn.exit.ExitCode != 0 || len(statuses) != 1 || turn.text() != mockmodel.DoneText || turn.lines[len(turn.lines)-1].Type != "done" {
 			t.Fatalf("turn %+v, exit %+v", turn.lines, turn.exit)
 		}
 		var id string
@@ -293,7 +293,7 @@ func TestE2ECodex(t *testing.T) {
 			t.Fatal("the command of a cancelled approval ran")
 		}
 		reqs := mock.Requests()[before:]
-		if len(reqs) != 1 || reqs[0].Reply != mockscript.ReplyToolUse {
+		if len(reqs) != 1 || reqs[0].Reply != mockmodel.ReplyToolUse {
 			t.Fatalf("requests during the approval: %+v", reqs)
 		}
 	})
@@ -319,10 +319,10 @@ func TestE2ECodex(t *testing.T) {
 				deltas++
 			}
 		}
-		if !signalled || deltas >= mockscript.SlowDeltas || (turn.exit.Signal == "" && turn.exit.ExitCode == 0) {
+		if !signalled || deltas >= mockmodel.SlowDeltas || (turn.exit.Signal == "" && turn.exit.ExitCode == 0) {
 			t.Fatalf("%d deltas, exit %+v", deltas, turn.exit)
 		}
-		if r := lastRequest(t, mock); r.Reply != mockscript.ReplySlow {
+		if r := lastRequest(t, mock); r.Reply != mockmodel.ReplySlow {
 			t.Fatalf("request %+v", r)
 		}
 	})

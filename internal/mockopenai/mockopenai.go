@@ -1,7 +1,7 @@
 // Package mockopenai is a scripted mock of the OpenAI Responses API
 // (POST /v1/responses) for tests: Codex running inside an agentOS VM talks
 // to it over host loopback instead of the real API, offline and without
-// keys. It follows the same script as mockanthropic (package mockscript:
+// keys. It follows the same script as mockanthropic (package mockmodel:
 // RUN_TOOL, SLOW, FAIL400, hello), applied to the last item of a request's
 // input: a function_call_output item is the result of a tool call, a
 // message its text prompt.
@@ -21,9 +21,7 @@ package mockopenai
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,10 +29,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentos-gateway/agentos-gateway/internal/mockscript"
+	"github.com/agentos-gateway/agentos-gateway/internal/mockmodel"
 )
 
-// Reply kinds recorded in Request.Reply: the script's (mockscript.Reply*)
+// Reply kinds recorded in Request.Reply: the script's (mockmodel.Reply*)
 // and these.
 const (
 	ReplyBadRequest = "bad_request"
@@ -73,16 +71,11 @@ type Request struct {
 
 // Server is a running mock. Its methods are safe for concurrent use.
 type Server struct {
-	ln       net.Listener
-	srv      *http.Server
-	cancel   context.CancelFunc
-	serveErr chan error
-	handlers sync.WaitGroup
+	*mockmodel.Server
 
 	mu     sync.Mutex
 	reqs   []Request
 	nextID int
-	closed bool
 }
 
 // Start starts a mock on [::1] with a free port. It is closed when the test
@@ -93,36 +86,23 @@ func Start(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Error(err)
-		}
-	})
+	mockmodel.CloseAtEnd(tb, s)
 	return s
 }
 
 // Listen starts a mock on [::1] with a free port, for a caller that has no
 // test to tie it to; Close stops it.
 func Listen() (*Server, error) {
-	ln, err := net.Listen("tcp", "[::1]:0")
+	s := &Server{}
+	srv, err := mockmodel.Listen("[::1]:0", s.serveHTTP, func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusServiceUnavailable, "server_error", "mock: closed")
+	})
 	if err != nil {
-		return nil, fmt.Errorf("mockopenai: listen: %w", err)
+		return nil, fmt.Errorf("mockopenai: %w", err)
 	}
-	base, cancel := context.WithCancel(context.Background())
-	s := &Server{ln: ln, cancel: cancel, serveErr: make(chan error, 1)}
-	s.srv = &http.Server{
-		Handler:           http.HandlerFunc(s.serveHTTP),
-		ReadHeaderTimeout: 10 * time.Second,
-		// Request contexts derive from base: Close cancels them, which
-		// ends in-flight SLOW streams at once.
-		BaseContext: func(net.Listener) context.Context { return base },
-	}
-	go func() { s.serveErr <- s.srv.Serve(ln) }()
+	s.Server = srv
 	return s, nil
 }
-
-// Port returns the port the mock listens on.
-func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
 
 // URL returns the mock's root for callers on the host, http://[::1]:<port>
 // (the host's "localhost" may not name ::1).
@@ -151,27 +131,6 @@ func (s *Server) Requests() []Request {
 		out[i] = r
 	}
 	return out
-}
-
-// Close stops the mock: in-flight streams are cut, connections closed, and
-// Close returns once every handler has returned. It is idempotent, and
-// returns why serving failed, if it did.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
-	_ = s.srv.Close() // closes the listener and every connection, active ones too
-	err := <-s.serveErr
-	s.handlers.Wait()
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("mockopenai: serve: %w", err)
-	}
-	return nil
 }
 
 func (s *Server) record(r Request) {
@@ -265,23 +224,13 @@ func (r *Request) describe(body responsesBody) {
 		r.LastItemType, r.LastText, r.CallID = "function_call_output", partsText(last.Output), last.CallID
 	case "message", "":
 		r.LastItemType, r.LastText = "message", partsText(last.Content)
-		r.Prompt = mockscript.LastLine(r.LastText)
+		r.Prompt = mockmodel.LastLine(r.LastText)
 	default:
 		r.LastItemType = last.Type
 	}
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	// Add under mu so that no handler starts counting once Close waits.
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "server_error", "mock: closed")
-		return
-	}
-	s.handlers.Add(1)
-	s.mu.Unlock()
-	defer s.handlers.Done()
 	req := Request{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), Time: time.Now()}
 
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/v1/responses") {
@@ -298,15 +247,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.describe(body)
-	script := mockscript.Decide(req.Prompt, req.LastItemType == "function_call_output", req.Tools)
+	script := mockmodel.Decide(req.Prompt, req.LastItemType == "function_call_output", req.Tools)
 	req.Reply = script.Kind
 	s.record(req)
-	if script.Kind == mockscript.ReplyFail400 {
+	if script.Kind == mockmodel.ReplyFail400 {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "mock: FAIL400 requested")
 		return
 	}
 	rep := reply{id: s.newID("resp_"), model: body.Model, script: script}
-	if script.Kind == mockscript.ReplyToolUse {
+	if script.Kind == mockmodel.ReplyToolUse {
 		rep.item = map[string]any{"type": "function_call", "id": s.newID("fc_"), "call_id": s.newID("call_"),
 			"name": script.Tool, "arguments": string(script.Input), "status": "completed"}
 	} else {
@@ -324,7 +273,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // call.
 type reply struct {
 	id, model string
-	script    mockscript.Reply
+	script    mockmodel.Reply
 	item      map[string]any // the complete output item
 }
 
@@ -376,7 +325,7 @@ func (rep *reply) stream(ctx context.Context, w http.ResponseWriter) {
 		added[k] = v
 	}
 	added["status"] = "in_progress"
-	if rep.script.Kind == mockscript.ReplyToolUse {
+	if rep.script.Kind == mockmodel.ReplyToolUse {
 		added["arguments"] = ""
 		if !send(map[string]any{"type": "response.output_item.added", "output_index": 0, "item": added}) ||
 			!send(map[string]any{"type": "response.function_call_arguments.delta", "output_index": 0, "item_id": itemID,
@@ -393,7 +342,7 @@ func (rep *reply) stream(ctx context.Context, w http.ResponseWriter) {
 			return
 		}
 		for i, c := range rep.script.Chunks {
-			if i > 0 && rep.script.Interval > 0 && !sleep(ctx, rep.script.Interval) {
+			if i > 0 && rep.script.Interval > 0 && !mockmodel.Sleep(ctx, rep.script.Interval) {
 				return
 			}
 			if !send(map[string]any{"type": "response.output_text.delta", "output_index": 0, "item_id": itemID, "content_index": 0, "delta": c}) {
@@ -411,35 +360,13 @@ func (rep *reply) stream(ctx context.Context, w http.ResponseWriter) {
 // json writes the reply as one response object (stream: false).
 func (rep *reply) json(ctx context.Context, w http.ResponseWriter) {
 	for i := 1; i < len(rep.script.Chunks) && rep.script.Interval > 0; i++ {
-		if !sleep(ctx, rep.script.Interval) {
+		if !mockmodel.Sleep(ctx, rep.script.Interval) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, rep.response("completed", []any{rep.item}))
-}
-
-// sleep waits d unless ctx ends first; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	mockmodel.WriteJSON(w, http.StatusOK, rep.response("completed", []any{rep.item}))
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
+	mockmodel.WriteJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
 }

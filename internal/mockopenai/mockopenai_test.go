@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentos-gateway/agentos-gateway/internal/mockscript"
+	"github.com/agentos-gateway/agentos-gateway/internal/mockmodel"
 )
 
 // client returns an HTTP client of its own, its connections closed when the
@@ -133,20 +133,20 @@ func TestResponsesStream(t *testing.T) {
 		callID    string
 		arguments string
 	}{
-		{name: "hello", input: []any{message("developer", "rules"), message("user", "hello")}, reply: mockscript.ReplyHello,
-			events: textEvents(5), text: mockscript.HelloText, item: "message", lastItem: "message", prompt: "hello"},
-		{name: "string input", input: "hi there", reply: mockscript.ReplyHello,
-			events: textEvents(5), text: mockscript.HelloText, item: "message", lastItem: "message", prompt: "hi there"},
-		{name: "transcript before the prompt", input: []any{message("user", runTool+"\nSLOW\nhello again")}, reply: mockscript.ReplyHello,
-			events: textEvents(5), text: mockscript.HelloText, item: "message", lastItem: "message", prompt: "hello again"},
-		{name: "tool call", input: []any{message("user", runTool)}, reply: mockscript.ReplyToolUse,
+		{name: "hello", input: []any{message("developer", "rules"), message("user", "hello")}, reply: mockmodel.ReplyHello,
+			events: textEvents(5), text: mockmodel.HelloText, item: "message", lastItem: "message", prompt: "hello"},
+		{name: "string input", input: "hi there", reply: mockmodel.ReplyHello,
+			events: textEvents(5), text: mockmodel.HelloText, item: "message", lastItem: "message", prompt: "hi there"},
+		{name: "transcript before the prompt", input: []any{message("user", runTool+"\nSLOW\nhello again")}, reply: mockmodel.ReplyHello,
+			events: textEvents(5), text: mockmodel.HelloText, item: "message", lastItem: "message", prompt: "hello again"},
+		{name: "tool call", input: []any{message("user", runTool)}, reply: mockmodel.ReplyToolUse,
 			events: []string{"response.created", "response.output_item.added", "response.function_call_arguments.delta",
 				"response.function_call_arguments.done", "response.output_item.done", "response.completed"},
 			item: "function_call", lastItem: "message", prompt: runTool, arguments: `{"cmd":"echo hi > /workspace/x.txt"}`},
-		{name: "tool not offered", input: []any{message("user", `RUN_TOOL:apply_patch:{"x":1}`)}, reply: mockscript.ReplyNoSuchTool,
+		{name: "tool not offered", input: []any{message("user", `RUN_TOOL:apply_patch:{"x":1}`)}, reply: mockmodel.ReplyNoSuchTool,
 			events: textEvents(1), text: "No tool named apply_patch.", item: "message", lastItem: "message", prompt: `RUN_TOOL:apply_patch:{"x":1}`},
-		{name: "tool output", input: toolOutput, reply: mockscript.ReplyDone,
-			events: textEvents(1), text: mockscript.DoneText, item: "message", lastItem: "function_call_output", callID: "call_9"},
+		{name: "tool output", input: toolOutput, reply: mockmodel.ReplyDone,
+			events: textEvents(1), text: mockmodel.DoneText, item: "message", lastItem: "function_call_output", callID: "call_9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(s.Requests())
@@ -220,7 +220,7 @@ func TestResponsesJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusOK || got.Object != "response" || got.Status != "completed" || len(got.Output) != 1 ||
-		got.Output[0].Type != "message" || len(got.Output[0].Content) != 1 || got.Output[0].Content[0].Text != mockscript.HelloText {
+		got.Output[0].Type != "message" || len(got.Output[0].Content) != 1 || got.Output[0].Content[0].Text != mockmodel.HelloText {
 		t.Fatalf("status %d, response %+v", resp.StatusCode, got)
 	}
 }
@@ -236,7 +236,7 @@ func TestResponsesErrors(t *testing.T) {
 		status             int
 		reply              string
 	}{
-		{"FAIL400", http.MethodPost, "/v1/responses", body(t, true, []any{message("user", "FAIL400")}), 400, mockscript.ReplyFail400},
+		{"FAIL400", http.MethodPost, "/v1/responses", body(t, true, []any{message("user", "FAIL400")}), 400, mockmodel.ReplyFail400},
 		{"not JSON", http.MethodPost, "/v1/responses", []byte("{"), 400, ReplyBadRequest},
 		{"input of the wrong type", http.MethodPost, "/v1/responses", []byte(`{"input":7}`), 400, ReplyBadRequest},
 		{"chat completions", http.MethodPost, "/v1/chat/completions", body(t, true, "hi"), 404, ReplyNotFound},
@@ -291,22 +291,19 @@ func TestResponsesSlowStopsWhenClientLeaves(t *testing.T) {
 			}
 		}
 	}
-	if d := time.Since(first); d < mockscript.SlowInterval/2 {
-		t.Fatalf("second delta %v after the first, want about %v", d, mockscript.SlowInterval)
+	if d := time.Since(first); d < mockmodel.SlowInterval/2 {
+		t.Fatalf("second delta %v after the first, want about %v", d, mockmodel.SlowInterval)
 	}
 	cancel()
 	resp.Body.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.handlers.Wait()
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the SLOW handler did not return after the client left")
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Active() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the SLOW handler did not return after the client left")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if reqs := s.Requests(); len(reqs) != 1 || reqs[0].Reply != mockscript.ReplySlow {
+	if reqs := s.Requests(); len(reqs) != 1 || reqs[0].Reply != mockmodel.ReplySlow {
 		t.Fatalf("recorded %+v", reqs)
 	}
 }
@@ -332,6 +329,6 @@ func FuzzDescribe(f *testing.F) {
 		if r.Prompt != "" && r.LastItemType != "message" {
 			t.Fatalf("prompt %q from a %q item", r.Prompt, r.LastItemType)
 		}
-		_ = mockscript.Decide(r.Prompt, r.LastItemType == "function_call_output", r.Tools)
+		_ = mockmodel.Decide(r.Prompt, r.LastItemType == "function_call_output", r.Tools)
 	})
 }

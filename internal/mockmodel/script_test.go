@@ -1,4 +1,4 @@
-package mockscript
+package mockmodel
 
 import (
 	"testing"

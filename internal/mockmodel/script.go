@@ -1,6 +1,7 @@
-// Package mockscript is the script the mock model APIs (mockanthropic,
-// mockopenai) follow: what a prompt asks of the mock, whatever API shape
-// carries it, so that every agent is tested with the same prompts.
+// Package mockmodel is what the mock model APIs for tests (mockanthropic,
+// mockopenai) share: the script they follow, what a prompt asks of the
+// mock whatever API shape carries it, so that every agent is tested with
+// the same prompts, and the loopback HTTP server they run on.
 //
 // The reply is chosen from the last input of a request, and of a text only
 // its last non-empty line counts: when a session is prompted after an
@@ -17,7 +18,7 @@
 //   - text containing FAIL400: an HTTP 400 error (4xx, so that agents do not
 //     retry with backoff);
 //   - anything else: "Hello from the mock LLM." in 5 deltas.
-package mockscript
+package mockmodel
 
 import (
 	"encoding/json"
