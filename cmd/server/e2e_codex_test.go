@@ -28,7 +28,7 @@ import (
 // streamed text, a shell command that runs in the VM, approvals allowed and
 // denied, and a cancel.
 
-// codexTurnTimeout bounds one Codex turn (5-6 s seen on two shared cores,
+// codexTurnTimeout bounds one Codex turn (5-16 s seen on two shared cores,
 // most of it Codex's start inside the VM).
 const codexTurnTimeout = 2 * time.Minute
 
