@@ -243,7 +243,7 @@ func (s *Service) Open(ctx context.Context, tenant gateway.Tenant, vmID string, 
 		return gateway.Session{}, err
 	}
 	defer release()
-	if err := s.checkAgent(ctx, vm, req.Agent); err != nil {
+	if err := s.checkAgent(ctx, vm, tenant.ID, vmID, req.Agent); err != nil {
 		return gateway.Session{}, err
 	}
 	if req.SessionID == "" {
@@ -293,10 +293,10 @@ func (s *Service) Open(ctx context.Context, tenant gateway.Tenant, vmID string, 
 	return rec, nil
 }
 
-// checkAgent refuses an agent the VM does not know (400) or has not
-// installed (422) with a problem that says what to do, instead of the
-// engine's generic invalid state.
-func (s *Service) checkAgent(ctx context.Context, vm *agentos.VM, agent string) error {
+// checkAgent refuses an agent the VM does not know (400), has not
+// installed (422) or cannot run (422) with a problem that says what to do,
+// instead of the engine's generic invalid state.
+func (s *Service) checkAgent(ctx context.Context, vm *agentos.VM, tenantID, vmID, agent string) error {
 	list, err := vm.ListAgents(ctx)
 	if err != nil {
 		return vms.EngineError(err, "list agents")
@@ -313,8 +313,18 @@ func (s *Service) checkAgent(ctx context.Context, vm *agentos.VM, agent string) 
 		known = append(known, a.ID)
 	}
 	// The engine lists only the agents the VM was created with; one the
-	// gateway can install is not unknown, just not installed here.
-	if _, ok := agentos.AgentPackages[agent]; ok {
+	// gateway can install is not unknown, just not installed here, or, when
+	// the VM was created with it, its package projects no ACP adapter (Codex
+	// on agentOS 0.2.21: codex-cli ships commands only).
+	if pkg, ok := agentos.AgentPackages[agent]; ok {
+		rec, err := s.store.GetVM(ctx, tenantID, vmID)
+		if err != nil {
+			return fmt.Errorf("sessions: look up VM %s: %w", vmID, err)
+		}
+		if slices.Contains(rec.Spec.Agents, agent) {
+			return gateway.Errorf(gateway.CodeUnprocessable, "agent %q cannot run sessions: its package %s is installed in this VM but provides no ACP adapter for this engine", agent, pkg).
+				WithDetail("field", "agent").WithDetail("reason", "agent_has_no_adapter")
+		}
 		return gateway.Errorf(gateway.CodeUnprocessable, "agent %q is not installed in this VM; create the VM with \"agents\": [%q]", agent, agent).
 			WithDetail("field", "agent").WithDetail("reason", "agent_not_installed")
 	}

@@ -3,22 +3,11 @@
 // talk to it over host loopback instead of the real API, offline and without
 // keys (see /work/shared/recipes/offline-agent-sessions.md).
 //
-// The reply is chosen from the last content block of the last message of a
-// request (claude merges tool results, interrupts and reminders into one user
-// message, so only the last block is meaningful), and of a text block only its
-// last non-empty line counts: when a session is prompted after an unload,
-// agentOS prefixes the prompt with a transcript of the earlier updates (one
-// JSON line each), which may contain earlier RUN_TOOL or SLOW prompts.
-//
-//   - a tool_result block: the final text "done";
-//   - text containing RUN_TOOL:<name>:<json input>: a tool_use of that tool
-//     with that input, if the request offers a tool of that name; otherwise
-//     the plain text "No tool named <name>.";
-//   - text containing SLOW: 40 text deltas 250 ms apart (for cancel tests); the
-//     stream stops as soon as the client goes away or the server closes;
-//   - text containing FAIL400: an HTTP 400 JSON error (4xx, so that agents do
-//     not retry with backoff);
-//   - anything else: "Hello from the mock LLM." in 5 deltas.
+// The reply follows the script of package mockmodel (RUN_TOOL, SLOW,
+// FAIL400, hello), applied to the last content block of the last message of
+// a request: claude merges tool results, interrupts and reminders into one
+// user message, so only the last block is meaningful, and a tool_result
+// block is the result of a tool call.
 //
 // POST .../v1/messages/count_tokens answers {"input_tokens":42}; anything
 // else is a 404 JSON error. Replies are streamed as SSE when the request asks
@@ -28,41 +17,37 @@ package mockanthropic
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/internal/mockmodel"
 )
 
-// Texts of the scripted replies.
+// Texts of the scripted replies (see mockmodel).
 const (
-	HelloText = "Hello from the mock LLM."
-	DoneText  = "done"
+	HelloText = mockmodel.HelloText
+	DoneText  = mockmodel.DoneText
 )
-
-// helloChunks are the 5 deltas of HelloText.
-var helloChunks = []string{"Hello", " from", " the", " mock", " LLM."}
 
 // SLOW replies: SlowDeltas deltas, SlowInterval apart.
 const (
-	SlowDeltas   = 40
-	SlowInterval = 250 * time.Millisecond
+	SlowDeltas   = mockmodel.SlowDeltas
+	SlowInterval = mockmodel.SlowInterval
 )
 
 // Reply kinds recorded in Request.Reply.
 const (
-	ReplyHello       = "hello"
-	ReplyToolUse     = "tool_use"
-	ReplyNoSuchTool  = "no_such_tool"
-	ReplySlow        = "slow"
-	ReplyFail400     = "fail400"
-	ReplyDone        = "done"
+	ReplyHello       = mockmodel.ReplyHello
+	ReplyToolUse     = mockmodel.ReplyToolUse
+	ReplyNoSuchTool  = mockmodel.ReplyNoSuchTool
+	ReplySlow        = mockmodel.ReplySlow
+	ReplyFail400     = mockmodel.ReplyFail400
+	ReplyDone        = mockmodel.ReplyDone
 	ReplyCountTokens = "count_tokens"
 	ReplyBadRequest  = "bad_request"
 	ReplyNotFound    = "not_found"
@@ -97,18 +82,12 @@ type Request struct {
 
 // Server is a running mock. Its methods are safe for concurrent use.
 type Server struct {
-	ln       net.Listener
-	srv      *http.Server
-	cancel   context.CancelFunc
-	serveErr chan error
-	handlers sync.WaitGroup
-	active   atomic.Int32 // handlers running, for tests
+	*mockmodel.Server
 
 	mu       sync.Mutex
 	reqs     []Request
 	nextTool int
 	nextMsg  int
-	closed   bool
 }
 
 // Start starts a mock on 127.0.0.1 with a free port. It is closed when the
@@ -119,36 +98,23 @@ func Start(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Error(err)
-		}
-	})
+	mockmodel.CloseAtEnd(tb, s)
 	return s
 }
 
 // Listen starts a mock on 127.0.0.1 with a free port, for a caller that
 // has no test to tie it to (a TestMain); Close stops it.
 func Listen() (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s := &Server{}
+	srv, err := mockmodel.Listen("127.0.0.1:0", s.serveHTTP, func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusServiceUnavailable, "overloaded_error", "mock: closed")
+	})
 	if err != nil {
-		return nil, fmt.Errorf("mockanthropic: listen: %w", err)
+		return nil, fmt.Errorf("mockanthropic: %w", err)
 	}
-	base, cancel := context.WithCancel(context.Background())
-	s := &Server{ln: ln, cancel: cancel, serveErr: make(chan error, 1)}
-	s.srv = &http.Server{
-		Handler:           http.HandlerFunc(s.serveHTTP),
-		ReadHeaderTimeout: 10 * time.Second,
-		// Request contexts derive from base: Close cancels them, which
-		// ends in-flight SLOW streams at once.
-		BaseContext: func(net.Listener) context.Context { return base },
-	}
-	go func() { s.serveErr <- s.srv.Serve(ln) }()
+	s.Server = srv
 	return s, nil
 }
-
-// Port returns the port the mock listens on.
-func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
 
 // URL returns the base URL, http://127.0.0.1:<port> (no /v1).
 func (s *Server) URL() string { return "http://127.0.0.1:" + strconv.Itoa(s.Port()) }
@@ -191,27 +157,6 @@ func (s *Server) Requests() []Request {
 		out[i] = r
 	}
 	return out
-}
-
-// Close stops the mock: in-flight streams are cut, connections closed, and
-// Close returns once every handler has returned. It is idempotent, and
-// returns why serving failed, if it did.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
-	_ = s.srv.Close() // closes the listener and every connection, active ones too
-	err := <-s.serveErr
-	s.handlers.Wait()
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("mockanthropic: serve: %w", err)
-	}
-	return nil
 }
 
 func (s *Server) record(r Request) {
@@ -285,47 +230,7 @@ func blockText(raw json.RawMessage) string {
 	return strings.Join(parts, "\n")
 }
 
-// lastLine returns the last non-empty line of s, trimmed.
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[i+1:])
-	}
-	return s
-}
-
-// parseRunTool extracts the tool name and JSON input of RUN_TOOL:<name>:<json>.
-func parseRunTool(text string) (name string, input json.RawMessage, ok bool) {
-	i := strings.Index(text, "RUN_TOOL:")
-	if i < 0 {
-		return "", nil, false
-	}
-	rest := text[i+len("RUN_TOOL:"):]
-	j := strings.IndexByte(rest, ':')
-	if j <= 0 {
-		return "", nil, false
-	}
-	name = strings.TrimSpace(rest[:j])
-	dec := json.NewDecoder(strings.NewReader(rest[j+1:]))
-	if err := dec.Decode(&input); err != nil || len(input) == 0 || input[0] != '{' {
-		return "", nil, false
-	}
-	return name, input, true
-}
-
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	// Add under mu so that no handler starts counting once Close waits.
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "overloaded_error", "mock: closed")
-		return
-	}
-	s.handlers.Add(1)
-	s.active.Add(1)
-	s.mu.Unlock()
-	defer s.handlers.Done()
-	defer s.active.Add(-1)
 	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, APIKey: r.Header.Get("x-api-key"), Time: time.Now()}
 
 	isCount := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/v1/messages/count_tokens")
@@ -350,42 +255,27 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	last := body.lastBlock()
 	req.LastBlockType, req.LastText, req.LastIsError = last.Type, last.Text, last.IsError
 	if last.Type == "text" {
-		req.Prompt = lastLine(last.Text)
+		req.Prompt = mockmodel.LastLine(last.Text)
 	}
 
 	if isCount {
 		req.Reply = ReplyCountTokens
 		s.record(req)
-		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": 42})
+		mockmodel.WriteJSON(w, http.StatusOK, map[string]int{"input_tokens": 42})
 		return
 	}
 
-	rep := reply{model: body.Model, chunks: helloChunks, stop: "end_turn"}
-	switch {
-	case last.Type == "tool_result":
-		req.Reply, rep.chunks = ReplyDone, []string{DoneText}
-	case strings.Contains(req.Prompt, "RUN_TOOL:"):
-		name, input, ok := parseRunTool(req.Prompt)
-		if ok && contains(req.Tools, name) {
-			req.Reply = ReplyToolUse
-			rep.tool = &toolUse{ID: s.newID("toolu_", &s.nextTool), Name: name, Input: input}
-			rep.chunks, rep.stop = nil, "tool_use"
-		} else {
-			req.Reply, rep.chunks = ReplyNoSuchTool, []string{"No tool named " + name + "."}
-		}
-	case strings.Contains(req.Prompt, "SLOW"):
-		req.Reply = ReplySlow
-		rep.chunks, rep.interval = make([]string, SlowDeltas), SlowInterval
-		for i := range rep.chunks {
-			rep.chunks[i] = "slow " + strconv.Itoa(i+1) + ". "
-		}
-	case strings.Contains(req.Prompt, "FAIL400"):
-		req.Reply = ReplyFail400
+	script := mockmodel.Decide(req.Prompt, last.Type == "tool_result", req.Tools)
+	req.Reply = script.Kind
+	if script.Kind == mockmodel.ReplyFail400 {
 		s.record(req)
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "mock: FAIL400 requested")
 		return
-	default:
-		req.Reply = ReplyHello
+	}
+	rep := reply{model: body.Model, chunks: script.Chunks, interval: script.Interval, stop: "end_turn"}
+	if script.Kind == mockmodel.ReplyToolUse {
+		rep.tool = &toolUse{ID: s.newID("toolu_", &s.nextTool), Name: script.Tool, Input: script.Input}
+		rep.stop = "tool_use"
 	}
 	s.record(req)
 	rep.id = s.newID("msg_", &s.nextMsg)
@@ -394,15 +284,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rep.json(r.Context(), w)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 type toolUse struct {
@@ -461,7 +342,7 @@ func (rep *reply) stream(ctx context.Context, w http.ResponseWriter) {
 			return
 		}
 		for i, c := range rep.chunks {
-			if i > 0 && rep.interval > 0 && !sleep(ctx, rep.interval) {
+			if i > 0 && rep.interval > 0 && !mockmodel.Sleep(ctx, rep.interval) {
 				return
 			}
 			if !send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
@@ -483,40 +364,18 @@ func (rep *reply) json(ctx context.Context, w http.ResponseWriter) {
 		content = []any{map[string]any{"type": "tool_use", "id": rep.tool.ID, "name": rep.tool.Name, "input": rep.tool.Input}}
 	} else {
 		for i := 1; i < len(rep.chunks) && rep.interval > 0; i++ {
-			if !sleep(ctx, rep.interval) {
+			if !mockmodel.Sleep(ctx, rep.interval) {
 				return
 			}
 		}
 		content = []any{map[string]any{"type": "text", "text": strings.Join(rep.chunks, "")}}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	mockmodel.WriteJSON(w, http.StatusOK, map[string]any{
 		"id": rep.id, "type": "message", "role": "assistant", "model": rep.model, "content": content,
 		"stop_reason": rep.stop, "stop_sequence": nil, "usage": rep.usage(max(len(rep.chunks), 1)),
 	})
 }
 
-// sleep waits d unless ctx ends first; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+	mockmodel.WriteJSON(w, status, map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
 }

@@ -380,7 +380,7 @@ func TestSessionMockSlowStopsWhenClientLeaves(t *testing.T) {
 	}
 	cancel()
 	deadline := time.Now().Add(3 * time.Second)
-	for s.active.Load() != 0 {
+	for s.Active() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the SLOW handler still runs 3 s after the client left")
 		}
@@ -399,7 +399,7 @@ func TestSessionMockCloseDoesNotWaitForSlowStreams(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("Close took %v with a SLOW stream in flight", d)
 	}
-	if s.active.Load() != 0 {
+	if s.Active() != 0 {
 		t.Fatal("a handler outlived Close")
 	}
 	// The client sees the stream cut, not the full reply.
