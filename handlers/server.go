@@ -83,7 +83,7 @@ type Config struct {
 	// PreviewDomain, from --preview-domain, makes {port}-{vm}.{domain}
 	// host-based preview URLs work besides the path-based /p/{token}/.
 	PreviewDomain string
-	Log     zerolog.Logger
+	Log           zerolog.Logger
 }
 
 // Server is the gateway's HTTP handler.
