@@ -12,15 +12,18 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
 	"github.com/agentos-gateway/agentos-gateway/handlers"
+	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 )
 
 // guestServer is the VM's web app: /echo answers with what it was sent,
@@ -69,15 +72,20 @@ func newPortsFixture(t *testing.T, args ...string) *portsFixture {
 	e := newE2E(t, args...)
 	_, key := e.tenantWithKey(e.uniq("ports"), nil)
 	c := e.client(key)
-	vm := e.vm(c, client.CreateVMRequest{})
-	ctx := ctxT(t)
-	if _, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Argv: []string{"node", "-e", guestServer}}); err != nil {
+	return withGuestServer(t, e, c, key, e.vm(c, client.CreateVMRequest{}).ID)
+}
+
+// withGuestServer starts guestServer in a VM and waits until it answers
+// through the gateway of e.
+func withGuestServer(t *testing.T, e *e2e, c *client.Client, key, vmID string) *portsFixture {
+	t.Helper()
+	if _, err := c.VM(vmID).Spawn(ctxT(t), client.SpawnRequest{Argv: []string{"node", "-e", guestServer}}); err != nil {
 		t.Fatalf("spawn the guest server: %v", err)
 	}
-	f := &portsFixture{e: e, c: c, key: key, vm: vm.ID, guest: &http.Client{Transport: e.tr,
+	f := &portsFixture{e: e, c: c, key: key, vm: vmID, guest: &http.Client{Transport: e.tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	eventually(t, e2eTimeout, "the guest server listens", func() bool {
-		resp, err := f.do(http.MethodGet, "/v1/vms/"+vm.ID+"/ports/8080/echo", key, nil, nil)
+		resp, err := f.do(http.MethodGet, "/v1/vms/"+vmID+"/ports/8080/echo", key, nil, nil)
 		if err != nil {
 			return false
 		}
@@ -422,4 +430,73 @@ func TestE2EPreviews(t *testing.T) {
 		resp, err := f.do(http.MethodGet, u.Path+"echo", "", nil, nil)
 		f.problem(t, resp, err, http.StatusNotFound)
 	})
+}
+
+// TestE2EClusterPorts runs two gateway binaries on one PostgreSQL: a guest
+// port and a preview of a VM that runs on node 2 work through node 1 (the
+// token resolves there from the shared store, and the request is proxied
+// to the owner), an event stream arrives incrementally through the proxy,
+// the cluster's signature does not reach the guest, and a revoke on one
+// node is seen on the other.
+func TestE2EClusterPorts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs two gateway binaries")
+	}
+	base := os.Getenv("AGENTOS_GATEWAY_TEST_POSTGRES")
+	if base == "" {
+		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test sets it)")
+	}
+	dsn := freshClusterDatabase(t, base)
+	bin := buildGateway(t)
+	doc := apispec.MustLoad(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
+	nodes := make([]*clusterNode, 2)
+	for i := range nodes {
+		n := &clusterNode{id: fmt.Sprintf("n%d", i+1), port: freePort(t), dataDir: t.TempDir()}
+		n.start(t, bin, dsn)
+		n.e = &e2e{t: t, gw: &gatewayProc{URL: n.url()}, doc: doc, tr: tr, hc: hc}
+		n.c = mustClient(t, n.url(), testAdminKey, client.WithHTTPClient(hc))
+		n.e.admin = n.c
+		nodes[i] = n
+	}
+	n1, n2 := nodes[0], nodes[1]
+	_, key := n1.e.tenantWithKey("ports", nil)
+	c1 := n1.e.client(key)
+	// Least-loaded placement puts one of two VMs on each node.
+	var remote string
+	for range 2 {
+		vm := n1.e.vm(c1, client.CreateVMRequest{})
+		if vm.Node == "n2" {
+			remote = vm.ID
+		}
+	}
+	if remote == "" {
+		t.Fatal("no VM was placed on n2")
+	}
+	f := withGuestServer(t, n1.e, c1, key, remote)
+	resp, g := f.echo(t, http.MethodGet, "/v1/vms/"+remote+"/ports/8080/echo", key, nil, nil)
+	if resp.Header.Get("X-AgentOS-Node") != "n2" || g.Headers["x-agentos-forwarded-by"] != "" || g.Headers["authorization"] != "" {
+		t.Fatalf("through n1: node %q, the guest saw %v", resp.Header.Get("X-AgentOS-Node"), g.Headers)
+	}
+	p, err := c1.VM(remote).CreatePreview(ctxT(t), client.PreviewRequest{Port: 8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(p.URL)
+	for _, n := range nodes {
+		pf := *f
+		pf.e = n.e
+		resp, g := pf.echo(t, http.MethodGet, u.Path+"echo", "", nil, nil)
+		if resp.Header.Get("X-AgentOS-Node") != "n2" || g.Headers["x-agentos-forwarded-by"] != "" || g.URL != "/echo" {
+			t.Fatalf("preview through %s: node %q, the guest saw %+v", n.id, resp.Header.Get("X-AgentOS-Node"), g)
+		}
+	}
+	streamIncrementally(t, f, u.Path+"sse", "")
+	if err := n2.e.client(key).VM(remote).Preview(p.ID).Delete(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = f.do(http.MethodGet, u.Path+"echo", "", nil, nil)
+	f.problem(t, resp, err, http.StatusNotFound)
 }
