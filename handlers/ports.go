@@ -162,7 +162,8 @@ func (s *Server) forwardToGuest(w http.ResponseWriter, r *http.Request, t guestT
 		// console's sessionStorage (where the console keeps its API key):
 		// the sandbox gives the guest's page an opaque origin of its own,
 		// while scripts, forms and popups work.
-		h.Set("Content-Security-Policy", previewSandbox)
+		// Added to the guest's own policies, which all apply.
+		h.Add("Content-Security-Policy", previewSandbox)
 	}
 	if t.preview != previewNone {
 		h.Set("Referrer-Policy", "no-referrer")
@@ -236,9 +237,14 @@ func guestRequestHeader(r *http.Request, t guestTarget) http.Header {
 	return h
 }
 
+// originWideHeaders are response headers that act on a whole origin, not
+// one document: a path-based preview shares the gateway's, so the guest
+// may not set cookies there, widen a service worker's scope, or clear the
+// console's storage.
+var originWideHeaders = []string{"Set-Cookie", "Service-Worker-Allowed", "Clear-Site-Data"}
+
 // copyGuestHeader copies a guest's response header, without hop-by-hop
-// headers; through a path-based preview, without cookies, which would be
-// set for the gateway's own origin.
+// headers; through a path-based preview, without originWideHeaders.
 func copyGuestHeader(dst, src http.Header, kind previewKind) {
 	for k, v := range src {
 		dst[http.CanonicalHeaderKey(k)] = v
@@ -252,7 +258,9 @@ func copyGuestHeader(dst, src http.Header, kind previewKind) {
 		dst.Del(name)
 	}
 	if kind == previewPath {
-		dst.Del("Set-Cookie")
+		for _, name := range originWideHeaders {
+			dst.Del(name)
+		}
 	}
 }
 

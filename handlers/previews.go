@@ -222,27 +222,19 @@ func parsePreviewHost(host, domain string) (port int, vmID string, ok bool) {
 	return port, vmID, true
 }
 
-// previewOnOwner serves a preview on the node that runs its VM: here when
-// this node does, or nobody does (the VM ended: the guest request fails as
-// it would here), through the node proxy otherwise. The owner resolves the
-// token again from the shared store.
+// previewOnOwner serves a preview on the node that runs its VM, as toOwner
+// does for the API's VM routes: here when this node runs it, or nobody
+// does (the guest request then fails as the VM's state says), through the
+// node proxy otherwise. The owner resolves the token again from the shared
+// store.
 func (s *Server) previewOnOwner(w http.ResponseWriter, r *http.Request, p gateway.Preview, t guestTarget) {
-	if !s.proxying(r) || s.vms.Runs(p.VMID) {
-		s.forwardToGuest(w, r, t)
-		return
-	}
-	vm, err := s.vms.Get(r.Context(), p.TenantID, p.VMID)
-	if err != nil || vm.Node == "" || vm.Node == s.cfg.Cluster.ID() || vm.State.Final() {
-		s.forwardToGuest(w, r, t)
-		return
-	}
-	peer, err := s.cfg.Cluster.Peer(r.Context(), vm.Node)
+	peer, remote, err := s.remoteOwner(r, p.TenantID, p.VMID)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if !peer.Alive {
-		writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "node %s, which runs VM %s, does not answer", peer.ID, p.VMID).WithDetail("node", peer.ID))
+	if !remote {
+		s.forwardToGuest(w, r, t)
 		return
 	}
 	s.proxy(w, r, peer, func(w http.ResponseWriter, r *http.Request, _ time.Time) {

@@ -12,21 +12,23 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/agentos-gateway/agentos-gateway/client"
 	"github.com/agentos-gateway/agentos-gateway/handlers"
-	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 )
 
 // guestServer is the VM's web app: /echo answers with what it was sent,
+// /page is a page that tells its parent frame what it can read of its
+// origin's storage and cookies,
 // /sse sends one event and the second only once /release was called (so
 // that the test sees the first arrive alone, without timing anything).
 const guestServer = `
@@ -34,6 +36,14 @@ const http = require('http');
 let release = null;
 http.createServer((q, s) => {
   if (q.url === '/release') { if (release) { release(); release = null; } s.end('released'); return; }
+  if (q.url === '/page') {
+    s.writeHead(200, {'content-type': 'text/html'});
+    s.end('<!doctype html><title>guest</title><script>' +
+      'const probe = f => { try { return String(f()); } catch (e) { return "blocked"; } };' +
+      'parent.postMessage("storage:" + probe(() => sessionStorage.getItem("probe")) + " cookie:" + probe(() => document.cookie), "*");' +
+      '</script>');
+    return;
+  }
   if (q.url.startsWith('/sse')) {
     s.writeHead(200, {'content-type': 'text/event-stream', 'cache-control': 'no-cache'});
     s.write('data: one\n\n');
@@ -442,25 +452,7 @@ func TestE2EClusterPorts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs two gateway binaries")
 	}
-	base := os.Getenv("AGENTOS_GATEWAY_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test sets it)")
-	}
-	dsn := freshClusterDatabase(t, base)
-	bin := buildGateway(t)
-	doc := apispec.MustLoad(t)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
-	nodes := make([]*clusterNode, 2)
-	for i := range nodes {
-		n := &clusterNode{id: fmt.Sprintf("n%d", i+1), port: freePort(t), dataDir: t.TempDir()}
-		n.start(t, bin, dsn)
-		n.e = &e2e{t: t, gw: &gatewayProc{URL: n.url()}, doc: doc, tr: tr, hc: hc}
-		n.c = mustClient(t, n.url(), testAdminKey, client.WithHTTPClient(hc))
-		n.e.admin = n.c
-		nodes[i] = n
-	}
+	nodes := startCluster(t, 2).nodes
 	n1, n2 := nodes[0], nodes[1]
 	_, key := n1.e.tenantWithKey("ports", nil)
 	c1 := n1.e.client(key)
@@ -499,4 +491,28 @@ func TestE2EClusterPorts(t *testing.T) {
 	}
 	resp, err = f.do(http.MethodGet, u.Path+"echo", "", nil, nil)
 	f.problem(t, resp, err, http.StatusNotFound)
+}
+
+// TestE2EPreviewInBrowserIframe opens the console in Chromium, with a value
+// in its sessionStorage (where it keeps the API key) and a cookie, and
+// frames a path-based preview: the preview loads in the iframe (nothing the
+// gateway sets forbids framing it), its script runs, and it can read
+// neither the console's storage nor its cookies (the sandbox gives it an
+// opaque origin).
+func TestE2EPreviewInBrowserIframe(t *testing.T) {
+	f := newPortsFixture(t)
+	p, err := f.c.VM(f.vm).CreatePreview(ctxT(t), client.PreviewRequest{Port: 8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(p.URL)
+	b := newBrowser(t, f.e.gw.URL)
+	b.do(t, "open the console", chromedp.Navigate(f.e.gw.URL+"/"))
+	evalJS[bool](t, b, `sessionStorage.setItem("probe", "console-secret"); document.cookie = "console=secret; path=/"; `+
+		`window.addEventListener("message", e => { window.previewSaw = e.data; }); `+
+		`const frame = document.createElement("iframe"); frame.src = `+strconv.Quote(u.Path+"page")+`; document.body.append(frame); true`)
+	b.waitJS(t, e2eTimeout, "the framed preview to report", `window.previewSaw !== undefined`)
+	if saw := evalJS[string](t, b, `window.previewSaw`); saw != "storage:blocked cookie:blocked" {
+		t.Errorf("the framed preview read %q of the console's origin", saw)
+	}
 }
