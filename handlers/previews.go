@@ -228,6 +228,16 @@ func parsePreviewHost(host, domain string) (port int, vmID string, ok bool) {
 // node proxy otherwise. The owner resolves the token again from the shared
 // store.
 func (s *Server) previewOnOwner(w http.ResponseWriter, r *http.Request, p gateway.Preview, t guestTarget) {
+	// Preview traffic counts against its tenant's rate limit, as the API
+	// calls that would do the same do.
+	tenant, err := s.store.GetTenant(r.Context(), p.TenantID)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if !s.admit(w, r, tenant) {
+		return
+	}
 	peer, remote, err := s.remoteOwner(r, p.TenantID, p.VMID)
 	if err != nil {
 		writeError(w, r, err)

@@ -70,19 +70,22 @@ type guestEcho struct {
 
 // portsFixture is a gateway with a VM running guestServer.
 type portsFixture struct {
-	e     *e2e
-	c     *client.Client
-	key   string
-	vm    string
-	guest *http.Client // not validated: guest answers are the guest's
+	e      *e2e
+	tenant string
+	c      *client.Client
+	key    string
+	vm     string
+	guest  *http.Client // not validated: guest answers are the guest's
 }
 
 func newPortsFixture(t *testing.T, args ...string) *portsFixture {
 	t.Helper()
 	e := newE2E(t, args...)
-	_, key := e.tenantWithKey(e.uniq("ports"), nil)
+	tn, key := e.tenantWithKey(e.uniq("ports"), nil)
 	c := e.client(key)
-	return withGuestServer(t, e, c, key, e.vm(c, client.CreateVMRequest{}).ID)
+	f := withGuestServer(t, e, c, key, e.vm(c, client.CreateVMRequest{}).ID)
+	f.tenant = tn.ID
+	return f
 }
 
 // withGuestServer starts guestServer in a VM and waits until it answers
@@ -431,6 +434,33 @@ func TestE2EPreviews(t *testing.T) {
 		other := strings.Replace(hu.Host, "8080-", "8081-", 1)
 		resp, err = f.do(http.MethodGet, "/echo", "", nil, http.Header{"Host": {other}, "Cookie": {"agentos_preview=" + token.Value}})
 		f.problem(t, resp, err, http.StatusNotFound)
+	})
+
+	t.Run("preview traffic counts against the tenant's rate limit", func(t *testing.T) {
+		set := func(rps float64) {
+			if _, err := f.e.admin.UpdateTenant(ctx, f.tenant, client.TenantUpdate{Quotas: &client.QuotasUpdate{RequestsPerSecond: &rps}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set(1)
+		defer set(0)
+		for i := 0; ; i++ {
+			resp, err := f.do(http.MethodGet, u.Path+"echo", "", nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode == http.StatusOK {
+				resp.Body.Close()
+				if i > 50 {
+					t.Fatal("50 preview requests at once and none limited at 1 per second")
+				}
+				continue
+			}
+			if d := f.problem(t, resp, err, http.StatusTooManyRequests); d["quota"] != "requestsPerSecond" || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("429 details %v, Retry-After %q", d, resp.Header.Get("Retry-After"))
+			}
+			break
+		}
 	})
 
 	t.Run("the VM's deletion ends its previews", func(t *testing.T) {
