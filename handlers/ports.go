@@ -155,6 +155,12 @@ func (s *Server) forwardToGuest(w http.ResponseWriter, r *http.Request, t guestT
 			zerolog.Ctx(r.Context()).Warn().Err(err).Msg("close a guest response")
 		}
 	}()
+	if res.Status < 200 || res.Status > 599 {
+		// An informational or out-of-range status would not end the
+		// response as the guest meant; the engine's fetch has no upgrade.
+		writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "the server on port %d answered with status %d, which the gateway does not forward", t.port, res.Status))
+		return
+	}
 	h := w.Header()
 	copyGuestHeader(h, res.Header, t.preview)
 	if t.preview == previewPath {
