@@ -37,6 +37,15 @@ func (s *Server) previewPathRoutes(r chi.Router) {
 	for _, m := range guestMethods {
 		r.Method(m, "/p/{token}/*", http.HandlerFunc(s.servePathPreview))
 	}
+	r.Get("/p/{token}", previewRootRedirect)
+}
+
+// previewRootRedirect sends /p/{token} to /p/{token}/, where the guest's
+// root is, so that the page's relative links resolve under the preview.
+// It says nothing of the token, which the next request checks.
+func previewRootRedirect(w http.ResponseWriter, r *http.Request) {
+	loc := url.URL{Path: "/p/" + chi.URLParam(r, "token") + "/", RawQuery: r.URL.RawQuery}
+	http.Redirect(w, r, loc.String(), http.StatusPermanentRedirect)
 }
 
 func (s *Server) previewsOff(w http.ResponseWriter, r *http.Request) bool {

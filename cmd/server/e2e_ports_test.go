@@ -328,6 +328,14 @@ func TestE2EPreviews(t *testing.T) {
 			t.Errorf("the guest saw Authorization through a preview")
 		}
 		streamIncrementally(t, f, u.Path+"sse", "")
+		resp, err := f.do(http.MethodGet, strings.TrimSuffix(u.Path, "/")+"?a=1", "", nil, http.Header{"Accept": {"text/html"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != u.Path+"?a=1" {
+			t.Errorf("the preview's root without its slash: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+		}
 	})
 
 	t.Run("list, get and revoke", func(t *testing.T) {
