@@ -69,7 +69,8 @@ FUZZ_TARGETS := \
 	./handlers:FuzzDecodeJSON ./handlers:FuzzQueryParams ./handlers:FuzzLastEventID \
 	./handlers:FuzzEncodeBytes ./handlers:FuzzRewritePlainError ./sessions:FuzzValidateContent \
 	./cluster:FuzzParseForwarded ./schedules:FuzzParse \
-	./internal/mockopenai:FuzzDescribe
+	./internal/mockopenai:FuzzDescribe \
+	./handlers:FuzzParsePreviewHost
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -37,35 +37,12 @@ type fetchJSON struct {
 	BodyEncoding string      `json:"bodyEncoding"`
 }
 
-// Fetch sends an HTTP request to a listener inside the VM.
+// Fetch sends an HTTP request to a listener inside the VM and buffers the
+// whole answer; FetchStream streams it.
 func (vm *VM) Fetch(ctx context.Context, r FetchRequest) (*FetchResponse, error) {
-	if r.Port == 0 {
-		return nil, fmt.Errorf("%w: port is required", ErrInvalidArgument)
-	}
-	if r.Method == "" {
-		r.Method = http.MethodGet
-	}
-	if r.Path == "" {
-		r.Path = "/"
-	}
-	headers := map[string]string{}
-	for k, v := range r.Header {
-		if len(v) > 0 {
-			headers[k] = v[0]
-		}
-	}
-	hj, err := json.Marshal(headers)
+	req, err := r.wire()
 	if err != nil {
 		return nil, err
-	}
-	req := protocol.VMFetchRequest{Port: r.Port, Method: r.Method, Path: r.Path, HeadersJSON: string(hj)}
-	if r.Body != nil {
-		content, enc := encodeContent(r.Body)
-		if enc != nil {
-			req.BodyBase64 = &content
-		} else {
-			req.Body = &content
-		}
 	}
 	if r.MaxBody > 0 {
 		req.MaxBytes = &r.MaxBody
@@ -82,10 +59,7 @@ func (vm *VM) Fetch(ctx context.Context, r FetchRequest) (*FetchResponse, error)
 	if err := json.Unmarshal([]byte(f.ResponseJSON), &fj); err != nil {
 		return nil, fmt.Errorf("%w: fetch response: %v", ErrProtocol, err)
 	}
-	out := &FetchResponse{Status: fj.Status, StatusText: fj.StatusText, Header: http.Header{}, Body: []byte(fj.Body)}
-	for _, kv := range fj.Headers {
-		out.Header.Add(kv[0], kv[1])
-	}
+	out := &FetchResponse{Status: fj.Status, StatusText: fj.StatusText, Header: wireHeader(fj.Headers), Body: []byte(fj.Body)}
 	if fj.BodyEncoding == "base64" {
 		if out.Body, err = base64.StdEncoding.DecodeString(fj.Body); err != nil {
 			return nil, fmt.Errorf("%w: fetch body: %v", ErrProtocol, err)

@@ -49,6 +49,10 @@ var wireShapes = []struct {
 	{"ScheduleList", api.List[api.Schedule]{}, true},
 	{"ScheduleRun", api.ScheduleRun{}, true},
 	{"ScheduleRunList", api.List[api.ScheduleRun]{}, true},
+	// Previews.
+	{"CreatePreviewRequest", api.CreatePreviewRequest{}, false},
+	{"Preview", api.Preview{}, true},
+	{"PreviewList", api.List[api.Preview]{}, true},
 
 	// Shells and attach.
 	{"OpenShellRequest", api.OpenShellRequest{}, false},

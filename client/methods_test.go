@@ -48,6 +48,7 @@ const (
 	durableChunkJSON   = `{"sequence":6,"timestamp":"2025-01-02T03:04:05.25Z","type":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`
 	durableAskJSON     = `{"sequence":7,"timestamp":"2025-01-02T03:04:06Z","type":"permission_request","requestId":"req/1 #","options":[{"optionId":"allow-once","name":"Allow once","kind":"allow_once"}],"toolCall":{"toolCallId":"tc_1"}}`
 	durableReplyJSON   = `{"sequence":8,"timestamp":"2025-01-02T03:04:07Z","type":"permission_response","requestId":"req/1 #","status":"accepted","response":{"outcome":{"outcome":"selected","optionId":"allow-once"}},"decision":{"by":"timeout","optionId":"allow-once","status":"accepted","at":"2025-01-02T03:04:07Z"}}`
+	previewJSON        = `{"id":"pvw_1","vmId":"vm/ 1?#%","port":3000,"url":"http://gw/p/pvt_x/","createdAt":"2025-01-02T03:04:05Z","expiresAt":"2025-01-02T03:05:36Z"}`
 	day                = 24 * time.Hour
 )
 
@@ -809,6 +810,56 @@ func methodCases() []methodCase {
 				}
 				return expect(s.Cron == "@every 2s" && s.Timezone == "Europe/Paris", "schedule", s)
 			}},
+		{name: "VM.CreatePreview", method: "POST", path: vmBase + "/previews", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"port":3000,"ttlSeconds":91}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: previewJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				p, err := c.VM(weirdVM).CreatePreview(ctx, client.PreviewRequest{Port: 3000, TTL: 90*time.Second + time.Millisecond})
+				if err != nil {
+					return err
+				}
+				return expect(p.ID == "pvw_1" && p.Port == 3000 && p.URL == "http://gw/p/pvt_x/" && !p.ExpiresAt.IsZero(), "preview", p)
+			}},
+		{name: "VM.Previews", method: "GET", path: vmBase + "/previews", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[` + previewJSON + `],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.VM(weirdVM).Previews(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(len(l) == 1 && l[0].ID == "pvw_1", "previews", l)
+			}},
+		{name: "Preview.Get", method: "GET", path: vmBase + "/previews/pvw_1", accept: jsonCT, resp: canned{ctype: jsonCT, body: previewJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				p, err := c.VM(weirdVM).Preview("pvw_1").Get(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(p.Port == 3000 && p.VMID == "vm/ 1?#%", "preview", p)
+			}},
+		{name: "Preview.Delete", method: "DELETE", path: vmBase + "/previews/pvw_1", accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Preview("pvw_1").Delete(ctx) }},
+		{name: "VM.Fetch", method: "PUT", path: vmBase + "/ports/3000/api/a%20b", query: url.Values{"q": {"1 2"}},
+			headers: map[string]string{"X-App": "yes"}, ctype: "text/plain", bodyRaw: []byte("payload"),
+			resp: canned{status: 418, ctype: "text/plain", body: "teapot"},
+			call: func(ctx context.Context, c *client.Client) error {
+				req, err := http.NewRequest(http.MethodPut, "http://ignored/api/a%20b?q=1+2", strings.NewReader("payload"))
+				if err != nil {
+					return err
+				}
+				req.Header.Set("X-App", "yes")
+				req.Header.Set("Content-Type", "text/plain")
+				resp, err := c.VM(weirdVM).Fetch(ctx, 3000, req)
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				if err != nil {
+					return err
+				}
+				return expect(resp.StatusCode == 418 && string(b) == "teapot", "guest response", resp.Status)
+			}},
 		{name: "Schedule.Delete", method: "DELETE", path: vmBase + "/schedules/sch_1", accept: jsonCT, resp: canned{status: 204},
 			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Schedule("sch_1").Delete(ctx) }},
 		{name: "Schedule.ListRuns", method: "GET", path: vmBase + "/schedules/sch_1/runs", accept: jsonCT, query: url.Values{"limit": {"5"}},
@@ -1354,13 +1405,15 @@ func TestBaseURLPrefix(t *testing.T) {
 func TestMethodsWireCoversEveryMethod(t *testing.T) {
 	// Accessors and handle constructors make no call.
 	noCall := map[string]bool{"BaseURL": true, "VM": true, "VM.ID": true, "VM.Process": true, "VM.Shell": true, "VM.Session": true, "VM.Schedule": true, "Schedule.ID": true,
+		"VM.Preview": true, "Preview.ID": true, "VM.PortURL": true,
 		"Process.Pid": true, "Process.Replayed": true, "Shell.ID": true, "Session.ID": true}
 	have := map[string]bool{}
 	for _, tc := range methodCases() {
 		have[tc.name] = true
 	}
 	for prefix, v := range map[string]any{"": &client.Client{}, "VM.": &client.VMHandle{}, "Process.": &client.ProcessHandle{},
-		"Shell.": &client.ShellHandle{}, "Session.": &client.SessionHandle{}, "Schedule.": &client.ScheduleHandle{}} {
+		"Shell.": &client.ShellHandle{}, "Session.": &client.SessionHandle{}, "Schedule.": &client.ScheduleHandle{},
+		"Preview.": &client.PreviewHandle{}} {
 		typ := reflect.TypeOf(v)
 		if typ.NumMethod() < 3 {
 			t.Fatalf("%s has %d methods", typ, typ.NumMethod())

@@ -169,28 +169,35 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		// A request another node forwarded was limited there: the rate
-		// limit is per node (README, "Running several nodes").
-		rl, ok := rateState{}, true
-		if !isForwarded(r.Context()) {
-			rl, ok = s.limiter.allow(tenant, time.Now())
-		}
-		if rl.limited {
-			// The IETF RateLimit header fields, so that clients can pace
-			// themselves before they are refused.
-			w.Header().Set("RateLimit-Limit", strconv.Itoa(rl.limit))
-			w.Header().Set("RateLimit-Remaining", strconv.Itoa(rl.remaining))
-			w.Header().Set("RateLimit-Reset", strconv.Itoa(rl.resetSeconds))
-		}
-		if !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, rl.retrySeconds)))
-			writeError(w, r, gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s exceeds %g requests per second", tenant.ID, tenant.Quotas.RequestsPerSecond).WithDetail("quota", "requestsPerSecond"))
+		if !s.admit(w, r, tenant) {
 			return
 		}
 		log := zerolog.Ctx(r.Context()).With().Str("tenant", tenant.ID).Logger()
 		ctx := context.WithValue(r.Context(), principalKey, principal{tenant: tenant, key: key, admin: key.Admin})
 		next.ServeHTTP(w, r.WithContext(log.WithContext(ctx)))
 	})
+}
+
+// admit applies the tenant's rate limit to r, and answers 429 when it is
+// over. A request another node forwarded was limited there: the rate limit
+// is per node (README, "Running several nodes").
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant gateway.Tenant) bool {
+	rl, ok := rateState{}, true
+	if !isForwarded(r.Context()) {
+		rl, ok = s.limiter.allow(tenant, time.Now())
+	}
+	if rl.limited {
+		// The IETF RateLimit header fields, so that clients can pace
+		// themselves before they are refused.
+		w.Header().Set("RateLimit-Limit", strconv.Itoa(rl.limit))
+		w.Header().Set("RateLimit-Remaining", strconv.Itoa(rl.remaining))
+		w.Header().Set("RateLimit-Reset", strconv.Itoa(rl.resetSeconds))
+	}
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, rl.retrySeconds)))
+		writeError(w, r, gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s exceeds %g requests per second", tenant.ID, tenant.Quotas.RequestsPerSecond).WithDetail("quota", "requestsPerSecond"))
+	}
+	return ok
 }
 
 // adminOnly refuses tenant keys.

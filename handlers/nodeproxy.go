@@ -84,31 +84,16 @@ func (s *Server) proxying(r *http.Request) bool {
 
 // toOwner serves a request for a VM on the node that runs it: here when
 // this node does (or nobody does any more: the record answers), through a
-// proxy to the owner when it is another live node. The VMs of a node that
-// stopped heartbeating are marked lost first, so they answer lost rather
-// than a proxy error.
+// proxy to the owner when it is another live node (remoteOwner).
 func (s *Server) toOwner(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := pathParam(r, "vm")
-		if !s.proxying(r) || s.vms.Runs(id) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		vm, err := s.vms.Get(r.Context(), principalFrom(r.Context()).tenant.ID, id)
-		if err != nil || vm.Node == "" || vm.Node == s.cfg.Cluster.ID() || vm.State.Final() {
-			next.ServeHTTP(w, r)
-			return
-		}
-		peer, err := s.cfg.Cluster.Peer(r.Context(), vm.Node)
+		peer, remote, err := s.remoteOwner(r, principalFrom(r.Context()).tenant.ID, id)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
-		if !peer.Alive {
-			if err := s.cfg.Cluster.ReapNow(r.Context()); err != nil {
-				writeError(w, r, err)
-				return
-			}
+		if !remote {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -135,6 +120,29 @@ func (s *Server) toOwner(next http.Handler) http.Handler {
 			writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "node %s, which runs VM %s, does not answer", peer.ID, id).WithDetail("node", peer.ID))
 		})
 	})
+}
+
+// remoteOwner returns the node that runs a tenant's VM when the request is
+// to be proxied there: another live node. remote is false when this node
+// serves it: it runs the VM, or nobody does any more (the record answers).
+// The VMs of a node that stopped heartbeating are marked lost first, so
+// they answer lost rather than a proxy error.
+func (s *Server) remoteOwner(r *http.Request, tenantID, vmID string) (peer cluster.Peer, remote bool, err error) {
+	if !s.proxying(r) || s.vms.Runs(vmID) {
+		return cluster.Peer{}, false, nil
+	}
+	vm, err := s.vms.Get(r.Context(), tenantID, vmID)
+	if err != nil || vm.Node == "" || vm.Node == s.cfg.Cluster.ID() || vm.State.Final() {
+		return cluster.Peer{}, false, nil
+	}
+	peer, err = s.cfg.Cluster.Peer(r.Context(), vm.Node)
+	if err != nil {
+		return cluster.Peer{}, false, err
+	}
+	if !peer.Alive {
+		return cluster.Peer{}, false, s.cfg.Cluster.ReapNow(r.Context())
+	}
+	return peer, true, nil
 }
 
 // placeCreate sends POST /v1/vms to the least-loaded live node that is not

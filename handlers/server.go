@@ -16,6 +16,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/previews"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
@@ -76,7 +77,13 @@ type Config struct {
 	Console fs.FS
 	// Watches serves file watches (nil: the watch route is 503).
 	Watches *watch.Service
-	Log     zerolog.Logger
+	// Previews serves preview URLs of VM ports (nil: the preview routes
+	// are 503).
+	Previews *previews.Service
+	// PreviewDomain, from --preview-domain, makes {port}-{vm}.{domain}
+	// host-based preview URLs work besides the path-based /p/{token}/.
+	PreviewDomain string
+	Log           zerolog.Logger
 }
 
 // Server is the gateway's HTTP handler.
@@ -159,7 +166,7 @@ func (s *Server) Router() chi.Router { return s.router }
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.withRequestID, s.observe, s.cors(), s.bodyReadTimeout, s.nodeHeader)
+	r.Use(s.withRequestID, s.observe, s.cors(), s.bodyReadTimeout, s.nodeHeader, s.previewHost)
 	r.NotFound(s.consoleFallback)
 
 	r.Get("/healthz", s.healthz)
@@ -168,6 +175,7 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v1/openapi.yaml", s.openapi)
 	r.Get("/", s.consoleIndex)
 	r.Get("/assets/{asset}", s.consoleAsset)
+	s.previewPathRoutes(r)
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
@@ -209,6 +217,8 @@ func (s *Server) routes() chi.Router {
 			r.Get("/fs/stat", s.stat)
 			r.Get("/watch", s.watchFiles)
 			r.Get("/agents", s.listAgents)
+			s.portRoutes(r)
+			s.previewRoutes(r)
 			r.Post("/schedules", s.createSchedule)
 			r.Get("/schedules", s.listSchedules)
 			r.Get("/schedules/{schedule}", s.getSchedule)

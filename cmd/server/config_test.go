@@ -73,6 +73,13 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad advertise address", args: []string{"--advertise-addr", "gw-0:8080"}, wantErr: "advertise-addr"},
 		{name: "advertise address with a path", args: []string{"--advertise-addr", "http://gw-0/x"}, wantErr: "advertise-addr"},
 		{name: "timeout not above heartbeat", args: []string{"--node-heartbeat", "5s", "--node-timeout", "5s"}, wantErr: "node-timeout"},
+		{name: "preview domain from env, lower-cased", env: map[string]string{"AGENTOS_GATEWAY_PREVIEW_DOMAIN": ".Preview.Example.com."}, check: func(t *testing.T, c config) {
+			if c.previewDomain != "preview.example.com" {
+				t.Fatalf("previewDomain %q", c.previewDomain)
+			}
+		}},
+		{name: "bad preview domain", args: []string{"--preview-domain", "preview.example.com:8080"}, wantErr: "preview-domain"},
+		{name: "preview domain with an empty label", args: []string{"--preview-domain", "a..b"}, wantErr: "preview-domain"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

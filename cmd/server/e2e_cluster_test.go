@@ -77,6 +77,38 @@ func (n *clusterNode) start(t testing.TB, bin, dsn string) {
 	waitReady(t, n.url())
 }
 
+// testCluster is gateway binaries sharing a fresh database of the test
+// PostgreSQL, with an HTTP client validating every answer against the spec.
+type testCluster struct {
+	nodes    []*clusterNode
+	bin, dsn string
+	hc       *http.Client
+}
+
+// startCluster starts n nodes, n1 to n<n>, and waits until each is ready;
+// without the test PostgreSQL it skips t.
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	base := os.Getenv("AGENTOS_GATEWAY_TEST_POSTGRES")
+	if base == "" {
+		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test sets it)")
+	}
+	cl := &testCluster{dsn: freshClusterDatabase(t, base), bin: buildGateway(t)}
+	doc := apispec.MustLoad(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	cl.hc = &http.Client{Transport: apispec.Transport(t, doc, tr)}
+	for i := range n {
+		node := &clusterNode{id: fmt.Sprintf("n%d", i+1), port: freePort(t), dataDir: t.TempDir()}
+		node.start(t, cl.bin, cl.dsn)
+		node.e = &e2e{t: t, gw: &gatewayProc{URL: node.url()}, doc: doc, tr: tr, hc: cl.hc}
+		node.c = mustClient(t, node.url(), testAdminKey, client.WithHTTPClient(cl.hc))
+		node.e.admin = node.c
+		cl.nodes = append(cl.nodes, node)
+	}
+	return cl
+}
+
 // wait waits for the node's process to exit and returns its error.
 func (n *clusterNode) wait(t *testing.T, d time.Duration) error {
 	t.Helper()
@@ -108,28 +140,11 @@ func TestE2ECluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three gateway binaries")
 	}
-	base := os.Getenv("AGENTOS_GATEWAY_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test sets it)")
-	}
-	dsn := freshClusterDatabase(t, base)
-	bin := buildGateway(t)
+	cl := startCluster(t, 3)
+	nodes, bin, dsn, hc := cl.nodes, cl.bin, cl.dsn, cl.hc
 	mock := mockanthropic.Start(t)
-	doc := apispec.MustLoad(t)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
 	ctx := ctxFor(t, 10*time.Minute)
 
-	nodes := make([]*clusterNode, 3)
-	for i := range nodes {
-		n := &clusterNode{id: fmt.Sprintf("n%d", i+1), port: freePort(t), dataDir: t.TempDir()}
-		n.start(t, bin, dsn)
-		n.e = &e2e{t: t, gw: &gatewayProc{URL: n.url()}, doc: doc, tr: tr, hc: hc}
-		n.c = mustClient(t, n.url(), testAdminKey, client.WithHTTPClient(hc))
-		n.e.admin = n.c
-		nodes[i] = n
-	}
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	var sidecarPids []int
 	collectSidecars := func(n *clusterNode) {

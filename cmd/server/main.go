@@ -27,6 +27,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/cluster"
 	"github.com/agentos-gateway/agentos-gateway/handlers"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/previews"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
@@ -114,6 +115,7 @@ type config struct {
 	advertiseAddr      string
 	nodeHeartbeat      time.Duration
 	nodeTimeout        time.Duration
+	previewDomain      string
 }
 
 // parseConfig reads flags, falling back to AGENTOS_GATEWAY_<FLAG> variables.
@@ -168,6 +170,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&c.advertiseAddr, "advertise-addr", "", "the URL other nodes reach this one at, such as http://gw-0.gw:8080 (default: http://<listen address>, the host name for an unspecified address)")
 	num("node-heartbeat", "2s", "how often this node records its heartbeat and load in the store")
 	num("node-timeout", "10s", "how old a node's heartbeat must be for the others to declare it dead and mark its VMs lost")
+	str(&c.previewDomain, "preview-domain", "", "domain under which {port}-{vm}.<domain> host-based preview URLs work too, such as preview.example.com (needs wildcard DNS; empty: path-based /p/{token}/ previews only)")
 	str(&c.logFormat, "log-format", "json", "json or console")
 	str(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -248,10 +251,33 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if c.logFormat != "json" && c.logFormat != "console" {
 		err = errors.Join(err, fmt.Errorf("--log-format: %q is not json or console", c.logFormat))
 	}
+	c.previewDomain = strings.ToLower(strings.Trim(c.previewDomain, "."))
+	if c.previewDomain != "" && !validPreviewDomain(c.previewDomain) {
+		err = errors.Join(err, fmt.Errorf("--preview-domain: %q is not a domain name such as preview.example.com", c.previewDomain))
+	}
 	if c.storeDSN == "" {
 		c.storeDSN = filepath.Join(c.dataDir, "gateway.db")
 	}
 	return c, err
+}
+
+// validPreviewDomain reports whether d is a host name of dot-separated
+// labels of letters, digits and '-', under which {port}-{vm}.{d} can be.
+func validPreviewDomain(d string) bool {
+	if len(d) > 200 {
+		return false
+	}
+	for label := range strings.SplitSeq(d, ".") {
+		if label == "" || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") {
+			return false
+		}
+		for _, r := range label {
+			if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func newLogger(c config, out io.Writer) (zerolog.Logger, error) {
@@ -363,6 +389,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("schedules: %w", err)
 	}
 	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
+		Previews: previews.New(db, svc, previews.Config{}), PreviewDomain: c.previewDomain,
 		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Log: log}, svc, sess, sched, db, keeper, pool)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
