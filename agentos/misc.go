@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
@@ -107,34 +111,54 @@ func (vm *VM) Mounts(ctx context.Context) ([]protocol.MountInfo, error) {
 	return m.Mounts, nil
 }
 
-// Mount adds a mount; the VM's configuration is resent whole.
+// ErrMounted reports a mount at a guest path that already has one.
+var ErrMounted = errors.New("agentos: a mount exists at that path")
+
+// Mount adds a mount. ConfigureVmRequest replaces the whole configuration, so
+// the list is read, extended and resent under the configuration's lock: two
+// mounts added at once both stay.
 func (vm *VM) Mount(ctx context.Context, m protocol.MountDescriptor) error {
 	vm.cfgMu.Lock()
-	mounts := append(append([]protocol.MountDescriptor(nil), vm.cfg.Mounts...), m)
-	vm.cfgMu.Unlock()
-	return vm.Configure(ctx, ConfigureOptions{Mounts: mounts})
+	defer vm.cfgMu.Unlock()
+	for _, old := range vm.cfg.Mounts {
+		if old.GuestPath == m.GuestPath {
+			return fmt.Errorf("%w: %s", ErrMounted, m.GuestPath)
+		}
+	}
+	return vm.reconfigureMountsLocked(ctx, append(slices.Clone(vm.cfg.Mounts), m))
 }
 
 // Unmount removes the mount at guestPath.
 func (vm *VM) Unmount(ctx context.Context, guestPath string) error {
 	vm.cfgMu.Lock()
-	var mounts []protocol.MountDescriptor
-	found := false
-	for _, m := range vm.cfg.Mounts {
-		if m.GuestPath == guestPath {
-			found = true
-			continue
-		}
-		mounts = append(mounts, m)
-	}
-	vm.cfgMu.Unlock()
-	if !found {
+	defer vm.cfgMu.Unlock()
+	i := slices.IndexFunc(vm.cfg.Mounts, func(m protocol.MountDescriptor) bool { return m.GuestPath == guestPath })
+	if i < 0 {
 		return fmt.Errorf("%w: no mount at %s", ErrNotFound, guestPath)
 	}
-	if mounts == nil {
-		mounts = []protocol.MountDescriptor{}
+	return vm.reconfigureMountsLocked(ctx, slices.Delete(slices.Clone(vm.cfg.Mounts), i, i+1))
+}
+
+// MountDescriptors returns the mounts added with Mount, in the order they
+// were added.
+func (vm *VM) MountDescriptors() []protocol.MountDescriptor {
+	vm.cfgMu.Lock()
+	defer vm.cfgMu.Unlock()
+	return slices.Clone(vm.cfg.Mounts)
+}
+
+// reconfigureMountsLocked sends the configuration with mounts; the caller
+// holds cfgMu. On failure the configuration keeps its previous mounts.
+func (vm *VM) reconfigureMountsLocked(ctx context.Context, mounts []protocol.MountDescriptor) error {
+	prev := vm.cfg.Mounts
+	vm.cfg.Mounts = mounts
+	c, err := vm.configureLocked(ctx)
+	if err != nil {
+		vm.cfg.Mounts = prev
+		return err
 	}
-	return vm.Configure(ctx, ConfigureOptions{Mounts: mounts})
+	vm.agents = c.Agents
+	return nil
 }
 
 // Software lists the software packages linked into the VM and the commands
@@ -152,19 +176,35 @@ func (vm *VM) Software(ctx context.Context) ([]protocol.PackageCommands, error) 
 }
 
 // LinkSoftware links one more package (an npm name under the engine's
-// packages folder or an .aospkg path) into the running VM.
+// packages folder or an .aospkg path) into the running VM. The package joins
+// the VM's configuration, so a later reconfigure (a mount) keeps it linked.
 func (vm *VM) LinkSoftware(ctx context.Context, pkg string) (protocol.PackageLinkedResponse, error) {
-	pk, err := vm.s.resolvePackages(VMOptions{Software: []string{pkg}})
-	if err != nil {
-		return protocol.PackageLinkedResponse{}, err
+	p := pkg
+	if !filepath.IsAbs(p) {
+		p = vm.s.opts.Engine.PackagePath(pkg)
 	}
-	resp, err := vm.call(ctx, protocol.LinkPackageRequest{Package: pk[len(pk)-1]})
+	if _, err := os.Stat(p); err != nil {
+		// The host path stays out of the message: it reaches clients.
+		return protocol.PackageLinkedResponse{}, fmt.Errorf("%w: software %q not installed", ErrInvalidArgument, pkg)
+	}
+	desc := protocol.PackageDescriptor{Path: p}
+	vm.cfgMu.Lock()
+	defer vm.cfgMu.Unlock()
+	resp, err := vm.call(ctx, protocol.LinkPackageRequest{Package: desc})
 	if err != nil {
 		return protocol.PackageLinkedResponse{}, fmt.Errorf("agentos: link %s: %w", pkg, err)
 	}
 	l, ok := resp.(protocol.PackageLinkedResponse)
 	if !ok {
 		return l, unexpected("LinkPackageRequest", resp)
+	}
+	if !slices.Contains(vm.cfg.Packages, desc) {
+		vm.cfg.Packages = append(slices.Clone(vm.cfg.Packages), desc)
+	}
+	for _, a := range l.Agents {
+		if !slices.ContainsFunc(vm.agents, func(b protocol.AgentosProjectedAgent) bool { return b.ID == a.ID }) {
+			vm.agents = append(slices.Clone(vm.agents), a)
+		}
 	}
 	return l, nil
 }

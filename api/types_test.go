@@ -50,6 +50,15 @@ var wireShapes = []struct {
 	{"ScheduleRun", api.ScheduleRun{}, true},
 	{"ScheduleRunList", api.List[api.ScheduleRun]{}, true},
 
+	// Mounts and software.
+	{"CreateMountRequest", api.CreateMountRequest{}, false},
+	{"Mount", api.Mount{}, true},
+	{"MountList", api.List[api.Mount]{}, true},
+	{"LinkSoftwareRequest", api.LinkSoftwareRequest{}, false},
+	{"Software", api.Software{}, true},
+	{"SoftwareList", api.List[api.Software]{}, true},
+	{"LinkedSoftware", api.LinkedSoftware{}, true},
+
 	// Shells and attach.
 	{"OpenShellRequest", api.OpenShellRequest{}, false},
 	{"ShellCreated", api.ShellCreated{}, true},
