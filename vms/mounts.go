@@ -276,7 +276,14 @@ func (s *Service) allowHostDir(hostPath string) (string, MountRule, error) {
 	outside := fieldError(gateway.CodePermissionDenied, "hostPath", "hostPath is outside the host directories this gateway allows")
 	resolved, err := filepath.EvalSymlinks(hostPath)
 	if err != nil {
-		if _, ok := MatchMountRule(s.cfg.MountAllow, filepath.Clean(hostPath)); !ok {
+		// Only a path whose existing part resolves within a rule may be
+		// said not to exist: through a link, the missing part may lie
+		// anywhere, and a .. after a link climbs from the link's target,
+		// which cutting the path lexically would not follow.
+		if slices.Contains(strings.Split(hostPath, "/"), "..") {
+			return "", MountRule{}, outside
+		}
+		if _, ok := MatchMountRule(s.cfg.MountAllow, resolveExisting(hostPath)); !ok {
 			return "", MountRule{}, outside
 		}
 		return "", MountRule{}, fieldError(gateway.CodeInvalidArgument, "hostPath", "hostPath does not exist")
@@ -289,6 +296,22 @@ func (s *Service) allowHostDir(hostPath string) (string, MountRule, error) {
 		return "", MountRule{}, fieldError(gateway.CodeInvalidArgument, "hostPath", "hostPath is not a directory")
 	}
 	return resolved, rule, nil
+}
+
+// resolveExisting resolves the longest leading part of the absolute path p,
+// which has no .. element, that exists and joins the rest to it: where p
+// would be, were it created.
+func resolveExisting(p string) string {
+	rest := ""
+	for dir := filepath.Clean(p); ; dir = filepath.Dir(dir) {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if dir == filepath.Dir(dir) {
+			return filepath.Clean(p)
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
 }
 
 // MatchMountRule returns the most specific rule whose directory is p or
