@@ -36,9 +36,9 @@ func newMountTree(t *testing.T) mountTree {
 		}
 	}
 	for p, content := range map[string]string{
-		filepath.Join(m.ro, "hello.txt"):        "hello from the host\n",
-		filepath.Join(m.ro, "sub", "deep.txt"):  "deep\n",
-		filepath.Join(m.rw, "host.txt"):         "written on the host\n",
+		filepath.Join(m.ro, "hello.txt"):       "hello from the host\n",
+		filepath.Join(m.ro, "sub", "deep.txt"): "deep\n",
+		filepath.Join(m.rw, "host.txt"):        "written on the host\n",
 		filepath.Join(m.outside, "secret.txt"): "secret\n",
 	} {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
