@@ -78,12 +78,8 @@ func TestE2EMounts(t *testing.T) {
 	m := newMountTree(t)
 	e := newE2E(t, "--mount-allow", m.ro, "--mount-allow", m.rw+":rw")
 	ctx := ctxT(t)
-	_, keyA := e.tenantWithKey("mounts-a", nil)
-	ca := e.client(keyA)
-	_, keyB := e.tenantWithKey("mounts-b", nil)
-	cb := e.client(keyB)
-	vm := e.vm(ca, client.CreateVMRequest{})
-	h := ca.VM(vm.ID)
+	o := e.ownerAndOther("mounts")
+	keyA, keyB, ca, cb, vm, h := o.key, o.otherKey, o.c, o.other, o.vm, o.c.VM(o.vm.ID)
 
 	// A directory allowed read-only is mounted read-only by default, and
 	// is what the guest sees.
@@ -289,6 +285,23 @@ func TestE2EMounts(t *testing.T) {
 	}
 }
 
+// ownedVM is a VM of one tenant, with its key and client, and a client of
+// another tenant.
+type ownedVM struct {
+	key, otherKey string
+	c, other      *client.Client
+	vm            *client.VM
+}
+
+// ownerAndOther creates two tenants and a VM of the first.
+func (e *e2e) ownerAndOther(name string) ownedVM {
+	e.t.Helper()
+	_, key := e.tenantWithKey(name+"-a", nil)
+	_, otherKey := e.tenantWithKey(name+"-b", nil)
+	c := e.client(key)
+	return ownedVM{key: key, otherKey: otherKey, c: c, other: e.client(otherKey), vm: e.vm(c, client.CreateVMRequest{})}
+}
+
 // mountErr is the error of a mount that must fail.
 func (e *e2e) mountErr(h *client.VMHandle, req client.MountRequest) error {
 	e.t.Helper()
@@ -322,12 +335,8 @@ func TestE2EMountsNotAllowed(t *testing.T) {
 func TestE2ESoftware(t *testing.T) {
 	e := newE2E(t)
 	ctx := ctxT(t)
-	_, keyA := e.tenantWithKey("software-a", nil)
-	ca := e.client(keyA)
-	_, keyB := e.tenantWithKey("software-b", nil)
-	cb := e.client(keyB)
-	vm := e.vm(ca, client.CreateVMRequest{})
-	h := ca.VM(vm.ID)
+	o := e.ownerAndOther("software")
+	keyA, ca, cb, vm, h := o.key, o.c, o.other, o.vm, o.c.VM(o.vm.ID)
 
 	names := func() []string {
 		t.Helper()
