@@ -111,8 +111,17 @@ func (vm *VM) Mounts(ctx context.Context) ([]protocol.MountInfo, error) {
 	return m.Mounts, nil
 }
 
-// ErrMounted reports a mount at a guest path that already has one.
-var ErrMounted = errors.New("agentos: a mount exists at that path")
+// Mount errors callers branch on.
+var (
+	// ErrMounted reports a mount at a guest path that already has one.
+	ErrMounted = errors.New("agentos: a mount exists at that path")
+	// ErrTooManyMounts reports a VM that has MaxMounts mounts already.
+	ErrTooManyMounts = errors.New("agentos: the VM has as many mounts as it may")
+)
+
+// MaxMounts bounds the mounts added to one VM: every change of the VM's
+// configuration resends them all.
+const MaxMounts = 64
 
 // Mount adds a mount. ConfigureVmRequest replaces the whole configuration, so
 // the list is read, extended and resent under the configuration's lock: two
@@ -120,6 +129,9 @@ var ErrMounted = errors.New("agentos: a mount exists at that path")
 func (vm *VM) Mount(ctx context.Context, m protocol.MountDescriptor) error {
 	vm.cfgMu.Lock()
 	defer vm.cfgMu.Unlock()
+	if len(vm.cfg.Mounts) >= MaxMounts {
+		return fmt.Errorf("%w (%d)", ErrTooManyMounts, MaxMounts)
+	}
 	for _, old := range vm.cfg.Mounts {
 		if old.GuestPath == m.GuestPath {
 			return fmt.Errorf("%w: %s", ErrMounted, m.GuestPath)
@@ -173,6 +185,18 @@ func (vm *VM) Software(ctx context.Context) ([]protocol.PackageCommands, error) 
 		return nil, unexpected("ProvidedCommandsRequest", resp)
 	}
 	return p.Packages, nil
+}
+
+// HasSoftware reports whether the VM's configuration holds the package pkg
+// (named as for LinkSoftware): given at create, a default one, or linked.
+func (vm *VM) HasSoftware(pkg string) bool {
+	p := pkg
+	if !filepath.IsAbs(p) {
+		p = vm.s.opts.Engine.PackagePath(pkg)
+	}
+	vm.cfgMu.Lock()
+	defer vm.cfgMu.Unlock()
+	return slices.Contains(vm.cfg.Packages, protocol.PackageDescriptor{Path: p})
 }
 
 // LinkSoftware links one more package (an npm name under the engine's

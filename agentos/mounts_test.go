@@ -93,3 +93,21 @@ func TestLinkedSoftwareSurvivesReconfigure(t *testing.T) {
 		t.Errorf("codex-cli gone after an unmount: %v", names())
 	}
 }
+
+// TestMountLimit: a VM takes MaxMounts mounts and refuses one more, which
+// its configuration does not keep.
+func TestMountLimit(t *testing.T) {
+	vm := newVM(t, VMOptions{})
+	ctx := testContext(t, 120*time.Second)
+	for i := range MaxMounts {
+		if err := vm.Mount(ctx, memoryMount(fmt.Sprintf("/mnt/m%d", i))); err != nil {
+			t.Fatalf("mount %d: %v", i, err)
+		}
+	}
+	if err := vm.Mount(ctx, memoryMount("/mnt/one-more")); !errors.Is(err, ErrTooManyMounts) {
+		t.Fatalf("mount %d: %v", MaxMounts+1, err)
+	}
+	if n := len(vm.MountDescriptors()); n != MaxMounts {
+		t.Fatalf("%d mounts kept", n)
+	}
+}

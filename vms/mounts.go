@@ -38,7 +38,7 @@ var MountDrivers = []MountDriver{DriverHostDir, DriverMemory}
 
 // MaxMountsPerVM bounds the mounts one VM may have: each is resent to the
 // engine with every change of the VM's configuration.
-const MaxMountsPerVM = 64
+const MaxMountsPerVM = agentos.MaxMounts
 
 // reservedGuestPaths may not be mounted over: the software the engine
 // links lives in /opt/agentos, and /proc and /dev are the kernel's.
@@ -196,12 +196,12 @@ func (s *Service) Mount(ctx context.Context, tenantID, vmID string, spec MountSp
 	default:
 		return Mount{}, fieldError(gateway.CodeInvalidArgument, "driver", "unknown driver %q: the drivers are %s", spec.Driver, driverList())
 	}
-	if len(lv.vm.MountDescriptors()) >= MaxMountsPerVM {
-		return Mount{}, gateway.Errorf(gateway.CodeResourceExhausted, "a VM has at most %d mounts", MaxMountsPerVM).WithDetail("quota", "mountsPerVm")
-	}
 	if err := lv.vm.Mount(ctx, d); err != nil {
-		if errors.Is(err, agentos.ErrMounted) {
+		switch {
+		case errors.Is(err, agentos.ErrMounted):
 			return Mount{}, gateway.Wrap(gateway.CodeConflict, err, "%s is mounted already; unmount it first", spec.Path).WithDetail("field", "path")
+		case errors.Is(err, agentos.ErrTooManyMounts):
+			return Mount{}, gateway.Wrap(gateway.CodeResourceExhausted, err, "a VM has at most %d mounts", MaxMountsPerVM).WithDetail("quota", "mountsPerVm")
 		}
 		return Mount{}, EngineError(err, "mount")
 	}
@@ -348,7 +348,8 @@ type LinkedSoftware struct {
 	// agents.
 	Commands []string
 	Agents   []string
-	// Created is false when the VM had the package already.
+	// Created is false when the VM had the package already (two links of
+	// one package at once may both say true).
 	Created bool
 }
 
@@ -395,15 +396,12 @@ func (s *Service) LinkSoftware(ctx context.Context, tenantID, vmID, pkg string) 
 	case s.cfg.Software != nil && !s.cfg.Software.Installed(pkg):
 		return LinkedSoftware{}, fieldError(gateway.CodeInvalidArgument, "package", "software %q is not installed in this gateway", pkg)
 	}
-	before, err := softwareOf(ctx, lv.vm)
-	if err != nil {
-		return LinkedSoftware{}, err
-	}
+	had := lv.vm.HasSoftware(pkg)
 	linked, err := lv.vm.LinkSoftware(ctx, pkg)
 	if err != nil {
 		return LinkedSoftware{}, EngineError(err, "link software")
 	}
-	out := LinkedSoftware{Package: pkg, Commands: []string{}, Agents: []string{}, Created: true}
+	out := LinkedSoftware{Package: pkg, Commands: []string{}, Agents: []string{}, Created: !had}
 	for _, c := range linked.ProjectedCommands {
 		out.Commands = append(out.Commands, c.Name)
 	}
@@ -422,7 +420,6 @@ func (s *Service) LinkSoftware(ctx context.Context, tenantID, vmID, pkg string) 
 	for _, p := range after {
 		if slices.Contains(p.Commands, out.Commands[0]) {
 			out.Name = p.Name
-			out.Created = !slices.ContainsFunc(before, func(b SoftwarePackage) bool { return b.Name == p.Name })
 			break
 		}
 	}
