@@ -190,28 +190,30 @@ func (vm *VM) Software(ctx context.Context) ([]protocol.PackageCommands, error) 
 // HasSoftware reports whether the VM's configuration holds the package pkg
 // (named as for LinkSoftware): given at create, a default one, or linked.
 func (vm *VM) HasSoftware(pkg string) bool {
-	p := pkg
-	if !filepath.IsAbs(p) {
-		p = vm.s.opts.Engine.PackagePath(pkg)
-	}
+	desc := vm.packageDescriptor(pkg)
 	vm.cfgMu.Lock()
 	defer vm.cfgMu.Unlock()
-	return slices.Contains(vm.cfg.Packages, protocol.PackageDescriptor{Path: p})
+	return slices.Contains(vm.cfg.Packages, desc)
+}
+
+// packageDescriptor names a package for the engine: an .aospkg path as it
+// is, an npm name by its file under the engine's packages folder.
+func (vm *VM) packageDescriptor(pkg string) protocol.PackageDescriptor {
+	if filepath.IsAbs(pkg) {
+		return protocol.PackageDescriptor{Path: pkg}
+	}
+	return protocol.PackageDescriptor{Path: vm.s.opts.Engine.PackagePath(pkg)}
 }
 
 // LinkSoftware links one more package (an npm name under the engine's
 // packages folder or an .aospkg path) into the running VM. The package joins
 // the VM's configuration, so a later reconfigure (a mount) keeps it linked.
 func (vm *VM) LinkSoftware(ctx context.Context, pkg string) (protocol.PackageLinkedResponse, error) {
-	p := pkg
-	if !filepath.IsAbs(p) {
-		p = vm.s.opts.Engine.PackagePath(pkg)
-	}
-	if _, err := os.Stat(p); err != nil {
+	desc := vm.packageDescriptor(pkg)
+	if _, err := os.Stat(desc.Path); err != nil {
 		// The host path stays out of the message: it reaches clients.
 		return protocol.PackageLinkedResponse{}, fmt.Errorf("%w: software %q not installed", ErrInvalidArgument, pkg)
 	}
-	desc := protocol.PackageDescriptor{Path: p}
 	vm.cfgMu.Lock()
 	defer vm.cfgMu.Unlock()
 	resp, err := vm.call(ctx, protocol.LinkPackageRequest{Package: desc})
