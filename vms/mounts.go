@@ -183,6 +183,7 @@ func (s *Service) Mount(ctx context.Context, tenantID, vmID string, spec MountSp
 			}
 			d.ReadOnly = *spec.ReadOnly
 		}
+		// A struct of a string and a bool always marshals.
 		cfg, _ := json.Marshal(hostDirConfig{HostPath: host, ReadOnly: d.ReadOnly})
 		d.Plugin = protocol.MountPluginDescriptor{ID: string(DriverHostDir), Config: string(cfg)}
 	case DriverMemory:
