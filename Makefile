@@ -70,7 +70,8 @@ FUZZ_TARGETS := \
 	./handlers:FuzzEncodeBytes ./handlers:FuzzRewritePlainError ./sessions:FuzzValidateContent \
 	./cluster:FuzzParseForwarded ./schedules:FuzzParse \
 	./internal/mockopenai:FuzzDescribe \
-	./handlers:FuzzParsePreviewHost
+	./handlers:FuzzParsePreviewHost \
+	./vms:FuzzAllowHostDir
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
@@ -81,34 +85,66 @@ func (vm *VM) Mounts(ctx context.Context) ([]protocol.MountInfo, error) {
 	return m.Mounts, nil
 }
 
-// Mount adds a mount; the VM's configuration is resent whole.
+// Mount errors callers branch on.
+var (
+	// ErrMounted reports a mount at a guest path that already has one.
+	ErrMounted = errors.New("agentos: a mount exists at that path")
+	// ErrTooManyMounts reports a VM that has MaxMounts mounts already.
+	ErrTooManyMounts = errors.New("agentos: the VM has as many mounts as it may")
+)
+
+// MaxMounts bounds the mounts added to one VM: every change of the VM's
+// configuration resends them all.
+const MaxMounts = 64
+
+// Mount adds a mount. ConfigureVmRequest replaces the whole configuration, so
+// the list is read, extended and resent under the configuration's lock: two
+// mounts added at once both stay.
 func (vm *VM) Mount(ctx context.Context, m protocol.MountDescriptor) error {
 	vm.cfgMu.Lock()
-	mounts := append(append([]protocol.MountDescriptor(nil), vm.cfg.Mounts...), m)
-	vm.cfgMu.Unlock()
-	return vm.Configure(ctx, ConfigureOptions{Mounts: mounts})
+	defer vm.cfgMu.Unlock()
+	if len(vm.cfg.Mounts) >= MaxMounts {
+		return fmt.Errorf("%w (%d)", ErrTooManyMounts, MaxMounts)
+	}
+	for _, old := range vm.cfg.Mounts {
+		if old.GuestPath == m.GuestPath {
+			return fmt.Errorf("%w: %s", ErrMounted, m.GuestPath)
+		}
+	}
+	return vm.reconfigureMountsLocked(ctx, append(slices.Clone(vm.cfg.Mounts), m))
 }
 
 // Unmount removes the mount at guestPath.
 func (vm *VM) Unmount(ctx context.Context, guestPath string) error {
 	vm.cfgMu.Lock()
-	var mounts []protocol.MountDescriptor
-	found := false
-	for _, m := range vm.cfg.Mounts {
-		if m.GuestPath == guestPath {
-			found = true
-			continue
-		}
-		mounts = append(mounts, m)
-	}
-	vm.cfgMu.Unlock()
-	if !found {
+	defer vm.cfgMu.Unlock()
+	i := slices.IndexFunc(vm.cfg.Mounts, func(m protocol.MountDescriptor) bool { return m.GuestPath == guestPath })
+	if i < 0 {
 		return fmt.Errorf("%w: no mount at %s", ErrNotFound, guestPath)
 	}
-	if mounts == nil {
-		mounts = []protocol.MountDescriptor{}
+	return vm.reconfigureMountsLocked(ctx, slices.Delete(slices.Clone(vm.cfg.Mounts), i, i+1))
+}
+
+// MountDescriptors returns the mounts added with Mount, in the order they
+// were added.
+func (vm *VM) MountDescriptors() []protocol.MountDescriptor {
+	vm.cfgMu.Lock()
+	defer vm.cfgMu.Unlock()
+	return slices.Clone(vm.cfg.Mounts)
+}
+
+// reconfigureMountsLocked sends the configuration with mounts; the caller
+// holds cfgMu. On failure the configuration keeps its previous mounts.
+func (vm *VM) reconfigureMountsLocked(ctx context.Context, mounts []protocol.MountDescriptor) error {
+	prev := vm.cfg.Mounts
+	vm.cfg.Mounts = mounts
+	c, err := vm.configureLocked(ctx)
+	if err != nil {
+		vm.cfg.Mounts = prev
+		return err
 	}
-	return vm.Configure(ctx, ConfigureOptions{Mounts: mounts})
+	vm.agents = c.Agents
+	return nil
 }
 
 // Software lists the software packages linked into the VM and the commands
@@ -125,20 +161,50 @@ func (vm *VM) Software(ctx context.Context) ([]protocol.PackageCommands, error) 
 	return p.Packages, nil
 }
 
-// LinkSoftware links one more package (an npm name under the engine's
-// packages folder or an .aospkg path) into the running VM.
-func (vm *VM) LinkSoftware(ctx context.Context, pkg string) (protocol.PackageLinkedResponse, error) {
-	pk, err := vm.s.resolvePackages(VMOptions{Software: []string{pkg}})
-	if err != nil {
-		return protocol.PackageLinkedResponse{}, err
+// HasSoftware reports whether the VM's configuration holds the package pkg
+// (named as for LinkSoftware): given at create, a default one, or linked.
+func (vm *VM) HasSoftware(pkg string) bool {
+	desc := vm.packageDescriptor(pkg)
+	vm.cfgMu.Lock()
+	defer vm.cfgMu.Unlock()
+	return slices.Contains(vm.cfg.Packages, desc)
+}
+
+// packageDescriptor names a package for the engine: an .aospkg path as it
+// is, an npm name by its file under the engine's packages folder.
+func (vm *VM) packageDescriptor(pkg string) protocol.PackageDescriptor {
+	if filepath.IsAbs(pkg) {
+		return protocol.PackageDescriptor{Path: pkg}
 	}
-	resp, err := vm.call(ctx, protocol.LinkPackageRequest{Package: pk[len(pk)-1]})
+	return protocol.PackageDescriptor{Path: vm.s.opts.Engine.PackagePath(pkg)}
+}
+
+// LinkSoftware links one more package (an npm name under the engine's
+// packages folder or an .aospkg path) into the running VM. The package joins
+// the VM's configuration, so a later reconfigure (a mount) keeps it linked.
+func (vm *VM) LinkSoftware(ctx context.Context, pkg string) (protocol.PackageLinkedResponse, error) {
+	desc := vm.packageDescriptor(pkg)
+	if _, err := os.Stat(desc.Path); err != nil {
+		// The host path stays out of the message: it reaches clients.
+		return protocol.PackageLinkedResponse{}, fmt.Errorf("%w: software %q not installed", ErrInvalidArgument, pkg)
+	}
+	vm.cfgMu.Lock()
+	defer vm.cfgMu.Unlock()
+	resp, err := vm.call(ctx, protocol.LinkPackageRequest{Package: desc})
 	if err != nil {
 		return protocol.PackageLinkedResponse{}, fmt.Errorf("agentos: link %s: %w", pkg, err)
 	}
 	l, ok := resp.(protocol.PackageLinkedResponse)
 	if !ok {
 		return l, unexpected("LinkPackageRequest", resp)
+	}
+	if !slices.Contains(vm.cfg.Packages, desc) {
+		vm.cfg.Packages = append(slices.Clone(vm.cfg.Packages), desc)
+	}
+	for _, a := range l.Agents {
+		if !slices.ContainsFunc(vm.agents, func(b protocol.AgentosProjectedAgent) bool { return b.ID == a.ID }) {
+			vm.agents = append(slices.Clone(vm.agents), a)
+		}
 	}
 	return l, nil
 }

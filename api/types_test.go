@@ -54,6 +54,15 @@ var wireShapes = []struct {
 	{"Preview", api.Preview{}, true},
 	{"PreviewList", api.List[api.Preview]{}, true},
 
+	// Mounts and software.
+	{"CreateMountRequest", api.CreateMountRequest{}, false},
+	{"Mount", api.Mount{}, true},
+	{"MountList", api.List[api.Mount]{}, true},
+	{"LinkSoftwareRequest", api.LinkSoftwareRequest{}, false},
+	{"Software", api.Software{}, true},
+	{"SoftwareList", api.List[api.Software]{}, true},
+	{"LinkedSoftware", api.LinkedSoftware{}, true},
+
 	// Shells and attach.
 	{"OpenShellRequest", api.OpenShellRequest{}, false},
 	{"ShellCreated", api.ShellCreated{}, true},

@@ -683,6 +683,59 @@ func methodCases() []methodCase {
 				}
 				return expect(len(l) == 2 && l[0] == client.Agent{ID: "pi", Installed: true} && l[1] == client.Agent{ID: "claude"}, "agents", l)
 			}},
+		{name: "VM.Mounts", method: "GET", path: vmBase + "/mounts", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"path":"/mnt/data","driver":"host_dir","hostPath":"/srv/data","readOnly":true},{"path":"/scratch","driver":"memory","readOnly":false}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.VM(weirdVM).Mounts(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(len(l) == 2 && l[0] == client.Mount{Path: "/mnt/data", Driver: client.MountHostDir, HostPath: "/srv/data", ReadOnly: true} &&
+					l[1] == client.Mount{Path: "/scratch", Driver: client.MountMemory}, "mounts", l)
+			}},
+		{name: "VM.Mount", method: "POST", path: vmBase + "/mounts", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"path":"/mnt/data","driver":"host_dir","hostPath":"/srv/data","readOnly":false}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: `{"path":"/mnt/data","driver":"host_dir","hostPath":"/srv/data","readOnly":false}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				m, err := c.VM(weirdVM).Mount(ctx, client.MountRequest{Path: "/mnt/data", Driver: client.MountHostDir, HostPath: "/srv/data", ReadOnly: new(false)})
+				if err != nil {
+					return err
+				}
+				return expect(*m == client.Mount{Path: "/mnt/data", Driver: client.MountHostDir, HostPath: "/srv/data"}, "mount", m)
+			}},
+		{name: "VM.Mount", variant: "memory, default readOnly", method: "POST", path: vmBase + "/mounts", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"path":"/scratch","driver":"memory"}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: `{"path":"/scratch","driver":"memory","readOnly":false}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				m, err := c.VM(weirdVM).Mount(ctx, client.MountRequest{Path: "/scratch", Driver: client.MountMemory})
+				if err != nil {
+					return err
+				}
+				return expect(m.Driver == client.MountMemory && !m.ReadOnly, "mount", m)
+			}},
+		{name: "VM.Unmount", method: "DELETE", path: vmBase + "/mounts", query: pathQ(), accept: jsonCT,
+			resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.VM(weirdVM).Unmount(ctx, guestPath) }},
+		{name: "VM.Software", method: "GET", path: vmBase + "/software", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"name":"coreutils","commands":["ls","cat"]},{"name":"pi","commands":["pi","pi-sdk-acp"]}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.VM(weirdVM).Software(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(len(l) == 2 && l[0].Name == "coreutils" && strings.Join(l[0].Commands, ",") == "ls,cat" && l[1].Name == "pi", "software", l)
+			}},
+		{name: "VM.LinkSoftware", method: "POST", path: vmBase + "/software", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"package":"@agentos-software/pi"}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: `{"package":"@agentos-software/pi","name":"pi","commands":["pi","pi-sdk-acp"],"agents":["pi"]}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.VM(weirdVM).LinkSoftware(ctx, "@agentos-software/pi")
+				if err != nil {
+					return err
+				}
+				return expect(l.Package == "@agentos-software/pi" && l.Name == "pi" && strings.Join(l.Commands, ",") == "pi,pi-sdk-acp" &&
+					strings.Join(l.Agents, ",") == "pi", "linked", l)
+			}},
 		{name: "VM.OpenSession", method: "POST", path: vmBase + "/sessions", accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"sessionId":"fix-flaky-test","agent":"claude","cwd":"/work/repo","env":{"CI":"1"},"additionalDirectories":["/data"],` +
 				`"mcpServers":[{"name":"fs","command":"mcp-fs","args":[],"env":[]}],"permissionPolicy":"ask",` +

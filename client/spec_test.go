@@ -37,6 +37,8 @@ func TestSentBodiesMatchSchemas(t *testing.T) {
 			Stdin: []byte{0xff, 0}, Timeout: time.Second, MaxOutputBytes: 10}},
 		{"ExecRequest", ExecRequest{Argv: []string{"echo", "hi"}, Stdin: []byte("text")}},
 		{"SpawnRequest", SpawnRequest{Argv: []string{"sleep", "1"}, Cwd: "/", Env: map[string]string{"A": "1"}}},
+		{"CreateMountRequest", MountRequest{Path: "/scratch", Driver: MountMemory}},
+		{"CreateMountRequest", MountRequest{Path: "/mnt/data", Driver: MountHostDir, HostPath: "/srv/data", ReadOnly: new(true)}},
 		{"OpenShellRequest", ShellRequest{}},
 		{"OpenShellRequest", ShellRequest{Shell: "bash", Cols: 100, Rows: 30, Cwd: "/", Env: map[string]string{"A": "1"}}},
 		{"CreateTenantRequest", TenantCreate{Name: "acme"}},

@@ -72,6 +72,9 @@ type Config struct {
 	// that a VM asking for others is refused before any sidecar is asked
 	// (nil: the sidecar's own check applies).
 	Software Software
+	// MountAllow are the host directories tenants may mount (--mount-allow,
+	// see ParseMountAllow); none: host directory mounts are refused.
+	MountAllow []MountRule
 }
 
 // Software is what the service needs of the engine's install folder.

@@ -452,6 +452,24 @@ func useVM(t *testing.T, via *clusterNode, nodes []*clusterNode, vm, sid string)
 		t.Fatalf("download: %d bytes, %v; want %d", len(got), err, len(content))
 	}
 
+	// Mounts and software through any node.
+	mnt := "/mnt/" + tag
+	if _, err := c.VM(vm).Mount(ctx, client.MountRequest{Path: mnt, Driver: client.MountMemory}); err != nil {
+		t.Fatalf("mount: %v", err)
+	}
+	if ms, err := c.VM(vm).Mounts(ctx); err != nil || !slices.ContainsFunc(ms, func(m client.Mount) bool { return m.Path == mnt }) {
+		t.Fatalf("mounts: %+v, %v", ms, err)
+	}
+	if err := c.VM(vm).Unmount(ctx, mnt); err != nil {
+		t.Fatalf("unmount: %v", err)
+	}
+	if l, err := c.VM(vm).LinkSoftware(ctx, "@agentos-software/pi"); err != nil || l.Name != "pi" {
+		t.Fatalf("link software: %+v, %v", l, err)
+	}
+	if sw, err := c.VM(vm).Software(ctx); err != nil || !slices.ContainsFunc(sw, func(s client.Software) bool { return s.Name == "pi" }) {
+		t.Fatalf("software: %+v, %v", sw, err)
+	}
+
 	proc, err := c.VM(vm).Spawn(ctx, client.SpawnRequest{Argv: []string{"sh", "-c", "echo one; echo two; echo three"}})
 	if err != nil {
 		t.Fatalf("spawn: %v", err)

@@ -116,6 +116,7 @@ type config struct {
 	nodeHeartbeat      time.Duration
 	nodeTimeout        time.Duration
 	previewDomain      string
+	mountAllow         []vms.MountRule
 }
 
 // parseConfig reads flags, falling back to AGENTOS_GATEWAY_<FLAG> variables.
@@ -171,6 +172,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("node-heartbeat", "2s", "how often this node records its heartbeat and load in the store")
 	num("node-timeout", "10s", "how old a node's heartbeat must be for the others to declare it dead and mark its VMs lost")
 	str(&c.previewDomain, "preview-domain", "", "domain under which {port}-{vm}.<domain> host-based preview URLs work too, such as preview.example.com (needs wildcard DNS; empty: path-based /p/{token}/ previews only)")
+	mountAllow := mountAllowFlag{}
+	if v := env("mount-allow", ""); v != "" {
+		mountAllow.values = []string{v}
+	}
+	fs.Var(&mountAllow, "mount-allow", "host directories tenants may mount into VMs: PATH (read-only), PATH:ro or PATH:rw, comma-separated or repeated (empty: none)")
 	str(&c.logFormat, "log-format", "json", "json or console")
 	str(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -188,6 +194,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		}
 	}
 	var err error
+	c.mountAllow, err = vms.ParseMountAllow(mountAllow.values)
 	atoi := func(name string) int {
 		n, e := strconv.Atoi(*ints[name])
 		if e != nil || n < 0 {
@@ -361,7 +368,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		},
 	})
 	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
-		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Log: log}, db, poolAdapter{pool})
+		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Log: log,
+		MountAllow: c.mountAllow}, db, poolAdapter{pool})
 	node, lost, err := cluster.Join(ctx, cluster.Config{
 		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: shared,
 		Heartbeat: c.nodeHeartbeat, Timeout: c.nodeTimeout,
