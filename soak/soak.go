@@ -331,7 +331,7 @@ func (r *run) settledGoroutines(ctx context.Context, target int) (int, error) {
 	lowest, samples := -1, 0
 	for {
 		r.tr.CloseIdleConnections()
-		scs, err := admin.Sidecars(ctx)
+		scs, err := sidecars(ctx, admin)
 		if err == nil && len(scs) == 1 && scs[0].VMCount == 0 {
 			n, err := goroutines(ctx, admin)
 			if err != nil {
@@ -356,12 +356,10 @@ func (r *run) settledGoroutines(ctx context.Context, target int) (int, error) {
 	}
 }
 
-// killer SIGKILLs one sidecar that hosts VMs every KillEvery, until stop.
-// It kills only processes whose parent is the gateway.
-func (r *run) killer(ctx context.Context, admin *client.Client, stop <-chan struct{}) {
-	t := time.NewTicker(r.cfg.KillEvery)
+// everyTick calls f every period until stop is closed or ctx ends.
+func everyTick(ctx context.Context, stop <-chan struct{}, period time.Duration, f func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
-	rng := rand.New(rand.NewPCG(7, 7))
 	for {
 		select {
 		case <-stop:
@@ -369,12 +367,26 @@ func (r *run) killer(ctx context.Context, admin *client.Client, stop <-chan stru
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			f()
 		}
-		lctx, cancel := context.WithTimeout(ctx, callDeadline)
-		scs, err := admin.Sidecars(lctx)
-		cancel()
+	}
+}
+
+// sidecars lists the gateway's sidecars, within a call's deadline.
+func sidecars(ctx context.Context, admin *client.Client) ([]client.Sidecar, error) {
+	ctx, cancel := context.WithTimeout(ctx, callDeadline)
+	defer cancel()
+	return admin.Sidecars(ctx)
+}
+
+// killer SIGKILLs one sidecar that hosts VMs every KillEvery, until stop.
+// It kills only processes whose parent is the gateway.
+func (r *run) killer(ctx context.Context, admin *client.Client, stop <-chan struct{}) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	everyTick(ctx, stop, r.cfg.KillEvery, func() {
+		scs, err := sidecars(ctx, admin)
 		if err != nil {
-			continue
+			return
 		}
 		var pids []int
 		for _, sc := range scs {
@@ -383,33 +395,22 @@ func (r *run) killer(ctx context.Context, admin *client.Client, stop <-chan stru
 			}
 		}
 		if len(pids) == 0 {
-			continue
+			return
 		}
 		pid := pids[rng.IntN(len(pids))]
 		r.addGroup(pid)
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			r.rec.count(&r.rec.kills)
 		}
-	}
+	})
 }
 
 // watchSidecars records the process group of every sidecar it sees, for
 // the leak check, and writes the progress lines.
 func (r *run) watchSidecars(ctx context.Context, admin *client.Client, stop <-chan struct{}, start time.Time) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
 	lastProgress := time.Now()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		lctx, cancel := context.WithTimeout(ctx, callDeadline)
-		scs, err := admin.Sidecars(lctx)
-		cancel()
+	everyTick(ctx, stop, 2*time.Second, func() {
+		scs, err := sidecars(ctx, admin)
 		if err == nil {
 			for _, sc := range scs {
 				r.addGroup(sc.Pid) // a sidecar leads its own process group
@@ -419,7 +420,7 @@ func (r *run) watchSidecars(ctx context.Context, admin *client.Client, stop <-ch
 			lastProgress = time.Now()
 			r.progress(time.Since(start), len(scs))
 		}
-	}
+	})
 }
 
 func (r *run) progress(elapsed time.Duration, sidecars int) {

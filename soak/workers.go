@@ -116,14 +116,7 @@ type worker struct {
 // loop runs the worker until stop is closed, finishing the operation in
 // progress. ctx ends only when the run is abandoned.
 func (w *worker) loop(ctx context.Context, stop <-chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		default:
-		}
+	for !stopped(ctx, stop) {
 		if w.vm == nil && !w.createVM(ctx) {
 			// The pool may be at its limit while killed sidecars are
 			// replaced: back off a little.
@@ -141,6 +134,18 @@ func (w *worker) loop(ctx context.Context, stop <-chan struct{}) {
 		case agentWorker:
 			w.piTurn(ctx)
 		}
+	}
+}
+
+// stopped reports whether stop is closed or ctx ended.
+func stopped(ctx context.Context, stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	case <-ctx.Done():
+		return true
+	default:
+		return false
 	}
 }
 

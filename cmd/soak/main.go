@@ -4,7 +4,7 @@
 // report: operations by kind with p50/p99 latency, errors by code, and the
 // figures that must be zero (lost acknowledged writes, hung streams,
 // leaked goroutines, processes and temporary files). It exits 1 when one
-// of those is not zero.
+// of those is not zero, 2 when the soak could not run.
 package main
 
 import (
@@ -23,7 +23,14 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	err := run()
+	switch {
+	case errors.Is(err, errFailed):
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	case err != nil:
+		// The soak could not run (no gateway binary, a gateway that did
+		// not start): not a measurement.
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
