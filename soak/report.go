@@ -62,13 +62,13 @@ type OpStats struct {
 	P99    time.Duration `json:"p99Ns"`
 }
 
-// ErrorCount counts the failed operations of one code: those on VMs that
-// turned out lost (their sidecar was killed, as the soak intends) and the
-// others.
+// ErrorCount counts the failed operations of one code: those the kills
+// caused (on a VM that turned out lost, or a VM create that a kill
+// overlapped) and the others.
 type ErrorCount struct {
-	Code     string `json:"code"`
-	OnLostVM int    `json:"onLostVm"`
-	Other    int    `json:"other"`
+	Code      string `json:"code"`
+	FromKills int    `json:"fromKills"`
+	Other     int    `json:"other"`
 }
 
 // Report is what a soak run measured. The run passed when Failures is
@@ -121,9 +121,10 @@ type recorder struct {
 	mu         sync.Mutex
 	ok         map[Kind][]time.Duration
 	failed     map[Kind]int
-	errLost    map[string]int
+	errKills   map[string]int
 	errOther   map[string]int
 	kills      int
+	killTimes  []time.Time
 	vmsLost    int
 	acked      int
 	verified   int
@@ -135,7 +136,7 @@ type recorder struct {
 
 func newRecorder() *recorder {
 	return &recorder{ok: map[Kind][]time.Duration{}, failed: map[Kind]int{},
-		errLost: map[string]int{}, errOther: map[string]int{}}
+		errKills: map[string]int{}, errOther: map[string]int{}}
 }
 
 func (r *recorder) succeeded(k Kind, d time.Duration) {
@@ -144,14 +145,35 @@ func (r *recorder) succeeded(k Kind, d time.Duration) {
 	r.ok[k] = append(r.ok[k], d)
 }
 
+// killed records a sidecar kill.
+func (r *recorder) killed(at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.kills++
+	r.killTimes = append(r.killTimes, at)
+}
+
+// killedBetween reports whether a kill happened from a little before from
+// (the sidecar's death may be noticed late) to to.
+func (r *recorder) killedBetween(from, to time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.killTimes {
+		if !t.Before(from.Add(-time.Second)) && !t.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
 // fail records a failed operation of class (a gateway code or one of the
-// class constants); onLostVM says whether its VM turned out lost.
-func (r *recorder) fail(k Kind, class string, onLostVM bool, what string) {
+// class constants); fromKill says whether a kill caused it.
+func (r *recorder) fail(k Kind, class string, fromKill bool, what string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failed[k]++
-	if onLostVM {
-		r.errLost[class]++
+	if fromKill {
+		r.errKills[class]++
 	} else {
 		r.errOther[class]++
 	}
@@ -161,9 +183,9 @@ func (r *recorder) fail(k Kind, class string, onLostVM bool, what string) {
 	case classWrong:
 		r.wrong++
 	}
-	// Failures on lost VMs are what the kills cause; only the others are
+	// Failures from kills are what the soak intends; only the others are
 	// worth a line of their own.
-	if !onLostVM && len(r.samples) < maxSamples {
+	if !fromKill && len(r.samples) < maxSamples {
 		r.samples = append(r.samples, fmt.Sprintf("%s: %s: %s", k, class, what))
 	}
 }
@@ -231,14 +253,14 @@ func (r *recorder) fill(rep *Report) {
 	}
 	rep.Latency = stats("all", all, failed)
 	codes := map[string]bool{}
-	for c := range r.errLost {
+	for c := range r.errKills {
 		codes[c] = true
 	}
 	for c := range r.errOther {
 		codes[c] = true
 	}
 	for _, c := range slices.Sorted(maps.Keys(codes)) {
-		rep.Errors = append(rep.Errors, ErrorCount{Code: c, OnLostVM: r.errLost[c], Other: r.errOther[c]})
+		rep.Errors = append(rep.Errors, ErrorCount{Code: c, FromKills: r.errKills[c], Other: r.errOther[c]})
 	}
 	rep.SidecarKills, rep.VMsLost = r.kills, r.vmsLost
 	rep.AckedWrites, rep.VerifiedReads, rep.LostWrites = r.acked, r.verified, r.lostWrites
@@ -293,11 +315,11 @@ func (rep *Report) Print(w io.Writer) error {
 	tw.Flush()
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "error code\ton lost VMs\totherwise\t")
+	fmt.Fprintln(tw, "error code\tfrom kills\totherwise\t")
 	errs := slices.Clone(rep.Errors)
-	sort.SliceStable(errs, func(i, j int) bool { return errs[i].OnLostVM+errs[i].Other > errs[j].OnLostVM+errs[j].Other })
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].FromKills+errs[i].Other > errs[j].FromKills+errs[j].Other })
 	for _, e := range errs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", e.Code, e.OnLostVM, e.Other)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", e.Code, e.FromKills, e.Other)
 	}
 	if len(errs) == 0 {
 		fmt.Fprintln(tw, "none\t0\t0\t")
@@ -321,7 +343,7 @@ func (rep *Report) Print(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "gateway exit after SIGTERM: %s\n", rep.GatewayExit)
 	if len(rep.Samples) > 0 {
-		b.WriteString("\nfailures other than on lost VMs (first ones):\n")
+		b.WriteString("\nfailures not caused by a kill (first ones):\n")
 		for _, s := range rep.Samples {
 			fmt.Fprintf(&b, "  %s\n", s)
 		}

@@ -92,7 +92,7 @@ func TestJudge(t *testing.T) {
 		{"unclean exit", func(r *Report) { r.GatewayExit = "exit status 1" }, false},
 		{"no kill", func(r *Report) { r.SidecarKills = 0 }, false},
 		{"a kind never succeeded", func(r *Report) { r.Ops[0].OK = 0 }, false},
-		{"failures on lost VMs", func(r *Report) { r.Errors = []ErrorCount{{Code: "unavailable", OnLostVM: 9}} }, true},
+		{"failures from kills", func(r *Report) { r.Errors = []ErrorCount{{Code: "unavailable", FromKills: 9}} }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := passing()

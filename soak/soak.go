@@ -10,7 +10,7 @@
 // whose output stream is closed and resumed from its last event id on the
 // way to the exit) and an agent worker (pi turns against the mock
 // Anthropic model). A VM whose sidecar was killed turns lost: its worker
-// counts the failures as "on lost VMs", forgets its writes and creates
+// counts the failures as caused by the kills, forgets its writes and creates
 // another VM. A write the gateway acknowledged on a VM that was not lost
 // must read back identical, now and at the end of the run.
 package soak
@@ -78,11 +78,12 @@ const (
 
 // run is the state of one soak run.
 type run struct {
-	cfg  Config
-	gw   *gateway
-	mock *mockanthropic.Server
-	tr   *http.Transport
-	rec  *recorder
+	cfg   Config
+	began time.Time // when Run was called, for the phase lines
+	gw    *gateway
+	mock  *mockanthropic.Server
+	tr    *http.Transport
+	rec   *recorder
 
 	mu     sync.Mutex
 	vms    map[string]*client.Client // every VM created, by id, with its tenant's client
@@ -108,6 +109,7 @@ func (r *run) addGroup(pgid int) {
 // not run (the gateway did not start, a tenant could not be created), not
 // that it failed: see Report.Passed.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	began := time.Now()
 	cfg = cfg.withDefaults()
 	if cfg.GatewayBin == "" {
 		return nil, errors.New("soak: no gateway binary")
@@ -135,7 +137,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	defer tr.CloseIdleConnections()
-	r := &run{cfg: cfg, gw: gw, mock: mock, tr: tr, rec: newRecorder(),
+	r := &run{cfg: cfg, began: began, gw: gw, mock: mock, tr: tr, rec: newRecorder(),
 		vms: map[string]*client.Client{}, groups: map[int]bool{gw.pid(): true}}
 	rep, err := r.soak(ctx)
 	if err != nil {
@@ -148,7 +150,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // logf writes a line about the run's phases to Progress.
 func (r *run) logf(format string, args ...any) {
 	if r.cfg.Progress != nil {
-		fmt.Fprintf(r.cfg.Progress, "soak: "+format+"\n", args...)
+		fmt.Fprintf(r.cfg.Progress, "soak: [%s] %s\n", time.Since(r.began).Round(time.Second), fmt.Sprintf(format, args...))
 	}
 }
 
@@ -180,6 +182,9 @@ func (r *run) soak(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		tenants = append(tenants, c)
+	}
+	if n, err := goroutines(ctx, admin); err == nil {
+		r.logf("gateway ready (%d goroutines), %d tenants created; warming up", n, len(tenants))
 	}
 	var workers []*worker
 	for i, c := range tenants {
@@ -275,6 +280,7 @@ func (r *run) soak(ctx context.Context) (*Report, error) {
 	rep.LeakedGoroutines = max(0, after-baseline)
 	r.tr.CloseIdleConnections()
 	r.logf("VMs deleted, %d goroutines; stopping the gateway", after)
+	defer r.logf("gateway stopped, leaks checked")
 
 	rep.GatewayExit = r.gw.stop(60 * time.Second)
 	rep.LeakedProcesses = r.waitProcessesGone(15 * time.Second)
@@ -400,7 +406,7 @@ func (r *run) killer(ctx context.Context, admin *client.Client, stop <-chan stru
 		pid := pids[rng.IntN(len(pids))]
 		r.addGroup(pid)
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			r.rec.count(&r.rec.kills)
+			r.rec.killed(time.Now())
 		}
 	})
 }

@@ -117,13 +117,18 @@ type worker struct {
 // progress. ctx ends only when the run is abandoned.
 func (w *worker) loop(ctx context.Context, stop <-chan struct{}) {
 	for !stopped(ctx, stop) {
-		if w.vm == nil && !w.createVM(ctx) {
-			// The pool may be at its limit while killed sidecars are
-			// replaced: back off a little.
-			sleepCtx(ctx, 500*time.Millisecond)
+		// Each step is one operation, so that a stop is noticed between
+		// them.
+		if w.vm == nil {
+			if !w.createVM(ctx) {
+				// The pool may be at its limit while killed sidecars are
+				// replaced: back off a little.
+				sleepCtx(ctx, 500*time.Millisecond)
+			}
 			continue
 		}
-		if w.kind == agentWorker && w.sessID == "" && !w.openSession(ctx) {
+		if w.kind == agentWorker && w.sessID == "" {
+			w.openSession(ctx)
 			continue
 		}
 		switch w.kind {
@@ -187,7 +192,10 @@ func (w *worker) do(ctx context.Context, kind Kind, deadline time.Duration, op f
 		class = classHung
 	}
 	lost := w.vm != nil && w.vmLost(ctx)
-	w.r.rec.fail(kind, class, lost, fmt.Sprintf("%s on %s after %s: %v", w.name, w.vmID(), d.Round(time.Millisecond), err))
+	// A create placed on a sidecar that was killed meanwhile fails with
+	// no VM to be lost.
+	fromKill := lost || (w.vm == nil && w.r.rec.killedBetween(start, time.Now()))
+	w.r.rec.fail(kind, class, fromKill, fmt.Sprintf("%s on %s after %s: %v", w.name, w.vmID(), d.Round(time.Millisecond), err))
 	if lost {
 		w.r.rec.count(&w.r.rec.vmsLost)
 		w.dropVM()
