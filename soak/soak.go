@@ -194,9 +194,8 @@ func (r *run) soak(ctx context.Context) (*Report, error) {
 		}
 	}
 
-	// A first round of every kind of operation, before the baseline: the
-	// gateway starts some of its goroutines (pools, recorders) on first
-	// use, and those are not leaks.
+	// A first round of every kind of operation, before the baseline: a
+	// goroutine the gateway starts on first use and keeps is not a leak.
 	warm := workers[:3]
 	var wg sync.WaitGroup
 	for _, w := range warm {
