@@ -1,0 +1,297 @@
+package soak
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+)
+
+// gateway is the gateway binary the soak drives, run as a child process
+// with a data directory and a TMPDIR of its own.
+type gateway struct {
+	cmd     *exec.Cmd
+	url     string
+	key     string // the admin key
+	dataDir string
+	tmpDir  string // the gateway's TMPDIR: every sidecar's lives under it
+	logFile *os.File
+	exited  chan struct{}
+	waitErr error
+}
+
+// startGateway runs bin on a free loopback port and waits until it is
+// ready. The sidecar settings give several sidecars for a few VMs, so that
+// killing one loses only some VMs, and retire idle sidecars quickly, so
+// that the goroutine count can settle back to its baseline.
+func startGateway(ctx context.Context, bin, dir string, vmsPerSidecar, maxSidecars int) (*gateway, error) {
+	g := &gateway{dataDir: filepath.Join(dir, "data"), tmpDir: filepath.Join(dir, "tmp"), exited: make(chan struct{})}
+	for _, d := range []string{g.dataDir, g.tmpDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("soak: %w", err)
+		}
+	}
+	key := make([]byte, 24)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("soak: admin key: %w", err)
+	}
+	g.key = "agk_soak_" + hex.EncodeToString(key)
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	g.url = "http://" + addr
+	if g.logFile, err = os.Create(filepath.Join(dir, "gateway.log")); err != nil {
+		return nil, fmt.Errorf("soak: %w", err)
+	}
+	g.cmd = exec.Command(bin, "--addr", addr, "--data-dir", g.dataDir,
+		"--vms-per-sidecar", strconv.Itoa(vmsPerSidecar), "--max-sidecars", strconv.Itoa(maxSidecars),
+		"--min-idle-sidecars", "1", "--sidecar-idle-timeout", "3s", "--shutdown-grace", "10s")
+	g.cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+g.key, "TMPDIR="+g.tmpDir)
+	g.cmd.Stdout, g.cmd.Stderr = g.logFile, g.logFile
+	// A group of its own: a signal to the soak's group (Ctrl-C) reaches the
+	// gateway only through stop, which shuts it down in order.
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := g.cmd.Start(); err != nil {
+		g.logFile.Close()
+		return nil, fmt.Errorf("soak: start gateway: %w", err)
+	}
+	go func() {
+		g.waitErr = g.cmd.Wait()
+		close(g.exited)
+	}()
+	if err := g.waitReady(ctx); err != nil {
+		g.kill()
+		return nil, err
+	}
+	return g, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("soak: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (g *gateway) waitReady(ctx context.Context) error {
+	c, err := client.New(g.url, g.key)
+	if err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	for {
+		if err := c.Ready(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-g.exited:
+			return fmt.Errorf("soak: the gateway exited before it was ready: %v (log: %s)", g.waitErr, g.logFile.Name())
+		case <-ctx.Done():
+			return fmt.Errorf("soak: the gateway was not ready in time: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pid is the gateway's process id.
+func (g *gateway) pid() int { return g.cmd.Process.Pid }
+
+// stop sends SIGTERM and waits for the exit, then SIGKILLs the gateway if
+// it did not exit in time. It returns how the gateway ended: "0" for a
+// clean exit.
+func (g *gateway) stop(timeout time.Duration) string {
+	defer g.logFile.Close()
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.exited:
+	case <-time.After(timeout):
+		g.kill()
+		return fmt.Sprintf("no exit within %s of SIGTERM (killed)", timeout)
+	}
+	if g.waitErr != nil {
+		return g.waitErr.Error()
+	}
+	return "0"
+}
+
+// kill ends the gateway with SIGKILL and waits for it.
+func (g *gateway) kill() {
+	_ = g.cmd.Process.Kill()
+	<-g.exited
+}
+
+// parentOf returns the parent pid of pid, or 0 when it is gone.
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// procInfo is what leak detection reads of a process.
+type procInfo struct {
+	pid, pgid int
+	state     string
+	cmdline   string
+	environ   []byte
+}
+
+func readProc(pid int) (procInfo, bool) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procInfo{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return procInfo{}, false
+	}
+	p := procInfo{pid: pid, state: f[0]}
+	p.pgid, _ = strconv.Atoi(f[2])
+	cmd, _ := os.ReadFile(dir + "/cmdline")
+	p.cmdline = strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
+	p.environ, _ = os.ReadFile(dir + "/environ")
+	return p, true
+}
+
+// leakedProcesses walks /proc for the processes the gateway started that
+// are still alive (zombies excluded): any whose process group is one of
+// groups (the gateway's and every sidecar's seen), or whose environment
+// has the gateway's private TMPDIR, which every sidecar and its children
+// inherit.
+func leakedProcesses(groups map[int]bool, tmpDir string) []string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return []string{"cannot read /proc: " + err.Error()}
+	}
+	marker := []byte("TMPDIR=" + tmpDir)
+	self := os.Getpid()
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		p, ok := readProc(pid)
+		if !ok || p.state == "Z" {
+			continue
+		}
+		if groups[p.pgid] || hasEnv(p.environ, marker) {
+			out = append(out, fmt.Sprintf("pid %d (group %d): %s", p.pid, p.pgid, p.cmdline))
+		}
+	}
+	return out
+}
+
+// hasEnv reports whether environ (NUL-separated) has an entry that starts
+// with prefix.
+func hasEnv(environ, prefix []byte) bool {
+	for len(environ) > 0 {
+		entry, rest, _ := bytes.Cut(environ, []byte{0})
+		if bytes.HasPrefix(entry, prefix) {
+			return true
+		}
+		environ = rest
+	}
+	return false
+}
+
+// leakedTempFiles lists what the gateway left in its TMPDIR (every
+// sidecar's private directory must be removed once it is reaped) and the
+// temporary files left in its data directory (the store's and the
+// sessions' databases are kept; SQLite's -wal and -shm files must be gone
+// after a clean close, and nothing else may be there).
+func leakedTempFiles(g *gateway) []string {
+	var out []string
+	entries, err := os.ReadDir(g.tmpDir)
+	if err != nil {
+		return []string{"cannot read " + g.tmpDir + ": " + err.Error()}
+	}
+	for _, e := range entries {
+		out = append(out, filepath.Join(g.tmpDir, e.Name()))
+	}
+	_ = filepath.WalkDir(g.dataDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if strings.HasSuffix(name, ".db") {
+			return nil
+		}
+		out = append(out, p)
+		return nil
+	})
+	// A sidecar started with the soak's own TMPDIR, not the gateway's,
+	// would leave its directory there, named after the gateway's pid.
+	prefix := "agentos-sidecar-" + strconv.Itoa(g.pid()) + "-"
+	if entries, err := os.ReadDir(os.TempDir()); err == nil {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), prefix) {
+				out = append(out, filepath.Join(os.TempDir(), e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// goroutines reads go_goroutines from the gateway's /metrics.
+func goroutines(ctx context.Context, admin *client.Client) (int, error) {
+	b, err := admin.Metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := metricValue(b, "go_goroutines")
+	if !ok {
+		return 0, errors.New("soak: /metrics has no go_goroutines")
+	}
+	return int(v), nil
+}
+
+// metricValue returns the value of an unlabelled sample of the
+// Prometheus text format.
+func metricValue(text []byte, name string) (float64, bool) {
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), name+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		return v, err == nil
+	}
+	return 0, false
+}
