@@ -15,6 +15,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
@@ -76,6 +77,8 @@ type Config struct {
 	Console fs.FS
 	// Watches serves file watches (nil: the watch route is 503).
 	Watches *watch.Service
+	// Bindings serves the VMs' host bindings (nil: their routes are 503).
+	Bindings *bindings.Service
 	Log     zerolog.Logger
 }
 
@@ -172,6 +175,7 @@ func (s *Server) routes() chi.Router {
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Get("/me", s.me)
+		r.Get("/webhook-secret", s.webhookSecret)
 		r.With(s.placeCreate).Post("/vms", s.createVM)
 		r.Get("/vms", s.listVMs)
 		r.Route("/vms/{vm}", func(r chi.Router) {
@@ -209,6 +213,8 @@ func (s *Server) routes() chi.Router {
 			r.Get("/fs/stat", s.stat)
 			r.Get("/watch", s.watchFiles)
 			r.Get("/agents", s.listAgents)
+			r.Get("/bindings", s.getBindings)
+			r.Put("/bindings", s.putBindings)
 			r.Post("/schedules", s.createSchedule)
 			r.Get("/schedules", s.listSchedules)
 			r.Get("/schedules/{schedule}", s.getSchedule)
