@@ -120,21 +120,30 @@ func (s *Service) VMEnded(vmID string) {
 	s.mu.Unlock()
 }
 
-// register gives the engine the collections of b it does not have as they
-// are. The engine cannot take a collection back: one dropped from b keeps
-// its command, whose calls are refused.
+// register gives the engine the collections of b it does not have. The
+// engine takes a collection once and cannot take it back or change it: a
+// collection dropped from b keeps its command, whose calls are refused, and
+// one declared again must be as registered but for its webhook URLs
+// (checked for all before any is registered).
 func (s *Service) register(ctx context.Context, v *vmBindings, b *gateway.Bindings) error {
 	v.regMu.Lock()
 	defer v.regMu.Unlock()
-	for _, c := range b.Collections {
-		enc, _ := json.Marshal(engineCollection(c))
-		if bytes.Equal(v.registered[c.Name], enc) {
+	encoded := make([][]byte, len(b.Collections))
+	for i, c := range b.Collections {
+		encoded[i], _ = json.Marshal(engineCollection(c))
+		if had, ok := v.registered[c.Name]; ok && !bytes.Equal(had, encoded[i]) {
+			return gateway.Errorf(gateway.CodeConflict, "collection %s is registered with the engine as first declared, and while the VM lives only its webhook URLs can change; declare the changed collection under a new name", c.Name).
+				WithDetail("field", fmt.Sprintf("collections[%d]", i))
+		}
+	}
+	for i, c := range b.Collections {
+		if _, ok := v.registered[c.Name]; ok {
 			continue
 		}
 		if _, err := v.engine.RegisterHostCallbacks(ctx, engineCollection(c)); err != nil {
 			return gateway.Wrap(gateway.CodeUnavailable, err, "the engine did not take binding collection %s", c.Name).WithDetail("collection", c.Name)
 		}
-		v.registered[c.Name] = enc
+		v.registered[c.Name] = encoded[i]
 	}
 	return nil
 }

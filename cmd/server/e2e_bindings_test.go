@@ -202,8 +202,17 @@ func TestE2EBindings(t *testing.T) {
 		notes := client.BindingCollection{Name: "notes", Description: "Notes kept by the host", Bindings: []client.Binding{
 			{Name: "add", Description: "Add a note", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`), WebhookURL: hooks.URL + "/echo"},
 		}}
-		// The weather collection stays, its get binding now failing.
+		// The weather collection stays, its get binding now failing; the
+		// engine cannot change what it registered, only the webhooks can.
 		changed := weather(hooks, hooks.URL+"/fail")
+		changed.Description = "Weather, changed"
+		_, err := h.PutBindings(ctx, client.Bindings{Collections: []client.BindingCollection{notes, changed}})
+		if ce := wantCode(t, err, "conflict", 409); ce.Details["field"] != "collections[1]" {
+			t.Errorf("changed collection: details %v (%s)", ce.Details, ce.Detail)
+		}
+		_, err = h.Exec(ctx, client.ExecRequest{Command: "agentos-notes add --text hello"})
+		wantCode(t, err, "invalid_argument", 400) // command not found: the refused put registered nothing
+		changed.Description = weather(hooks, "").Description
 		put, err := h.PutBindings(ctx, client.Bindings{Collections: []client.BindingCollection{changed, notes}, PermissionWebhookURL: hooks.URL + "/decide"})
 		if err != nil || len(put.Collections) != 2 {
 			t.Fatalf("put: %+v %v", put, err)
