@@ -68,7 +68,8 @@ FUZZ_TARGETS := \
 	./agentos:FuzzCommandArgv ./archive:FuzzExtract ./client:FuzzParseContentRange ./client:FuzzSSE \
 	./handlers:FuzzDecodeJSON ./handlers:FuzzQueryParams ./handlers:FuzzLastEventID \
 	./handlers:FuzzEncodeBytes ./handlers:FuzzRewritePlainError ./sessions:FuzzValidateContent \
-	./cluster:FuzzParseForwarded ./schedules:FuzzParse
+	./cluster:FuzzParseForwarded ./schedules:FuzzParse \
+	./webhook:FuzzVerify ./bindings:FuzzValidate
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
