@@ -130,7 +130,7 @@ func (s *Service) register(ctx context.Context, v *vmBindings, b *gateway.Bindin
 	defer v.regMu.Unlock()
 	encoded := make([][]byte, len(b.Collections))
 	for i, c := range b.Collections {
-		encoded[i], _ = json.Marshal(engineCollection(c))
+		encoded[i] = fingerprint(engineCollection(c))
 		if had, ok := v.registered[c.Name]; ok && !bytes.Equal(had, encoded[i]) {
 			return gateway.Errorf(gateway.CodeConflict, "collection %s is registered with the engine as first declared, and while the VM lives only its webhook URLs can change; declare the changed collection under a new name", c.Name).
 				WithDetail("field", fmt.Sprintf("collections[%d]", i))
@@ -146,6 +146,19 @@ func (s *Service) register(ctx context.Context, v *vmBindings, b *gateway.Bindin
 		v.registered[c.Name] = encoded[i]
 	}
 	return nil
+}
+
+// fingerprint encodes what the engine is given of a collection as
+// canonical JSON: a schema read back from PostgreSQL's jsonb, respaced and
+// reordered, is the same schema.
+func fingerprint(c agentos.HostCallbackCollection) []byte {
+	b, _ := json.Marshal(c)
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return b
+	}
+	canonical, _ := json.Marshal(v)
+	return canonical
 }
 
 // engineCollection is a collection as the engine takes it; webhook URLs

@@ -83,3 +83,18 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+// A collection read back from PostgreSQL's jsonb is respaced and reordered;
+// it must still be the collection the engine registered.
+func TestFingerprintIgnoresJSONLayout(t *testing.T) {
+	c := func(schema string) gateway.BindingCollection {
+		return gateway.BindingCollection{Name: "w", Description: "d", Bindings: []gateway.Binding{
+			{Name: "g", Description: "d", InputSchema: json.RawMessage(schema), WebhookURL: "https://a.example/x"}}}
+	}
+	a := fingerprint(engineCollection(c(`{"type":"object","properties":{"city":{"type":"string"}}}`)))
+	b := fingerprint(engineCollection(c(`{"properties": {"city": {"type": "string"}}, "type": "object"}`)))
+	d := fingerprint(engineCollection(c(`{"type":"object"}`)))
+	if string(a) != string(b) || string(a) == string(d) {
+		t.Errorf("fingerprints %s %s %s", a, b, d)
+	}
+}
