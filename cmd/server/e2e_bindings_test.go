@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
+	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
 )
 
@@ -446,4 +448,83 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 			t.Fatalf("the failing webhook was asked %d times", len(hooks.received("/fail")))
 		}
 	})
+}
+
+// TestE2EBindingsCluster declares and calls bindings through the node that
+// does not run the VM: the request is proxied to the owner, whose engine
+// asks it, so the owner makes the webhook call; every node gives a tenant
+// the same secret.
+func TestE2EBindingsCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs two gateway binaries")
+	}
+	base := os.Getenv("AGENTOS_GATEWAY_TEST_POSTGRES")
+	if base == "" {
+		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test sets it)")
+	}
+	dsn := freshClusterDatabase(t, base)
+	bin := buildGateway(t)
+	doc := apispec.MustLoad(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
+	ctx := ctxFor(t, 5*time.Minute)
+	hooks := newHookServer(t)
+
+	nodes := map[string]*clusterNode{}
+	for _, id := range []string{"b1", "b2"} {
+		n := &clusterNode{id: id, port: freePort(t), dataDir: t.TempDir(), extra: []string{"--webhook-allow", "127.0.0.1"}}
+		n.start(t, bin, dsn)
+		n.c = mustClient(t, n.url(), testAdminKey, client.WithHTTPClient(hc))
+		nodes[id] = n
+	}
+	tn, err := nodes["b1"].c.CreateTenant(ctx, client.TenantCreate{Name: "bind-cluster"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := nodes["b1"].c.CreateKey(ctx, tn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]*client.Client{}
+	var secrets []string
+	for id, n := range nodes {
+		clients[id] = mustClient(t, n.url(), key.Key, client.WithHTTPClient(hc))
+		s, err := clients[id].WebhookSecret(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, s.Secret)
+	}
+	if secrets[0] != secrets[1] {
+		t.Fatalf("the nodes give the tenant different secrets")
+	}
+	hooks.setSecret(secrets[0])
+
+	vm, err := clients["b1"].CreateVM(ctx, client.CreateVMRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	via := "b1"
+	if vm.Node == "b1" {
+		via = "b2"
+	}
+	h := clients[via].VM(vm.ID)
+	if _, err := h.PutBindings(ctx, client.Bindings{Collections: []client.BindingCollection{weather(hooks, hooks.URL+"/echo")}}); err != nil {
+		t.Fatalf("put through %s (the VM runs on %s): %v", via, vm.Node, err)
+	}
+	if got, err := h.Bindings(ctx); err != nil || len(got.Collections) != 1 {
+		t.Fatalf("get through %s: %+v %v", via, got, err)
+	}
+	res, err := h.Exec(ctx, client.ExecRequest{Command: "agentos-weather get --city Oslo"})
+	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), `"city":"Oslo"`) {
+		t.Fatalf("exec through %s: %+v %v", via, res, err)
+	}
+	calls := hooks.received("/echo")
+	if len(calls) != 1 || calls[0].sigErr != nil || calls[0].body["vmId"] != vm.ID {
+		t.Fatalf("webhook calls %+v", calls)
+	}
+	if _, err := h.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
