@@ -84,6 +84,21 @@ func (h *hookServer) received(path string) []hookCall {
 	return out
 }
 
+// hookedTenant starts a gateway that may call loopback webhooks, a webhook
+// server, and a tenant whose secret the server verifies with.
+func hookedTenant(t *testing.T, name string) (*e2e, *hookServer, *client.Client) {
+	t.Helper()
+	e := newE2E(t, "--webhook-allow", "127.0.0.1")
+	hooks := newHookServer(t)
+	_, c := e.tenant(e.uniq(name), nil)
+	secret, err := c.WebhookSecret(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks.setSecret(secret.Secret)
+	return e, hooks, c
+}
+
 // weather is a collection whose bindings answer through h.
 func weather(h *hookServer, echoURL string) client.BindingCollection {
 	schema := json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"]}`)
@@ -326,16 +341,9 @@ func TestE2EBindingsAgentPi(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real agent")
 	}
-	e := newE2E(t, "--webhook-allow", "127.0.0.1")
-	hooks := newHookServer(t)
+	e, hooks, c := hookedTenant(t, "bind-pi")
 	mock := mockanthropic.Start(t)
-	_, c := e.tenant(e.uniq("bind-pi"), nil)
 	ctx := ctxFor(t, 4*time.Minute)
-	secret, err := c.WebhookSecret(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hooks.setSecret(secret.Secret)
 	vm := e.vm(c, client.CreateVMRequest{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())},
 		Bindings: &client.Bindings{Collections: []client.BindingCollection{weather(hooks, hooks.URL+"/echo")}}})
 	const sid = "pi-bindings"
@@ -367,16 +375,9 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real agent")
 	}
-	e := newE2E(t, "--webhook-allow", "127.0.0.1")
-	hooks := newHookServer(t)
+	e, hooks, c := hookedTenant(t, "perm-hook")
 	mock := mockanthropic.Start(t)
-	_, c := e.tenant(e.uniq("perm-hook"), nil)
 	ctx := ctxFor(t, 6*time.Minute)
-	secret, err := c.WebhookSecret(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hooks.setSecret(secret.Secret)
 	hooks.mu.Lock()
 	hooks.decision = "allow"
 	hooks.mu.Unlock()
