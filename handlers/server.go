@@ -79,7 +79,7 @@ type Config struct {
 	Watches *watch.Service
 	// Bindings serves the VMs' host bindings (nil: their routes are 503).
 	Bindings *bindings.Service
-	Log     zerolog.Logger
+	Log      zerolog.Logger
 }
 
 // Server is the gateway's HTTP handler.
