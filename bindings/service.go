@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -263,7 +264,7 @@ func (s *Service) call(ctx context.Context, v *vmBindings, hc agentos.HostCall) 
 func (s *Service) post(ctx context.Context, v *vmBindings, hc agentos.HostCall, id, collection, name string) (json.RawMessage, int, error) {
 	b, ok := lookup(v.current(), collection, name)
 	if !ok {
-		return nil, 0, &webhook.CallError{Outcome: gateway.BindingUnknown, Err: fmt.Errorf("is no longer declared for this VM")}
+		return nil, 0, &webhook.CallError{Outcome: gateway.BindingUnknown, Err: errors.New("is no longer declared for this VM")}
 	}
 	body, err := json.Marshal(CallRequest{
 		Type: "binding.call", InvocationID: id, TenantID: v.tenantID, VMID: v.vmID,
@@ -357,7 +358,7 @@ func (s *Service) DecidePermission(ctx context.Context, tenantID, vmID, sessionI
 	case verdict.OptionID != "":
 	case verdict.Decision == gateway.DecisionAllow || verdict.Decision == gateway.DecisionReject:
 	default:
-		return gateway.PermissionVerdict{}, true, fmt.Errorf("permission webhook answered neither an optionId nor a decision of allow or reject")
+		return gateway.PermissionVerdict{}, true, errors.New("permission webhook answered neither an optionId nor a decision of allow or reject")
 	}
 	return verdict, true, nil
 }

@@ -99,9 +99,9 @@ func (c *Client) Post(ctx context.Context, tenantID, url, id string, body []byte
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrTargetRefused):
-			return nil, 0, &CallError{Outcome: gateway.BindingRefused, Err: fmt.Errorf("webhook target refused: its address is loopback, private or otherwise non-public; allow it with --webhook-allow")}
+			return nil, 0, &CallError{Outcome: gateway.BindingRefused, Err: errors.New("webhook target refused: its address is loopback, private or otherwise non-public; allow it with --webhook-allow")}
 		case ctx.Err() != nil:
-			return nil, 0, &CallError{Outcome: gateway.BindingTimeout, Err: fmt.Errorf("webhook did not answer in time")}
+			return nil, 0, &CallError{Outcome: gateway.BindingTimeout, Err: errors.New("webhook did not answer in time")}
 		default:
 			return nil, 0, &CallError{Outcome: gateway.BindingUnreachable, Err: fmt.Errorf("webhook unreachable: %s", unwrapNetError(err))}
 		}
@@ -110,7 +110,7 @@ func (c *Client) Post(ctx context.Context, tenantID, url, id string, body []byte
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return nil, resp.StatusCode, &CallError{Outcome: gateway.BindingTimeout, Status: resp.StatusCode, Err: fmt.Errorf("webhook did not answer in time")}
+		return nil, resp.StatusCode, &CallError{Outcome: gateway.BindingTimeout, Status: resp.StatusCode, Err: errors.New("webhook did not answer in time")}
 	case err != nil:
 		return nil, resp.StatusCode, &CallError{Outcome: gateway.BindingUnreachable, Status: resp.StatusCode, Err: fmt.Errorf("webhook answer could not be read: %s", unwrapNetError(err))}
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
