@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
@@ -195,7 +197,9 @@ func (r *recorder) askWebhook(sid string, perm gateway.Permission, p *pendingPer
 	case !slices.ContainsFunc(p.options, func(o gateway.PermissionOption) bool { return o.OptionID == optionID }):
 		optionID = ""
 	}
-	log := r.s.log.Warn().Str("vm", r.vmID).Str("session", sid).Str("request", perm.RequestID)
+	warn := func() *zerolog.Event {
+		return r.s.log.Warn().Str("vm", r.vmID).Str("session", sid).Str("request", perm.RequestID)
+	}
 	r.mu.Lock()
 	if p.answer != nil {
 		r.mu.Unlock()
@@ -204,7 +208,7 @@ func (r *recorder) askWebhook(sid string, perm gateway.Permission, p *pendingPer
 	if optionID == "" {
 		p.deadline = r.s.cfg.Now()
 		r.mu.Unlock()
-		log.AnErr("cause", err).Msg("permission webhook gave no usable answer; taking the default decision")
+		warn().AnErr("cause", err).Msg("permission webhook gave no usable answer; taking the default decision")
 		r.poke()
 		return
 	}
@@ -215,7 +219,7 @@ func (r *recorder) askWebhook(sid string, perm gateway.Permission, p *pendingPer
 	if (err == nil && status == "accepted") || status == "not_pending" {
 		return
 	}
-	log.Err(err).Msg("the engine did not take the permission webhook's answer; taking the default decision")
+	warn().Err(err).Msg("the engine did not take the permission webhook's answer; taking the default decision")
 	r.mu.Lock()
 	if p.answer == answer {
 		p.answer = nil
