@@ -83,7 +83,8 @@ FUZZ_TARGETS := \
 	./cluster:FuzzParseForwarded ./schedules:FuzzParse \
 	./internal/mockopenai:FuzzDescribe \
 	./handlers:FuzzParsePreviewHost \
-	./vms:FuzzAllowHostDir
+	./vms:FuzzAllowHostDir \
+	./webhook:FuzzVerify ./bindings:FuzzValidate
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -78,6 +78,8 @@ type VMSpec struct {
 	Software            []string          `json:"software,omitempty"`
 	Agents              []string          `json:"agents,omitempty"`
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty"`
+	// Bindings are the VM's host bindings (nil: none).
+	Bindings *Bindings `json:"bindings,omitempty"`
 }
 
 // VM is the gateway's record of a VM.

@@ -96,6 +96,10 @@ const (
 	// (Name: the schedule's id; Detail: run, outcome, and exitCode when it
 	// has one).
 	VMEventScheduleRun VMEventType = "schedule_run"
+	// VMEventBindingCall is one invocation of a host binding (Name:
+	// "<collection>.<binding>"; Detail: invocation, outcome, durationMs, and
+	// status when the webhook answered). It carries no payload.
+	VMEventBindingCall VMEventType = "binding_call"
 )
 
 // VMEvent is an entry of a VM's event stream.

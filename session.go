@@ -128,6 +128,7 @@ const (
 	DecidedByAPI     = "api"     // a client, through the API
 	DecidedByTimeout = "timeout" // the default decision, after its timeout
 	DecidedByAgent   = "agent"   // the engine, e.g. when the turn was cancelled
+	DecidedByWebhook = "webhook" // the VM's permission webhook
 )
 
 // PermissionOption is an answer a permission request offers, as ACP has

@@ -23,8 +23,7 @@ func (s *Sidecar) serveSidecarRequest(f protocol.SidecarRequestFrame) {
 	var reply protocol.SidecarResponsePayload
 	switch r := f.Payload.(type) {
 	case protocol.HostCallbackRequest:
-		msg := "no sidecar request handler registered for host_callback"
-		reply = protocol.HostCallbackResultResponse{InvocationID: r.InvocationID, Error: &msg}
+		reply = s.serveHostCall(ctx, f.Ownership, r)
 	case protocol.JSBridgeCallRequest:
 		msg := "no sidecar request handler registered for js_bridge"
 		reply = protocol.JSBridgeResultResponse{CallID: r.CallID, Error: &msg}

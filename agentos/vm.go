@@ -136,7 +136,8 @@ type VM struct {
 	acpEvents hub[SessionEvent]
 	nextProc  atomic.Int64
 
-	terminals terminalTable // ACP terminal/* callbacks
+	terminals terminalTable   // ACP terminal/* callbacks
+	hostCalls HostCallHandler // answers HostCallbackRequests; nil refuses them
 }
 
 // maxExitedProcesses bounds the process table's memory of exited processes.

@@ -12,6 +12,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 )
 
@@ -142,6 +143,16 @@ var wireShapes = []struct {
 	{"AgentExitEvent", gateway.AgentExitEvent{}, true},
 	{"OverflowEvent", gateway.OverflowEvent{}, true},
 	{"SessionEndEvent", gateway.SessionEndEvent{}, true},
+
+	// Host bindings, and the bodies of the gateway's webhook requests.
+	{"Bindings", gateway.Bindings{}, true},
+	{"BindingCollection", gateway.BindingCollection{}, true},
+	{"Binding", gateway.Binding{}, true},
+	{"BindingExample", gateway.BindingExample{}, true},
+	{"PermissionVerdict", gateway.PermissionVerdict{}, false},
+	{"WebhookSecret", api.WebhookSecret{}, true},
+	{"BindingCallRequest", bindings.CallRequest{}, true},
+	{"PermissionWebhookRequest", bindings.PermissionRequest{}, true},
 }
 
 // controlFrameSchemas are the schemas of the client's attach frames: one Go

@@ -23,6 +23,8 @@ type CreateVMRequest struct {
 	Software            []string          `json:"software,omitempty" validate:"omitempty,max=64,dive,min=1,max=256"`
 	Agents              []string          `json:"agents,omitempty" validate:"omitempty,max=8,dive,oneof=pi claude codex opencode"`
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty" validate:"gte=0,lte=604800"`
+	// Bindings declares the VM's host bindings (see PUT /v1/vms/{vm}/bindings).
+	Bindings *gateway.Bindings `json:"bindings,omitempty"`
 }
 
 // VM is a VM resource: the gateway's record of a VM with its spec

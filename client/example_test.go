@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -253,4 +254,37 @@ func ExampleSessionHandle_Events() {
 	// 2 agent_message_chunk
 	// streamed "Hello from the mock LLM."
 	// turn ended: end_turn
+}
+
+// A webhook of the tenant's checks that the gateway sent each request before
+// it answers: a binding call's answer is any JSON, which the guest command
+// prints as its result. (Not run: it serves until stopped.)
+func ExampleVerifyWebhook() {
+	ctx := context.Background()
+	secret, err := exampleClient().WebhookSecret(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	http.HandleFunc("/weather", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "unreadable", http.StatusBadRequest)
+			return
+		}
+		if err := client.VerifyWebhook(secret.Secret, r.Header, body); err != nil {
+			http.Error(w, "not from the gateway", http.StatusUnauthorized)
+			return
+		}
+		var call struct {
+			Binding string          `json:"binding"`
+			Input   json.RawMessage `json:"input"`
+		}
+		if err := json.Unmarshal(body, &call); err != nil {
+			http.Error(w, "not a binding call", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"binding": call.Binding, "forecast": "sunny"})
+	})
+	log.Fatal(http.ListenAndServe("127.0.0.1:9000", nil))
 }

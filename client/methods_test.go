@@ -1327,6 +1327,34 @@ func methodCases() []methodCase {
 				}
 				return expect(len(l) == 1 && l[0].Pid == 99 && l[0].VMCount == 2 && l[0].RSSBytes == 1024, "sidecars", l)
 			}},
+		{name: "VM.Bindings", method: "GET", path: vmBase + "/bindings", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: bindingsJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				b, err := c.VM(weirdVM).Bindings(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(len(b.Collections) == 1 && b.Collections[0].Bindings[0].TimeoutMs == 5000 && b.PermissionWebhookURL == "https://hooks.example.com/p", "bindings", b)
+			}},
+		{name: "VM.PutBindings", method: "PUT", path: vmBase + "/bindings", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"collections":[]}`,
+			resp:     canned{ctype: jsonCT, body: `{"collections":[]}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				b, err := c.VM(weirdVM).PutBindings(ctx, client.Bindings{})
+				if err != nil {
+					return err
+				}
+				return expect(b.Collections != nil && len(b.Collections) == 0 && b.PermissionWebhookURL == "", "bindings", b)
+			}},
+		{name: "WebhookSecret", method: "GET", path: "/v1/webhook-secret", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"secret":"whsec_ab","signatureHeader":"Agentos-Webhook-Signature","timestampHeader":"Agentos-Webhook-Timestamp"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				w, err := c.WebhookSecret(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(w.Secret == "whsec_ab" && w.SignatureHeader == client.WebhookSignatureHeader && w.TimestampHeader == client.WebhookTimestampHeader, "secret", w)
+			}},
 		{name: "Me", method: "GET", path: "/v1/me", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"tenant":{"id":"acme","name":"Acme","isolated":false,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":0},"sessions":{"retentionDays":30},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"},"keyId":"key_1","admin":false}`},
 			call: func(ctx context.Context, c *client.Client) error {
@@ -1452,6 +1480,11 @@ func TestBaseURLPrefix(t *testing.T) {
 		}
 	}
 }
+
+// bindingsJSON is a VM's bindings as the gateway answers them.
+const bindingsJSON = `{"collections":[{"name":"weather","description":"Weather","bindings":[{"name":"get","description":"A forecast",` +
+	`"inputSchema":{"type":"object"},"examples":[{"description":"Paris","input":{"city":"Paris"}}],"timeoutMs":5000,"webhookUrl":"https://hooks.example.com/w"}]}],` +
+	`"permissionWebhookUrl":"https://hooks.example.com/p"}`
 
 // TestMethodsWireCoversEveryMethod keeps the table above complete: every
 // method of the Client and of its handles that makes a call has a case.

@@ -15,6 +15,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/previews"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
@@ -83,7 +84,9 @@ type Config struct {
 	// PreviewDomain, from --preview-domain, makes {port}-{vm}.{domain}
 	// host-based preview URLs work besides the path-based /p/{token}/.
 	PreviewDomain string
-	Log           zerolog.Logger
+	// Bindings serves the VMs' host bindings (nil: their routes are 503).
+	Bindings *bindings.Service
+	Log      zerolog.Logger
 }
 
 // Server is the gateway's HTTP handler.
@@ -180,6 +183,7 @@ func (s *Server) routes() chi.Router {
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Get("/me", s.me)
+		r.Get("/webhook-secret", s.webhookSecret)
 		r.With(s.placeCreate).Post("/vms", s.createVM)
 		r.Get("/vms", s.listVMs)
 		r.Route("/vms/{vm}", func(r chi.Router) {
@@ -224,6 +228,8 @@ func (s *Server) routes() chi.Router {
 			r.Delete("/mounts", s.deleteMount)
 			r.Get("/software", s.listSoftware)
 			r.Post("/software", s.linkSoftware)
+			r.Get("/bindings", s.getBindings)
+			r.Put("/bindings", s.putBindings)
 			r.Post("/schedules", s.createSchedule)
 			r.Get("/schedules", s.listSchedules)
 			r.Get("/schedules/{schedule}", s.getSchedule)

@@ -20,10 +20,14 @@ func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalFrom(r.Context())
+	if err := s.checkBindings(req.Bindings); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	vm, err := s.vms.Create(r.Context(), p.tenant, gateway.VMSpec{
 		Labels: req.Labels, Env: req.Env, Permissions: req.Permissions, Limits: req.Limits,
 		LoopbackExemptPorts: req.LoopbackExemptPorts, Software: req.Software, Agents: req.Agents,
-		IdleTimeoutSeconds: req.IdleTimeoutSeconds,
+		IdleTimeoutSeconds: req.IdleTimeoutSeconds, Bindings: req.Bindings,
 	})
 	if err != nil {
 		writeError(w, r, err)

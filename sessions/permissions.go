@@ -5,7 +5,10 @@ package sessions
 
 import (
 	"context"
+	"slices"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
@@ -172,4 +175,64 @@ func chooseOption(options []gateway.PermissionOption, decision string) string {
 		}
 	}
 	return ""
+}
+
+// askWebhook lets the VM's permission webhook decide a new request. No
+// answer, an unusable one, or one the engine does not take falls back to
+// the default decision, taken at once; an answer given meanwhile (through
+// the API) wins.
+func (r *recorder) askWebhook(sid string, perm gateway.Permission, p *pendingPermission) {
+	defer r.defaultDecisions.Done()
+	ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
+	defer cancel()
+	verdict, asked, err := r.s.cfg.PermissionWebhook.DecidePermission(ctx, r.tenantID, r.vmID, sid, perm)
+	if !asked {
+		return
+	}
+	optionID := verdict.OptionID
+	switch {
+	case err != nil:
+	case optionID == "":
+		optionID = chooseOption(p.options, verdict.Decision)
+	case !slices.ContainsFunc(p.options, func(o gateway.PermissionOption) bool { return o.OptionID == optionID }):
+		optionID = ""
+	}
+	warn := func() *zerolog.Event {
+		return r.s.log.Warn().Str("vm", r.vmID).Str("session", sid).Str("request", perm.RequestID)
+	}
+	r.mu.Lock()
+	if p.answer != nil {
+		r.mu.Unlock()
+		return
+	}
+	if optionID == "" {
+		p.deadline = r.s.cfg.Now()
+		r.mu.Unlock()
+		warn().AnErr("cause", err).Msg("permission webhook gave no usable answer; taking the default decision")
+		r.poke()
+		return
+	}
+	answer := &gateway.PermissionDecision{By: gateway.DecidedByWebhook, OptionID: optionID, At: r.s.cfg.Now().UTC()}
+	p.answer = answer
+	r.mu.Unlock()
+	status, _, err := r.vm.Session(sid).RespondPermission(ctx, perm.RequestID, optionID)
+	if (err == nil && status == "accepted") || status == "not_pending" {
+		return
+	}
+	warn().Err(err).Msg("the engine did not take the permission webhook's answer; taking the default decision")
+	r.mu.Lock()
+	if p.answer == answer {
+		p.answer = nil
+		p.deadline = r.s.cfg.Now()
+	}
+	r.mu.Unlock()
+	r.poke()
+}
+
+// poke wakes the recorder to look at the deadlines again.
+func (r *recorder) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }

@@ -316,9 +316,14 @@ func (r *recorder) record(ev agentos.SessionEvent) bool {
 	st.lastSeq = ev.Sequence
 	switch {
 	case rec.perm != nil:
-		st.pending[ev.RequestID] = &pendingPermission{
+		p := &pendingPermission{
 			options: rec.options, decision: def.Decision,
 			deadline: now.Add(time.Duration(def.TimeoutSeconds) * time.Second),
+		}
+		st.pending[ev.RequestID] = p
+		if r.s.cfg.PermissionWebhook != nil && !r.ended {
+			r.defaultDecisions.Add(1)
+			go r.askWebhook(ev.SessionID, *rec.perm, p)
 		}
 	case rec.decision != nil:
 		delete(st.pending, ev.RequestID)

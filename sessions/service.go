@@ -54,6 +54,13 @@ type VMs interface {
 	Ended(vmID string) <-chan struct{}
 }
 
+// PermissionWebhook asks a VM's permission webhook to decide a request;
+// *bindings.Service implements it. ok is false when the VM has none; an
+// error means it was asked and gave no usable answer.
+type PermissionWebhook interface {
+	DecidePermission(ctx context.Context, tenantID, vmID, sessionID string, p gateway.Permission) (v gateway.PermissionVerdict, ok bool, err error)
+}
+
 // Config tunes the service.
 type Config struct {
 	// PermissionDefault is the decision taken for permission requests of
@@ -71,8 +78,12 @@ type Config struct {
 	// for when the recorder reads back what it missed (default: the
 	// engine's own page size).
 	HistoryPage uint32
-	Log         zerolog.Logger
-	Now         func() time.Time
+	// PermissionWebhook, when set, is asked to decide each permission
+	// request before anyone else; its failure takes the default decision
+	// at once.
+	PermissionWebhook PermissionWebhook
+	Log               zerolog.Logger
+	Now               func() time.Time
 }
 
 // defaultPermissionDefault is the decision taken when neither the

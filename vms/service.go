@@ -97,6 +97,7 @@ type Service struct {
 	// cordoned refuses new VMs while the node drains.
 	cordoned bool
 	observer FileObserver
+	setup    VMSetup
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -258,6 +259,13 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		lease.Release()
 		return fail(createError(err, spec.Limits))
 	}
+	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	err = s.setUp(sctx, rec, vm)
+	cancel()
+	if err != nil {
+		lease.Release()
+		return fail(err)
+	}
 	lv := &liveVM{
 		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
 		events: NewLog[gateway.VMEvent](s.cfg.EventBufferBytes),
@@ -277,6 +285,9 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 			s.log.Warn().Err(derr).Str("vm", rec.ID).Msg("dispose a VM whose ready state could not be recorded")
 		}
 		cancel()
+		if su := s.vmSetup(); su != nil {
+			su.VMEnded(rec.ID)
+		}
 		lease.Release()
 		return fail(gateway.Wrap(gateway.CodeUnavailable, err, "the VM could not be recorded as ready; it was disposed"))
 	}
@@ -486,6 +497,9 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 	close(lv.done)
 	if o := s.fileObserver(); o != nil {
 		o.VMEnded(lv.id)
+	}
+	if su := s.vmSetup(); su != nil {
+		su.VMEnded(lv.id)
 	}
 	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: state, Reason: reason})
 	final := gateway.Wrap(gateway.CodeConflict, ErrVMEnded, "the VM is %s", state).WithDetail("state", state)

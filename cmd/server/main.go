@@ -4,6 +4,9 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +27,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/cluster"
 	"github.com/agentos-gateway/agentos-gateway/handlers"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
@@ -35,6 +39,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/vms"
 	"github.com/agentos-gateway/agentos-gateway/watch"
 	"github.com/agentos-gateway/agentos-gateway/web"
+	"github.com/agentos-gateway/agentos-gateway/webhook"
 )
 
 func main() {
@@ -80,6 +85,7 @@ func usage(fs *flag.FlagSet, defaults map[string]string) string {
 	b.WriteString("  AGENTOS_SIDECAR_BIN         the agentos-sidecar binary (default: found under deps/agentos/node_modules)\n")
 	b.WriteString("  AGENTOS_PACKAGES_DIR        the agentOS software packages (default: found under deps/agentos/node_modules)\n")
 	b.WriteString("  AGENTOS_GATEWAY_CLUSTER_SECRET  signs the calls between nodes sharing a PostgreSQL store (at least 16 characters; the same on every node; required for more than one node)\n")
+	b.WriteString("  AGENTOS_GATEWAY_WEBHOOK_SECRET  the tenants' webhook signing secrets are derived from it (at least 16 characters; default: derived from the cluster secret, else random at each start)\n")
 	return b.String()
 }
 
@@ -117,6 +123,8 @@ type config struct {
 	nodeTimeout        time.Duration
 	previewDomain      string
 	mountAllow         []vms.MountRule
+	// webhookAllow are the host patterns webhook targets must match.
+	webhookAllow webhook.Targets
 }
 
 // parseConfig reads flags, falling back to AGENTOS_GATEWAY_<FLAG> variables.
@@ -177,6 +185,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		mountAllow.values = []string{v}
 	}
 	fs.Var(&mountAllow, "mount-allow", "host directories tenants may mount into VMs: PATH (read-only), PATH:ro or PATH:rw, comma-separated or repeated (empty: none)")
+	var webhookAllow string
+	str(&webhookAllow, "webhook-allow", "", "comma-separated host patterns webhook targets must match: names, *.example.com, IPs or CIDRs (empty: any public host); loopback and private addresses need an IP or CIDR pattern")
 	str(&c.logFormat, "log-format", "json", "json or console")
 	str(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -195,6 +205,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	var err error
 	c.mountAllow, err = vms.ParseMountAllow(mountAllow.values)
+	targets, terr := webhook.ParseTargets(strings.Split(webhookAllow, ","))
+	if terr != nil {
+		err = errors.Join(err, fmt.Errorf("--webhook-allow: %w", terr))
+	}
+	c.webhookAllow = targets
 	atoi := func(name string) int {
 		n, e := strconv.Atoi(*ints[name])
 		if e != nil || n < 0 {
@@ -391,14 +406,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	svc.ObserveFiles(watches)
 	keeper := idempotency.New(db, idempotency.Config{Log: log})
 	defer keeper.Close()
-	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, Log: log}, db, svc)
+	hookSecret, err := webhookSecret(getenv("AGENTOS_GATEWAY_WEBHOOK_SECRET"), secret, log)
+	if err != nil {
+		return err
+	}
+	hooks := webhook.NewClient(c.webhookAllow, hookSecret)
+	defer hooks.Close()
+	binds := bindings.New(bindings.Config{Log: log}, db, svc, hooks)
+	svc.SetUpVMsWith(binds)
+	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, PermissionWebhook: binds, Log: log}, db, svc)
 	sched := schedules.New(schedules.Config{Log: log}, db, svc, sess)
 	if err := sched.Start(ctx); err != nil {
 		return fmt.Errorf("schedules: %w", err)
 	}
 	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
 		Previews: previews.New(db, svc, previews.Config{}), PreviewDomain: c.previewDomain,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Log: log}, svc, sess, sched, db, keeper, pool)
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Bindings: binds, Log: log}, svc, sess, sched, db, keeper, pool)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
 	serveErr := make(chan error, 1)
@@ -436,6 +459,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	err = shutdown(log, c.shutdownGrace, srv, h, sched, svc, sess, pool, watches)
 	leaveCluster(log, node, reason)
 	return err
+}
+
+// webhookSecret is the key the tenants' webhook secrets are derived from:
+// the configured one, else one derived from the cluster secret (so that
+// every node signs alike), else a random one, which changes at each start.
+func webhookSecret(configured, clusterSecret string, log zerolog.Logger) ([]byte, error) {
+	switch {
+	case configured != "" && len(configured) < 16:
+		return nil, errors.New("AGENTOS_GATEWAY_WEBHOOK_SECRET must be at least 16 characters")
+	case configured != "":
+		return []byte(configured), nil
+	case clusterSecret != "":
+		m := hmac.New(sha256.New, []byte(clusterSecret))
+		m.Write([]byte("agentos-gateway webhook signing"))
+		return m.Sum(nil), nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("webhook secret: %w", err)
+	}
+	log.Warn().Msg("AGENTOS_GATEWAY_WEBHOOK_SECRET is not set: the tenants' webhook secrets change at each start")
+	return b, nil
 }
 
 // leaveCluster records that the node stopped, once its VMs are disposed.

@@ -1,0 +1,55 @@
+package vms
+
+import (
+	"context"
+	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
+)
+
+// VMSetup prepares each new VM before its record says ready (its host
+// bindings, for one), and learns of the end of every VM this service runs.
+type VMSetup interface {
+	// SetUpVM runs once the engine created the VM; an error fails the
+	// create and the VM is disposed.
+	SetUpVM(ctx context.Context, vm gateway.VM, engine *agentos.VM) error
+	// VMEnded is called once the VM's final state is recorded; it must not
+	// block.
+	VMEnded(vmID string)
+}
+
+// SetUpVMsWith sets what prepares new VMs (nil for nothing); set it before
+// the service serves requests.
+func (s *Service) SetUpVMsWith(v VMSetup) {
+	s.mu.Lock()
+	s.setup = v
+	s.mu.Unlock()
+}
+
+func (s *Service) vmSetup() VMSetup {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.setup
+}
+
+// setUp runs the VM's setup, disposing the VM when it fails.
+func (s *Service) setUp(ctx context.Context, rec gateway.VM, vm *agentos.VM) error {
+	su := s.vmSetup()
+	if su == nil {
+		return nil
+	}
+	err := su.SetUpVM(ctx, rec, vm)
+	if err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
+		defer cancel()
+		if derr := vm.Dispose(dctx); derr != nil {
+			s.log.Warn().Err(derr).Str("vm", rec.ID).Msg("dispose a VM whose setup failed")
+		}
+		su.VMEnded(rec.ID)
+	}
+	return err
+}
+
+// setupTimeout bounds a VM's setup within its create.
+const setupTimeout = 30 * time.Second
