@@ -31,9 +31,12 @@ const (
 
 // PermissionDefault is the decision the gateway takes for a permission
 // request nobody answered in time, so that an unattended turn never hangs.
+// With a WebhookURL, each request is first POSTed there, signed, and the
+// webhook's answer decides it; no usable answer takes Decision at once.
 type PermissionDefault struct {
 	Decision       string `json:"decision" validate:"oneof=reject allow"`
 	TimeoutSeconds int    `json:"timeoutSeconds" validate:"gte=1,lte=604800"`
+	WebhookURL     string `json:"webhookUrl,omitempty" validate:"max=2048"`
 }
 
 // Timeout is TimeoutSeconds as a duration.

@@ -91,8 +91,9 @@ func (v *vmBindings) current() *gateway.Bindings {
 	return v.cur
 }
 
-// checkURL checks a declared webhook URL, in the gateway's words.
-func (s *Service) checkURL(raw string) error { return s.hooks.CheckURL(raw) }
+// CheckURL checks a declared webhook URL against --webhook-allow, in the
+// gateway's words.
+func (s *Service) CheckURL(raw string) error { return s.hooks.CheckURL(raw) }
 
 // TenantSecret returns the secret a tenant's webhooks verify signatures
 // with.
@@ -323,19 +324,24 @@ type PermissionRequest struct {
 	Options   json.RawMessage `json:"options"`
 }
 
-// DecidePermission asks a VM's permission webhook to decide a request. ok
-// is false when the VM has none; an error means it was asked and gave no
-// usable answer.
-func (s *Service) DecidePermission(ctx context.Context, tenantID, vmID, sessionID string, p gateway.Permission) (gateway.PermissionVerdict, bool, error) {
-	s.mu.Lock()
-	v := s.live[vmID]
-	s.mu.Unlock()
-	if v == nil || v.tenantID != tenantID {
-		return gateway.PermissionVerdict{}, false, nil
-	}
-	b := v.current()
-	if b == nil || b.PermissionWebhookURL == "" {
-		return gateway.PermissionVerdict{}, false, nil
+// DecidePermission asks a permission webhook to decide a request:
+// webhookURL when it is set (a session's or tenant's default decision names
+// it), else the VM's permissionWebhookUrl. ok is false when there is none;
+// an error means it was asked and gave no usable answer.
+func (s *Service) DecidePermission(ctx context.Context, tenantID, vmID, sessionID, webhookURL string, p gateway.Permission) (gateway.PermissionVerdict, bool, error) {
+	if webhookURL == "" {
+		s.mu.Lock()
+		v := s.live[vmID]
+		s.mu.Unlock()
+		if v == nil || v.tenantID != tenantID {
+			return gateway.PermissionVerdict{}, false, nil
+		}
+		if b := v.current(); b != nil {
+			webhookURL = b.PermissionWebhookURL
+		}
+		if webhookURL == "" {
+			return gateway.PermissionVerdict{}, false, nil
+		}
 	}
 	body, err := json.Marshal(PermissionRequest{
 		Type: "permission.request", TenantID: tenantID, VMID: vmID, SessionID: sessionID,
@@ -346,7 +352,7 @@ func (s *Service) DecidePermission(ctx context.Context, tenantID, vmID, sessionI
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.PermissionTimeout)
 	defer cancel()
-	answer, _, err := s.hooks.Post(ctx, tenantID, b.PermissionWebhookURL, p.RequestID, body)
+	answer, _, err := s.hooks.Post(ctx, tenantID, webhookURL, p.RequestID, body)
 	if err != nil {
 		return gateway.PermissionVerdict{}, true, fmt.Errorf("permission webhook: %w", err)
 	}

@@ -75,7 +75,7 @@ func (s *Service) Validate(b *gateway.Bindings, field string) error {
 		}
 	}
 	if b.PermissionWebhookURL != "" {
-		if err := s.checkURL(b.PermissionWebhookURL); err != nil {
+		if err := s.CheckURL(b.PermissionWebhookURL); err != nil {
 			return bad(at("permissionWebhookUrl"), "%v", err)
 		}
 	}
@@ -119,7 +119,7 @@ func (s *Service) validateBinding(bd gateway.Binding, p string, names map[string
 			return bad(ep+".input", "must be a JSON object: an input of the binding")
 		}
 	}
-	if err := s.checkURL(bd.WebhookURL); err != nil {
+	if err := s.CheckURL(bd.WebhookURL); err != nil {
 		return bad(p+".webhookUrl", "%v", err)
 	}
 	return nil

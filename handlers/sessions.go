@@ -44,6 +44,10 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	} else {
 		req.MCPServers = nil
 	}
+	if err := s.checkPermissionWebhook(req.PermissionDefault, "permissionDefault"); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	p := principalFrom(r.Context())
 	vmID := pathParam(r, "vm")
 	sess, err := s.sessions.Open(r.Context(), p.tenant, vmID, sessions.OpenRequest{

@@ -13,7 +13,7 @@ import (
 // applySessionSettings applies an update of a tenant's session settings:
 // absent fields stay as they are; permissionDefault null goes back to the
 // gateway's.
-func applySessionSettings(u api.SessionSettingsUpdate, dst *gateway.SessionSettings) error {
+func (s *Server) applySessionSettings(u api.SessionSettingsUpdate, dst *gateway.SessionSettings) error {
 	if u.RetentionDays != nil {
 		dst.RetentionDays = *u.RetentionDays
 	}
@@ -27,7 +27,7 @@ func applySessionSettings(u api.SessionSettingsUpdate, dst *gateway.SessionSetti
 		dec := json.NewDecoder(bytes.NewReader(u.PermissionDefault))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&d); err != nil {
-			return gateway.Errorf(gateway.CodeInvalidArgument, "%s must be {decision, timeoutSeconds}", field).WithDetail("field", field)
+			return gateway.Errorf(gateway.CodeInvalidArgument, "%s must be {decision, timeoutSeconds, webhookUrl}", field).WithDetail("field", field)
 		}
 		if err := validateStruct(&d); err != nil {
 			// Name the field by its path in the body, not in the object.
@@ -39,7 +39,26 @@ func applySessionSettings(u api.SessionSettingsUpdate, dst *gateway.SessionSetti
 			}
 			return err
 		}
+		if err := s.checkPermissionWebhook(&d, field); err != nil {
+			return err
+		}
 		dst.PermissionDefault = &d
+	}
+	return nil
+}
+
+// checkPermissionWebhook checks the webhook a default decision names against
+// --webhook-allow; field is the default's path in the body.
+func (s *Server) checkPermissionWebhook(d *gateway.PermissionDefault, field string) error {
+	if d == nil || d.WebhookURL == "" {
+		return nil
+	}
+	field += ".webhookUrl"
+	if s.cfg.Bindings == nil {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "%s: this gateway makes no webhook calls", field).WithDetail("field", field)
+	}
+	if err := s.cfg.Bindings.CheckURL(d.WebhookURL); err != nil {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "%s %v", field, err).WithDetail("field", field)
 	}
 	return nil
 }
@@ -69,7 +88,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 	}
 	t := gateway.Tenant{Name: req.Name, Isolated: req.Isolated}
 	applyQuotas(req.Quotas, &t.Quotas)
-	if err := applySessionSettings(req.Sessions, &t.Sessions); err != nil {
+	if err := s.applySessionSettings(req.Sessions, &t.Sessions); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -122,7 +141,7 @@ func (s *Server) updateTenant(w http.ResponseWriter, r *http.Request) {
 			t.Isolated = *req.Isolated
 		}
 		applyQuotas(req.Quotas, &t.Quotas)
-		return applySessionSettings(req.Sessions, &t.Sessions)
+		return s.applySessionSettings(req.Sessions, &t.Sessions)
 	})
 	if err != nil {
 		writeError(w, r, err)

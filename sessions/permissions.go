@@ -177,15 +177,17 @@ func chooseOption(options []gateway.PermissionOption, decision string) string {
 	return ""
 }
 
-// askWebhook lets the VM's permission webhook decide a new request. No
+// askWebhook lets a permission webhook decide a new request: webhookURL
+// (from the session's default decision, or its tenant's) or else the VM's.
+// No
 // answer, an unusable one, or one the engine does not take falls back to
 // the default decision, taken at once; an answer given meanwhile (through
 // the API) wins.
-func (r *recorder) askWebhook(sid string, perm gateway.Permission, p *pendingPermission) {
+func (r *recorder) askWebhook(sid, webhookURL string, perm gateway.Permission, p *pendingPermission) {
 	defer r.defaultDecisions.Done()
 	ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
 	defer cancel()
-	verdict, asked, err := r.s.cfg.PermissionWebhook.DecidePermission(ctx, r.tenantID, r.vmID, sid, perm)
+	verdict, asked, err := r.s.cfg.PermissionWebhook.DecidePermission(ctx, r.tenantID, r.vmID, sid, webhookURL, perm)
 	if !asked {
 		return
 	}

@@ -323,7 +323,7 @@ func (r *recorder) record(ev agentos.SessionEvent) bool {
 		st.pending[ev.RequestID] = p
 		if r.s.cfg.PermissionWebhook != nil && !r.ended {
 			r.defaultDecisions.Add(1)
-			go r.askWebhook(ev.SessionID, *rec.perm, p)
+			go r.askWebhook(ev.SessionID, def.WebhookURL, *rec.perm, p)
 		}
 	case rec.decision != nil:
 		delete(st.pending, ev.RequestID)

@@ -54,11 +54,13 @@ type VMs interface {
 	Ended(vmID string) <-chan struct{}
 }
 
-// PermissionWebhook asks a VM's permission webhook to decide a request;
-// *bindings.Service implements it. ok is false when the VM has none; an
-// error means it was asked and gave no usable answer.
+// PermissionWebhook asks a permission webhook to decide a request:
+// webhookURL when it is set (the session's or its tenant's
+// permissionDefault), else the VM's own; *bindings.Service implements it. ok
+// is false when there is none; an error means it was asked and gave no
+// usable answer.
 type PermissionWebhook interface {
-	DecidePermission(ctx context.Context, tenantID, vmID, sessionID string, p gateway.Permission) (v gateway.PermissionVerdict, ok bool, err error)
+	DecidePermission(ctx context.Context, tenantID, vmID, sessionID, webhookURL string, p gateway.Permission) (v gateway.PermissionVerdict, ok bool, err error)
 }
 
 // Config tunes the service.

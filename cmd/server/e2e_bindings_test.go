@@ -390,7 +390,7 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 	}
 	feed := e.follow(t, c, vm.ID, sid, "")
 	defer feed.close()
-	decided := func(t *testing.T, command string) client.SessionEvent {
+	decidedIn := func(t *testing.T, sid string, feed *sessionFeed, command string) client.SessionEvent {
 		t.Helper()
 		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: toolPrompt("Bash", command)}); err != nil || res != nil {
 			t.Fatalf("async prompt: %+v %v", res, err)
@@ -404,6 +404,10 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 			return mustSession(t, c, vm.ID, sid).State == client.SessionIdle
 		})
 		return se
+	}
+	decided := func(t *testing.T, command string) client.SessionEvent {
+		t.Helper()
+		return decidedIn(t, sid, feed, command)
 	}
 	exists := func(t *testing.T, path string) bool {
 		t.Helper()
@@ -447,6 +451,71 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 		}
 		if len(hooks.received("/fail")) != 1 {
 			t.Fatalf("the failing webhook was asked %d times", len(hooks.received("/fail")))
+		}
+	})
+	// A session's or its tenant's default decision can name the webhook
+	// too; either wins over the VM's (which still answers 500 here).
+	askedFor := func(t *testing.T, session string) {
+		t.Helper()
+		for _, call := range hooks.received("/decide") {
+			if call.body["sessionId"] == session {
+				if call.sigErr != nil {
+					t.Fatalf("the webhook's call for %s: %v", session, call.sigErr)
+				}
+				return
+			}
+		}
+		t.Fatalf("the webhook was never asked for session %s", session)
+	}
+	openFollowed := func(t *testing.T, session string, def *client.PermissionDefault) *sessionFeed {
+		t.Helper()
+		if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: session, Agent: "claude", Cwd: "/workspace",
+			PermissionPolicy: "ask", Env: mock.Env(), PermissionDefault: def}); err != nil {
+			t.Fatal(err)
+		}
+		f := e.follow(t, c, vm.ID, session, "")
+		t.Cleanup(f.close)
+		return f
+	}
+	step(t, "SessionSetting", func(t *testing.T) {
+		const sid2 = "claude-perm-session-hook"
+		f := openFollowed(t, sid2, &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 3600, WebhookURL: hooks.URL + "/decide"})
+		se := decidedIn(t, sid2, f, "echo by-session > /workspace/by-session.txt")
+		if se.Decision == nil || se.Decision.By != "webhook" || se.Status != "accepted" || !exists(t, "/workspace/by-session.txt") {
+			t.Fatalf("response %+v decision %+v", se, se.Decision)
+		}
+		askedFor(t, sid2)
+	})
+	step(t, "TenantSetting", func(t *testing.T) {
+		me, err := c.Me(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.admin.UpdateTenant(ctx, me.Tenant.ID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
+			PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 3600, WebhookURL: hooks.URL + "/decide"}}}); err != nil {
+			t.Fatal(err)
+		}
+		const sid3 = "claude-perm-tenant-hook"
+		f := openFollowed(t, sid3, nil)
+		se := decidedIn(t, sid3, f, "echo by-tenant > /workspace/by-tenant.txt")
+		if se.Decision == nil || se.Decision.By != "webhook" || se.Status != "accepted" || !exists(t, "/workspace/by-tenant.txt") {
+			t.Fatalf("response %+v decision %+v", se, se.Decision)
+		}
+		askedFor(t, sid3)
+	})
+	step(t, "SettingRefused", func(t *testing.T) {
+		me, err := c.Me(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 60, WebhookURL: "ftp://hooks.example.com/x"}
+		_, err = e.admin.UpdateTenant(ctx, me.Tenant.ID, client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{PermissionDefault: bad}})
+		if ce := wantCode(t, err, "invalid_argument", 400); ce.Details["field"] != "sessions.permissionDefault.webhookUrl" {
+			t.Errorf("tenant update: field %v (%s)", ce.Details["field"], ce.Detail)
+		}
+		_, err = c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: "refused", Agent: "claude", PermissionDefault: bad})
+		if ce := wantCode(t, err, "invalid_argument", 400); ce.Details["field"] != "permissionDefault.webhookUrl" {
+			t.Errorf("session: field %v (%s)", ce.Details["field"], ce.Detail)
 		}
 	})
 }
