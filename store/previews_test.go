@@ -11,10 +11,7 @@ import (
 func TestPreviewsCreateResolveListRevoke(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *DB) {
 		ctx := testContext(t)
-		mustTenant(t, db, "acme")
-		mustTenant(t, db, "globex")
-		mustVM(t, db, "acme", "vm_a", gateway.VMReady)
-		mustVM(t, db, "globex", "vm_g", gateway.VMReady)
+		twoTenants(t, db)
 
 		p, token, err := db.CreatePreview(ctx, "acme", "vm_a", 8080, time.Minute, 2)
 		if err != nil || !strings.HasPrefix(token, gateway.PreviewTokenPrefix) || len(token) < 50 || p.Port != 8080 {

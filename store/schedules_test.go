@@ -12,10 +12,7 @@ import (
 func TestSchedulesCreateListDelete(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *DB) {
 		ctx := testContext(t)
-		mustTenant(t, db, "acme")
-		mustTenant(t, db, "globex")
-		mustVM(t, db, "acme", "vm_a", gateway.VMReady)
-		mustVM(t, db, "globex", "vm_g", gateway.VMReady)
+		twoTenants(t, db)
 
 		exec := gateway.Schedule{TenantID: "acme", VMID: "vm_a", Cron: "@every 2s", Timezone: "Europe/Paris", Overlap: gateway.OverlapSkip,
 			Exec: &gateway.ScheduleExec{Command: "sh", Args: []string{"-c", "echo hi"}, Cwd: "/tmp", Env: map[string]string{"A": "1"}, Timeout: 1500 * time.Millisecond}}

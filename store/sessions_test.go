@@ -20,6 +20,17 @@ func mustVM(t *testing.T, db *DB, tenantID, id string, state gateway.VMState) {
 	}
 }
 
+// twoTenants stores the tenants acme and globex with a ready VM each, vm_a
+// and vm_g: the cast of the tests that check one tenant cannot reach the
+// other's records.
+func twoTenants(t *testing.T, db *DB) {
+	t.Helper()
+	mustTenant(t, db, "acme")
+	mustTenant(t, db, "globex")
+	mustVM(t, db, "acme", "vm_a", gateway.VMReady)
+	mustVM(t, db, "globex", "vm_g", gateway.VMReady)
+}
+
 func mustSession(t *testing.T, db *DB, s gateway.Session) gateway.Session {
 	t.Helper()
 	out, err := db.CreateSession(testContext(t), s)
@@ -58,10 +69,7 @@ func seqs(events []gateway.SessionEvent) []uint64 {
 func TestSessionCreateGetSetState(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *DB) {
 		ctx := testContext(t)
-		mustTenant(t, db, "acme")
-		mustTenant(t, db, "globex")
-		mustVM(t, db, "acme", "vm_a", gateway.VMReady)
-		mustVM(t, db, "globex", "vm_g", gateway.VMReady)
+		twoTenants(t, db)
 
 		created := time.Date(2025, 6, 7, 8, 9, 10, 123456789, time.FixedZone("CEST", 2*3600))
 		in := gateway.Session{
