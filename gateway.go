@@ -80,6 +80,8 @@ type VMSpec struct {
 	Software            []string          `json:"software,omitempty"`
 	Agents              []string          `json:"agents,omitempty"`
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty"`
+	// FromSnapshot is the snapshot whose tree the VM was created with.
+	FromSnapshot string `json:"fromSnapshot,omitempty"`
 }
 
 // VM is the gateway's record of a VM.

@@ -23,6 +23,9 @@ type CreateVMRequest struct {
 	Software            []string          `json:"software,omitempty" validate:"omitempty,max=64,dive,min=1,max=256"`
 	Agents              []string          `json:"agents,omitempty" validate:"omitempty,max=8,dive,oneof=pi claude codex opencode"`
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty" validate:"gte=0,lte=604800"`
+	// FromSnapshot creates the VM with the tree of one of the tenant's
+	// snapshots as its root filesystem.
+	FromSnapshot string `json:"fromSnapshot,omitempty" validate:"omitempty,max=64,nonul"`
 }
 
 // VM is a VM resource: the gateway's record of a VM with its spec
@@ -42,8 +45,10 @@ type VM struct {
 	Software            []string          `json:"software"`
 	Agents              []string          `json:"agents"`
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds"`
-	CreatedAt           time.Time         `json:"createdAt"`
-	UpdatedAt           time.Time         `json:"updatedAt"`
+	// FromSnapshot is the snapshot the VM was created from.
+	FromSnapshot string    `json:"fromSnapshot,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
 }
 
 // IdleTimeout is IdleTimeoutSeconds as a duration.

@@ -19,6 +19,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
+	"github.com/agentos-gateway/agentos-gateway/snapshots"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 	"github.com/agentos-gateway/agentos-gateway/watch"
 )
@@ -76,6 +77,8 @@ type Config struct {
 	Console fs.FS
 	// Watches serves file watches (nil: the watch route is 503).
 	Watches *watch.Service
+	// Snapshots serves snapshots and forks (nil: their routes are 503).
+	Snapshots *snapshots.Service
 	Log     zerolog.Logger
 }
 
@@ -208,6 +211,8 @@ func (s *Server) routes() chi.Router {
 			r.Post("/fs/move", s.move)
 			r.Get("/fs/stat", s.stat)
 			r.Get("/watch", s.watchFiles)
+			r.Post("/snapshots", s.createSnapshot)
+			r.Post("/fork", s.forkVM)
 			r.Get("/agents", s.listAgents)
 			r.Post("/schedules", s.createSchedule)
 			r.Get("/schedules", s.listSchedules)
@@ -232,6 +237,9 @@ func (s *Server) routes() chi.Router {
 				r.Get("/events", s.sessionEvents)
 			})
 		})
+		r.Get("/snapshots", s.listSnapshots)
+		r.Get("/snapshots/{snapshot}", s.getSnapshot)
+		r.Delete("/snapshots/{snapshot}", s.deleteSnapshot)
 		r.Group(func(r chi.Router) {
 			r.Use(adminOnly)
 			r.Post("/tenants", s.createTenant)

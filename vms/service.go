@@ -72,6 +72,8 @@ type Config struct {
 	// that a VM asking for others is refused before any sidecar is asked
 	// (nil: the sidecar's own check applies).
 	Software Software
+	// Snapshots opens the snapshots VMs are created from (VMSpec.FromSnapshot).
+	Snapshots SnapshotSource
 }
 
 // Software is what the service needs of the engine's install folder.
@@ -207,6 +209,11 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	if err != nil {
 		return gateway.VM{}, err
 	}
+	root, err := s.readSnapshot(ctx, tenant.ID, spec.FromSnapshot)
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	opts.RootSnapshot = root.entries
 	s.mu.Lock()
 	closing, cordoned := s.closing, s.cordoned
 	if !closing && !cordoned {
@@ -254,6 +261,13 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	if err != nil {
 		lease.Release()
 		return fail(createError(err, spec.Limits))
+	}
+	if err := s.fillSnapshot(ctx, tenant.ID, spec.FromSnapshot, vm, root); err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
+		_ = vm.Dispose(dctx)
+		cancel()
+		lease.Release()
+		return fail(err)
 	}
 	lv := &liveVM{
 		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
