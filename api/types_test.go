@@ -50,6 +50,12 @@ var wireShapes = []struct {
 	{"ScheduleRun", api.ScheduleRun{}, true},
 	{"ScheduleRunList", api.List[api.ScheduleRun]{}, true},
 
+	// Snapshots and fork.
+	{"Snapshot", gateway.Snapshot{}, true},
+	{"SnapshotList", api.List[gateway.Snapshot]{}, true},
+	{"ForkRequest", api.ForkRequest{}, false},
+	{"Forked", api.Forked{}, true},
+
 	// Shells and attach.
 	{"OpenShellRequest", api.OpenShellRequest{}, false},
 	{"ShellCreated", api.ShellCreated{}, true},

@@ -67,12 +67,15 @@ type CreateVMRequest struct {
 	// IdleTimeout, rounded up to a second, disposes of the VM after that
 	// long without use (0: the gateway's default).
 	IdleTimeout time.Duration
+	// FromSnapshot creates the VM with the tree of one of the caller's
+	// snapshots.
+	FromSnapshot string
 }
 
 // MarshalJSON encodes the CreateVMRequest schema.
 func (r CreateVMRequest) MarshalJSON() ([]byte, error) {
 	return json.Marshal(api.CreateVMRequest{Labels: r.Labels, Env: r.Env, Permissions: r.Permissions, Limits: r.Limits,
-		LoopbackExemptPorts: r.LoopbackExemptPorts, Software: r.Software, Agents: r.Agents, IdleTimeoutSeconds: int(ceilUnit(r.IdleTimeout, time.Second))})
+		LoopbackExemptPorts: r.LoopbackExemptPorts, Software: r.Software, Agents: r.Agents, IdleTimeoutSeconds: int(ceilUnit(r.IdleTimeout, time.Second)), FromSnapshot: r.FromSnapshot})
 }
 
 // ceilUnit is d in units, rounded up (0 for d <= 0).
