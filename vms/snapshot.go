@@ -125,6 +125,9 @@ func (s *entrySource) Lstat(_ context.Context, name string) (archive.Info, error
 		perm = 0o755
 	}
 	info := archive.Info{Mode: perm, ModTime: s.mtime}
+	if e.UID != nil && e.GID != nil {
+		info.UID, info.GID = int(*e.UID), int(*e.GID)
+	}
 	switch e.Kind {
 	case protocol.RootFilesystemEntryKindDirectory:
 		info.Mode |= fs.ModeDir
@@ -227,9 +230,9 @@ type rootFilesystem struct {
 // agentos.SnapshotFrameBytes (the larger ones as empty files, listed in
 // deferred, to be written once the VM runs).
 func readRoot(r io.Reader) (rootFilesystem, error) {
-	root := rootFilesystem{deferred: map[string]bool{}}
-	dirMode, zero := uint32(0o040755), uint32(0)
-	root.entries = append(root.entries, protocol.RootFilesystemEntry{Path: "/", Kind: protocol.RootFilesystemEntryKindDirectory, Mode: &dirMode, UID: &zero, GID: &zero, Executable: true})
+	// The tar has no entry for / itself: the engine gives the root its own
+	// (0755, the guest user's), as every VM has it.
+	root := rootFilesystem{entries: []protocol.RootFilesystemEntry{}, deferred: map[string]bool{}}
 	// What the frame holds besides file content: the config's JSON around
 	// each entry, and the engine's base configuration.
 	const perEntry = 128
