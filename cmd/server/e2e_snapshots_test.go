@@ -6,11 +6,13 @@ import (
 	"archive/tar"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
+	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 )
 
 // snapshotTree is a small tree with every kind of entry a snapshot keeps:
@@ -308,3 +310,83 @@ func TestE2EFork100MiB(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestE2EClusterSnapshots: two gateway binaries on one PostgreSQL store. A
+// snapshot taken of a VM on one node is listed through the other, its bytes
+// are a large object, and a VM created from it lands on the other node
+// (least-loaded placement) with the files; a fork through the other node
+// runs on the VM's own node.
+func TestE2EClusterSnapshots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs two gateway binaries")
+	}
+	base := os.Getenv("AGENTOS_GATEWAY_TEST_POSTGRES")
+	if base == "" {
+		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test sets it)")
+	}
+	dsn := freshClusterDatabase(t, base)
+	bin := buildGateway(t)
+	doc := apispec.MustLoad(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
+	ctx := ctxFor(t, 5*time.Minute)
+	nodes := make([]*clusterNode, 2)
+	for i := range nodes {
+		n := &clusterNode{id: fmt.Sprintf("s%d", i+1), port: freePort(t), dataDir: t.TempDir()}
+		n.start(t, bin, dsn)
+		n.c = mustClient(t, n.url(), testAdminKey, client.WithHTTPClient(hc))
+		nodes[i] = n
+	}
+	byID := map[string]*clusterNode{nodes[0].id: nodes[0], nodes[1].id: nodes[1]}
+	other := func(id string) *clusterNode {
+		if id == nodes[0].id {
+			return nodes[1]
+		}
+		return nodes[0]
+	}
+
+	src, err := nodes[0].c.CreateVM(ctx, client.CreateVMRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byID[src.Node] == nil {
+		t.Fatalf("the VM runs on %q", src.Node)
+	}
+	tree := snapshotTree()
+	uploadTree(t, nodes[0].c, src.ID, "/workspace/tree", tree)
+	// Through the node that does not run the VM: proxied to its owner.
+	snap, err := other(src.Node).c.VM(src.ID).CreateSnapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Node != src.Node {
+		t.Errorf("the snapshot was taken on %q, the VM runs on %q", snap.Node, src.Node)
+	}
+	for _, n := range nodes {
+		if got, err := n.c.GetSnapshot(ctx, snap.ID); err != nil || got.Bytes != snap.Bytes {
+			t.Fatalf("snapshot through %s: %+v, %v", n.id, got, err)
+		}
+	}
+	clone, err := byID[src.Node].c.CreateVM(ctx, client.CreateVMRequest{FromSnapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clone.Node == src.Node {
+		t.Fatalf("the clone runs on the snapshot's node %s too: it proves nothing about the other node", clone.Node)
+	}
+	checkVMTree(t, nodes[0].c, clone.ID, "/workspace/tree", tree)
+
+	forks, err := byID[clone.Node].c.VM(src.ID).Fork(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkVMTree(t, nodes[1].c, forks[0].ID, "/workspace/tree", tree)
+	if err := nodes[1].c.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = nodes[0].c.GetSnapshot(ctx, snap.ID)
+	if !client.IsCode(err, client.CodeNotFound) {
+		t.Fatalf("a deleted snapshot through the other node: %v", err)
+	}
+}
