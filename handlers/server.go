@@ -79,7 +79,7 @@ type Config struct {
 	Watches *watch.Service
 	// Snapshots serves snapshots and forks (nil: their routes are 503).
 	Snapshots *snapshots.Service
-	Log     zerolog.Logger
+	Log       zerolog.Logger
 }
 
 // Server is the gateway's HTTP handler.
