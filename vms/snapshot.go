@@ -227,8 +227,9 @@ type rootFilesystem struct {
 
 // readRoot reads a snapshot tar into the entries of a create frame: every
 // directory and symlink, and each file whose content fits what is left of
-// agentos.SnapshotFrameBytes (the larger ones as empty files, listed in
-// deferred, to be written once the VM runs).
+// agentos.SnapshotFrameBytes. The other files are listed in deferred, to be
+// written once the VM runs; while the frame has room they travel as empty
+// files, which keeps their owner.
 func readRoot(r io.Reader) (rootFilesystem, error) {
 	// The tar has no entry for / itself: the engine gives the root its own
 	// (0755, the guest user's), as every VM has it.
@@ -241,7 +242,7 @@ func readRoot(r io.Reader) (rootFilesystem, error) {
 		perm := uint32(hdr.Mode) & 0o7777
 		uid, gid := uint32(hdr.Uid), uint32(hdr.Gid)
 		e := protocol.RootFilesystemEntry{Path: hdr.Name, UID: &uid, GID: &gid, Executable: perm&0o111 != 0}
-		budget -= perEntry + len(hdr.Name) + len(hdr.Linkname)
+		entryCost := perEntry + len(hdr.Name) + len(hdr.Linkname)
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			e.Kind, perm = protocol.RootFilesystemEntryKindDirectory, perm|0o040000
@@ -250,27 +251,23 @@ func readRoot(r io.Reader) (rootFilesystem, error) {
 			e.Kind, e.Target, perm = protocol.RootFilesystemEntryKindSymlink, &target, perm|0o120000
 		case tar.TypeReg:
 			e.Kind, perm = protocol.RootFilesystemEntryKindFile, perm|0o100000
-			// Base64 is the most any content costs in JSON but for text
-			// full of escapes, which jsonCost counts exactly.
-			if hdr.Size*4/3+4 > int64(budget) {
-				root.deferred[hdr.Name] = true
-				break
-			}
-			data, err := io.ReadAll(body)
+			content, enc, ok, err := inlineContent(hdr, body, budget-entryCost)
 			if err != nil {
-				return gateway.Wrap(gateway.CodeInternal, err, "the stored snapshot is not readable")
+				return err
 			}
-			content, enc := agentos.EncodeContent(data)
-			cost := jsonCost(content)
-			if cost > budget {
+			if !ok {
 				root.deferred[hdr.Name] = true
+				if budget < entryCost {
+					return nil
+				}
 				break
 			}
-			budget -= cost
+			budget -= jsonCost(content)
 			e.Content, e.Encoding = &content, enc
 		default:
 			return nil
 		}
+		budget -= entryCost
 		e.Mode = &perm
 		root.entries = append(root.entries, e)
 		return nil
@@ -279,9 +276,29 @@ func readRoot(r io.Reader) (rootFilesystem, error) {
 		return rootFilesystem{}, err
 	}
 	if budget < 0 {
-		return rootFilesystem{}, gateway.Errorf(gateway.CodePayloadTooLarge, "the snapshot has too many entries to create a VM from (more than fit %d bytes)", agentos.SnapshotFrameBytes)
+		return rootFilesystem{}, gateway.Errorf(gateway.CodePayloadTooLarge, "the snapshot has more directories and symlinks than fit one create request (%d bytes)", agentos.SnapshotFrameBytes)
 	}
 	return root, nil
+}
+
+// inlineContent reads a file's bytes as the content of a create frame's
+// entry when they fit room bytes of it; ok is false, and nothing is read,
+// when they may not.
+func inlineContent(hdr *tar.Header, body io.Reader, room int) (string, *protocol.RootFilesystemEntryEncoding, bool, error) {
+	// Base64 is the most any content costs in JSON but for text full of
+	// escapes, which jsonCost counts exactly.
+	if hdr.Size*4/3+4 > int64(room) {
+		return "", nil, false, nil
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return "", nil, false, gateway.Wrap(gateway.CodeInternal, err, "the stored snapshot is not readable")
+	}
+	content, enc := agentos.EncodeContent(data)
+	if jsonCost(content) > room {
+		return "", nil, false, nil
+	}
+	return content, enc, true, nil
 }
 
 // jsonCost is the length of s as a JSON string.
