@@ -94,7 +94,7 @@ type VMOptions struct {
 	// RootSnapshot, when set, is the VM's whole root filesystem: one
 	// snapshot lower (what ExportRootFilesystem returned) in place of the
 	// engine's default base layer. It travels in the create request, so it
-	// must fit the engine's request frame (see MaxSnapshotFrameBytes).
+	// must fit the engine's request frame (see SnapshotFrameBytes).
 	RootSnapshot []protocol.RootFilesystemEntry
 }
 

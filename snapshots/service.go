@@ -169,8 +169,8 @@ func (s *Service) Fork(ctx context.Context, tenant gateway.Tenant, vmID string, 
 	if count < 1 || count > MaxFork {
 		return nil, gateway.Errorf(gateway.CodeInvalidArgument, "count must be between 1 and %d", MaxFork).WithDetail("field", "count")
 	}
-	if max := tenant.Quotas.MaxVMs; max > 0 && count > max {
-		return nil, gateway.Errorf(gateway.CodeResourceExhausted, "a fork of %d VMs passes tenant %s's quota of %d VMs", count, tenant.ID, max).WithDetail("quota", "maxVms")
+	if maxVMs := tenant.Quotas.MaxVMs; maxVMs > 0 && count > maxVMs {
+		return nil, gateway.Errorf(gateway.CodeResourceExhausted, "a fork of %d VMs passes tenant %s's quota of %d VMs", count, tenant.ID, maxVMs).WithDetail("quota", "maxVms")
 	}
 	src, err := s.vms.Get(ctx, tenant.ID, vmID)
 	if err != nil {

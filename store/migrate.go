@@ -65,7 +65,7 @@ func loadMigrations(dialectName string) ([]migration, error) {
 	// branch may lack another's number: gaps are allowed, repeats are not.
 	for i, m := range ms {
 		if m.version < 1 || (i > 0 && m.version == ms[i-1].version) {
-			return nil, fmt.Errorf("store: migration %s: version %04d is not after %04d", m.name, m.version, max(0, ms[max(i-1, 0)].version))
+			return nil, fmt.Errorf("store: migration %s: version %04d is below 1 or taken by another migration", m.name, m.version)
 		}
 	}
 	return ms, nil

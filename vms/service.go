@@ -264,7 +264,9 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	}
 	if err := s.fillSnapshot(ctx, tenant.ID, spec.FromSnapshot, vm, root); err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
-		_ = vm.Dispose(dctx)
+		if derr := vm.Dispose(dctx); derr != nil {
+			s.log.Warn().Err(derr).Str("vm", rec.ID).Msg("dispose a VM whose snapshot could not be restored")
+		}
 		cancel()
 		lease.Release()
 		return fail(err)
