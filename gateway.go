@@ -32,6 +32,8 @@ type Quotas struct {
 	RequestsPerSecond float64 `json:"requestsPerSecond" validate:"gte=0"`
 	// MaxSchedules bounds the tenant's cron schedules, over all its VMs.
 	MaxSchedules int `json:"maxSchedules" validate:"gte=0"`
+	// MaxSnapshotBytes bounds the bytes of the tenant's stored snapshots.
+	MaxSnapshotBytes int64 `json:"maxSnapshotBytes" validate:"gte=0"`
 }
 
 // APIKey is a tenant's credential. Only a hash of the secret is stored.
@@ -80,6 +82,8 @@ type VMSpec struct {
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty"`
 	// Bindings are the VM's host bindings (nil: none).
 	Bindings *Bindings `json:"bindings,omitempty"`
+	// FromSnapshot is the snapshot whose tree the VM was created with.
+	FromSnapshot string `json:"fromSnapshot,omitempty"`
 }
 
 // VM is the gateway's record of a VM.

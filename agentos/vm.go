@@ -91,6 +91,11 @@ type VMOptions struct {
 	DataDir string
 	// EventBuffer bounds each VM event subscription (default 256).
 	EventBuffer int
+	// RootSnapshot, when set, is the VM's whole root filesystem: one
+	// snapshot lower (what ExportRootFilesystem returned) in place of the
+	// engine's default base layer. It travels in the create request, so it
+	// must fit the engine's request frame (see SnapshotFrameBytes).
+	RootSnapshot []protocol.RootFilesystemEntry
 }
 
 // Event is something that happened to a VM as the engine reports it: a
@@ -212,6 +217,10 @@ func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (_ *VM, err erro
 		RootFilesystem:      vmRootFSJSON{Mode: "ephemeral", Lowers: []any{}, BootstrapEntries: []any{}},
 		LoopbackExemptPorts: ports,
 		BootstrapCommands:   boot,
+	}
+	if opts.RootSnapshot != nil {
+		cfg.RootFilesystem.DisableDefaultBaseLayer = true
+		cfg.RootFilesystem.Lowers = []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(opts.RootSnapshot)}}
 	}
 	var dbPath string
 	if opts.Database || len(opts.Agents) > 0 {

@@ -14,6 +14,7 @@ type QuotasUpdate struct {
 	MaxProcesses      *int     `json:"maxProcesses,omitempty" validate:"omitempty,gte=0,lte=1000000"`
 	RequestsPerSecond *float64 `json:"requestsPerSecond,omitempty" validate:"omitempty,gte=0,lte=100000"`
 	MaxSchedules      *int     `json:"maxSchedules,omitempty" validate:"omitempty,gte=0,lte=1000000"`
+	MaxSnapshotBytes  *int64   `json:"maxSnapshotBytes,omitempty" validate:"omitempty,gte=0"`
 }
 
 // SessionSettingsUpdate updates a tenant's session settings: absent fields

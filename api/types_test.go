@@ -64,6 +64,12 @@ var wireShapes = []struct {
 	{"SoftwareList", api.List[api.Software]{}, true},
 	{"LinkedSoftware", api.LinkedSoftware{}, true},
 
+	// Snapshots and fork.
+	{"Snapshot", gateway.Snapshot{}, true},
+	{"SnapshotList", api.List[gateway.Snapshot]{}, true},
+	{"ForkRequest", api.ForkRequest{}, false},
+	{"Forked", api.Forked{}, true},
+
 	// Shells and attach.
 	{"OpenShellRequest", api.OpenShellRequest{}, false},
 	{"ShellCreated", api.ShellCreated{}, true},

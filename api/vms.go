@@ -25,6 +25,9 @@ type CreateVMRequest struct {
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty" validate:"gte=0,lte=604800"`
 	// Bindings declares the VM's host bindings (see PUT /v1/vms/{vm}/bindings).
 	Bindings *gateway.Bindings `json:"bindings,omitempty"`
+	// FromSnapshot creates the VM with the tree of one of the tenant's
+	// snapshots as its root filesystem.
+	FromSnapshot string `json:"fromSnapshot,omitempty" validate:"omitempty,max=64,nonul"`
 }
 
 // VM is a VM resource: the gateway's record of a VM with its spec
@@ -44,8 +47,10 @@ type VM struct {
 	Software            []string          `json:"software"`
 	Agents              []string          `json:"agents"`
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds"`
-	CreatedAt           time.Time         `json:"createdAt"`
-	UpdatedAt           time.Time         `json:"updatedAt"`
+	// FromSnapshot is the snapshot the VM was created from.
+	FromSnapshot string    `json:"fromSnapshot,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
 }
 
 // IdleTimeout is IdleTimeoutSeconds as a duration.

@@ -15,11 +15,14 @@ import (
 )
 
 // Info is what the archive code needs to know of a file: its type and
-// permission bits (fs.FileMode), size and modification time.
+// permission bits (fs.FileMode), size, modification time and owner.
 type Info struct {
 	Mode    fs.FileMode
 	Size    int64
 	ModTime time.Time
+	// UID and GID are the owner, written into the archive's headers (a
+	// root-filesystem snapshot keeps them; Extract does not apply them).
+	UID, GID int
 }
 
 // Source is the filesystem Write reads. Names are absolute paths in the

@@ -120,6 +120,8 @@ gobench '^BenchmarkPromptHello$' "$EXEC_N"
 gobench '^BenchmarkPromptHelloHTTP$' "$EXEC_N" ./cmd/server/
 # File watch of a 9,900-entry guest tree at the 500 ms scan floor.
 gobench '^BenchmarkWatch10k$' "$CREATE_N" ./cmd/server/
+# Forks over HTTP: per new VM, and the size-to-time curve (10, 50, 100 MiB).
+gobench '^BenchmarkFork$' "$LARGE_N" ./cmd/server/
 official stream_50mib,write_read_4mib,write_read_16mib
 gobench '^Benchmark(Stream50MiB|WriteRead4MiB|WriteRead16MiB)$' "$LARGE_N"
 # Two gateway nodes on one PostgreSQL (a throwaway server unless
@@ -232,6 +234,17 @@ else {
 	console.log(`| API write to its event, p50 | ${fmt(w["p50-ms"])} ms (p95 ${fmt(w["p95-ms"])}) |`);
 	console.log(`| guest write to its event | ${fmt(w["guest-ms"])} ms (interval ratio ${(w["guest-ms"] / 500).toFixed(2)}) |`);
 	console.log(`| CPU of one scan (gateway + sidecar) | ${fmt(w["scan-cpu-ms"])} ms (${(w["scan-cpu-ms"] / 500 * 100).toFixed(0)}% of a core at the floor) |`);
+}
+// Forks: time per new VM and how the time grows with the tree.
+const fk = goRes["Fork"];
+if (!fk) missing.push("Go BenchmarkFork");
+else {
+	console.log("\n| fork over HTTP (median) | time | ratio |\n|---|---|---|");
+	console.log(`| fork into 3, default tree (one snapshot frame), per new VM | ${fmt(fk["per-vm-ms"])} ms | ${(fk["per-vm-ms"] / fk["fork-ms"]).toFixed(2)} of a fork into 1 |`);
+	console.log(`| fork into 1, default tree | ${fmt(fk["fork-ms"])} ms | |`);
+	console.log(`| fork into 1, +10 MiB (walked, chunked) | ${fmt(fk["10mib-ms"])} ms | ${(fk["10mib-ms"] / fk["fork-ms"]).toFixed(1)}x the default tree |`);
+	console.log(`| fork into 1, +50 MiB | ${fmt(fk["50mib-ms"])} ms | ${(fk["50mib-ms"] / fk["10mib-ms"]).toFixed(2)}x 10 MiB |`);
+	console.log(`| fork into 1, +100 MiB | ${fmt(fk["100mib-ms"])} ms (${fmt(fk["MiB/s"])} MiB/s) | ${fk["100mib/10mib"].toFixed(2)}x 10 MiB |`);
 }
 const meta = official._meta;
 if (meta) console.log(`\nofficial SDK ${meta.sdk} on node ${meta.node}; sidecar ${meta.sidecar_exe ?? "(not seen)"}`);

@@ -34,7 +34,8 @@ const (
 	processJSON        = `{"pid":42,"command":"sleep","args":["10"],"cwd":"/","running":false,"exit":{"exitCode":3,"signal":"SIGTERM"},"startedAt":"2025-01-02T03:04:05Z","exitedAt":"2025-01-02T03:04:07Z"}`
 	scheduleJSON       = `{"id":"sch_1","vmId":"vm/1","cron":"@every 2s","timezone":"Europe/Paris","overlap":"queue","action":{"exec":{"command":"echo","args":["hi"],"timeoutMs":1500}},"createdAt":"2025-01-02T03:04:05Z"}`
 	runJSON            = `{"id":"run_1","scheduleId":"sch_1","startedAt":"2025-01-02T03:04:05Z","endedAt":"2025-01-02T03:04:06Z","outcome":"succeeded","exitCode":0,"stdout":"hi\n","stderr":"","truncated":false}`
-	tenantJSON         = `{"id":"t/1","name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5,"maxSchedules":0},"sessions":{"retentionDays":0},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
+	snapshotJSON       = `{"id":"snap/1","tenantId":"t/1","vmId":"vm/1","bytes":1024,"files":3,"dirs":2,"symlinks":1,"node":"n1","createdAt":"2025-01-02T03:04:05Z"}`
+	tenantJSON         = `{"id":"t/1","name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5,"maxSchedules":0,"maxSnapshotBytes":0},"sessions":{"retentionDays":0},"createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
 	outputSSE          = "id: 8\ndata: {\"seq\":8,\"stream\":\"stdout\",\"data\":\"hi\\n\",\"encoding\":\"utf8\",\"ts\":\"2025-01-02T03:04:05Z\"}\nevent: stdout\n\n"
 	processTrail       = "/v1/vms/" + weirdVMEsc + "/processes/42"
 	sessionID          = "ses 1/x?#"
@@ -823,6 +824,55 @@ func methodCases() []methodCase {
 				}
 				return expect(reflect.DeepEqual(states, []client.SessionState{client.SessionIdle, client.SessionWaiting}), "states", states)
 			}},
+		{name: "VM.CreateSnapshot", method: "POST", path: vmBase + "/snapshots", accept: jsonCT,
+			resp: canned{status: 201, ctype: jsonCT, body: snapshotJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.VM(weirdVM).CreateSnapshot(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(s.ID == "snap/1" && s.Bytes == 1024 && s.Files == 3 && s.Symlinks == 1, "snapshot", s)
+			}},
+		{name: "VM.Fork", method: "POST", path: vmBase + "/fork", accept: jsonCT, ctype: jsonCT, bodyJSON: `{"count":3}`,
+			resp: canned{status: 201, ctype: jsonCT, body: `{"vms":[` + vmJSON + `,` + vmJSON + `]}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				vms, err := c.VM(weirdVM).Fork(ctx, 3)
+				if err != nil {
+					return err
+				}
+				return expect(len(vms) == 2 && vms[0].ID == "vm_1", "vms", vms)
+			}},
+		{name: "ListSnapshots", method: "GET", path: "/v1/snapshots", accept: jsonCT, query: url.Values{"vm": {"vm/1"}, "cursor": {"c/1"}, "limit": {"2"}},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + snapshotJSON + `],"nextCursor":"c2"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.ListSnapshots(ctx, client.ListSnapshotsOptions{VM: "vm/1", Cursor: "c/1", Limit: 2})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.NextCursor == "c2", "list", l)
+			}},
+		{name: "Snapshots", method: "GET", path: "/v1/snapshots", accept: jsonCT, query: url.Values{},
+			resp: canned{ctype: jsonCT, body: `{"items":[` + snapshotJSON + `,` + snapshotJSON + `],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				n := 0
+				for _, err := range c.Snapshots(ctx, client.ListSnapshotsOptions{}) {
+					if err != nil {
+						return err
+					}
+					n++
+				}
+				return expect(n == 2, "count", n)
+			}},
+		{name: "GetSnapshot", method: "GET", path: "/v1/snapshots/snap%2F1", accept: jsonCT, resp: canned{ctype: jsonCT, body: snapshotJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				s, err := c.GetSnapshot(ctx, "snap/1")
+				if err != nil {
+					return err
+				}
+				return expect(s.VMID == "vm/1", "snapshot", s)
+			}},
+		{name: "DeleteSnapshot", method: "DELETE", path: "/v1/snapshots/snap%2F1", accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.DeleteSnapshot(ctx, "snap/1") }},
 		{name: "VM.CreateSchedule", method: "POST", path: vmBase + "/schedules", accept: jsonCT, ctype: jsonCT,
 			bodyJSON: `{"cron":"@every 2s","timezone":"Europe/Paris","overlap":"queue","action":{"exec":{"command":"echo","args":["hi"],"timeoutMs":1500}}}`,
 			resp:     canned{status: 201, ctype: jsonCT, body: scheduleJSON},
@@ -1207,7 +1257,7 @@ func methodCases() []methodCase {
 				return expect(err == nil && strings.Join(types, " ") == "*gateway.SessionEventData *gateway.SessionEndEvent", "events", types, err)
 			}},
 		{name: "CreateTenant", method: "POST", path: "/v1/tenants", accept: jsonCT, ctype: jsonCT,
-			bodyJSON: `{"name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5,"maxSchedules":0}}`,
+			bodyJSON: `{"name":"acme","isolated":true,"quotas":{"maxVms":2,"maxProcesses":0,"requestsPerSecond":1.5,"maxSchedules":0,"maxSnapshotBytes":0}}`,
 			resp:     canned{status: 201, ctype: jsonCT, body: tenantJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				t, err := c.CreateTenant(ctx, client.TenantCreate{Name: "acme", Isolated: true, Quotas: &client.Quotas{MaxVMs: 2, RequestsPerSecond: 1.5}})

@@ -57,7 +57,7 @@ type TenantCreate struct {
 func (r TenantCreate) MarshalJSON() ([]byte, error) {
 	w := api.CreateTenantRequest{Name: r.Name, Isolated: r.Isolated}
 	if q := r.Quotas; q != nil {
-		w.Quotas = api.QuotasUpdate{MaxVMs: &q.MaxVMs, MaxProcesses: &q.MaxProcesses, RequestsPerSecond: &q.RequestsPerSecond, MaxSchedules: &q.MaxSchedules}
+		w.Quotas = api.QuotasUpdate{MaxVMs: &q.MaxVMs, MaxProcesses: &q.MaxProcesses, RequestsPerSecond: &q.RequestsPerSecond, MaxSchedules: &q.MaxSchedules, MaxSnapshotBytes: &q.MaxSnapshotBytes}
 	}
 	var err error
 	if w.Sessions, err = r.Sessions.wire(); err != nil {

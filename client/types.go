@@ -69,13 +69,16 @@ type CreateVMRequest struct {
 	IdleTimeout time.Duration
 	// Bindings declares the VM's host bindings (see PutBindings).
 	Bindings *Bindings
+	// FromSnapshot creates the VM with the tree of one of the caller's
+	// snapshots.
+	FromSnapshot string
 }
 
 // MarshalJSON encodes the CreateVMRequest schema.
 func (r CreateVMRequest) MarshalJSON() ([]byte, error) {
 	return json.Marshal(api.CreateVMRequest{Labels: r.Labels, Env: r.Env, Permissions: r.Permissions, Limits: r.Limits,
 		LoopbackExemptPorts: r.LoopbackExemptPorts, Software: r.Software, Agents: r.Agents, IdleTimeoutSeconds: int(ceilUnit(r.IdleTimeout, time.Second)),
-		Bindings: r.Bindings})
+		Bindings: r.Bindings, FromSnapshot: r.FromSnapshot})
 }
 
 // ceilUnit is d in units, rounded up (0 for d <= 0).

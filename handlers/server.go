@@ -21,6 +21,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
+	"github.com/agentos-gateway/agentos-gateway/snapshots"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 	"github.com/agentos-gateway/agentos-gateway/watch"
 )
@@ -86,7 +87,9 @@ type Config struct {
 	PreviewDomain string
 	// Bindings serves the VMs' host bindings (nil: their routes are 503).
 	Bindings *bindings.Service
-	Log      zerolog.Logger
+	// Snapshots serves snapshots and forks (nil: their routes are 503).
+	Snapshots *snapshots.Service
+	Log       zerolog.Logger
 }
 
 // Server is the gateway's HTTP handler.
@@ -220,6 +223,8 @@ func (s *Server) routes() chi.Router {
 			r.Post("/fs/move", s.move)
 			r.Get("/fs/stat", s.stat)
 			r.Get("/watch", s.watchFiles)
+			r.Post("/snapshots", s.createSnapshot)
+			r.Post("/fork", s.forkVM)
 			r.Get("/agents", s.listAgents)
 			s.portRoutes(r)
 			s.previewRoutes(r)
@@ -253,6 +258,9 @@ func (s *Server) routes() chi.Router {
 				r.Get("/events", s.sessionEvents)
 			})
 		})
+		r.Get("/snapshots", s.listSnapshots)
+		r.Get("/snapshots/{snapshot}", s.getSnapshot)
+		r.Delete("/snapshots/{snapshot}", s.deleteSnapshot)
 		r.Group(func(r chi.Router) {
 			r.Use(adminOnly)
 			r.Post("/tenants", s.createTenant)

@@ -78,6 +78,9 @@ func applyQuotas(q api.QuotasUpdate, dst *gateway.Quotas) {
 	if q.MaxSchedules != nil {
 		dst.MaxSchedules = *q.MaxSchedules
 	}
+	if q.MaxSnapshotBytes != nil {
+		dst.MaxSnapshotBytes = *q.MaxSnapshotBytes
+	}
 }
 
 func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {

@@ -27,7 +27,7 @@ func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
 	vm, err := s.vms.Create(r.Context(), p.tenant, gateway.VMSpec{
 		Labels: req.Labels, Env: req.Env, Permissions: req.Permissions, Limits: req.Limits,
 		LoopbackExemptPorts: req.LoopbackExemptPorts, Software: req.Software, Agents: req.Agents,
-		IdleTimeoutSeconds: req.IdleTimeoutSeconds, Bindings: req.Bindings,
+		IdleTimeoutSeconds: req.IdleTimeoutSeconds, Bindings: req.Bindings, FromSnapshot: req.FromSnapshot,
 	})
 	if err != nil {
 		writeError(w, r, err)
@@ -58,8 +58,8 @@ func vmResource(vm gateway.VM) api.VM {
 		ID: vm.ID, State: vm.State, Reason: vm.Reason, Labels: labels, SidecarID: vm.SidecarID, Node: vm.Node,
 		Env: vm.Spec.Env, Permissions: vm.Spec.Permissions, Limits: vm.Spec.Limits,
 		LoopbackExemptPorts: ports, Software: orEmpty(vm.Spec.Software), Agents: orEmpty(vm.Spec.Agents),
-		IdleTimeoutSeconds: vm.Spec.IdleTimeoutSeconds,
-		CreatedAt:          vm.CreatedAt.UTC(), UpdatedAt: vm.UpdatedAt.UTC(),
+		IdleTimeoutSeconds: vm.Spec.IdleTimeoutSeconds, FromSnapshot: vm.Spec.FromSnapshot,
+		CreatedAt: vm.CreatedAt.UTC(), UpdatedAt: vm.UpdatedAt.UTC(),
 	}
 }
 

@@ -267,8 +267,8 @@ func TestIdempotencyMigrationOnExistingDatabase(t *testing.T) {
 		}
 
 		db := openTest(t, dsn)
-		if v, err := db.SchemaVersion(ctx); err != nil || v != len(ms) || v < 3 {
-			t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, len(ms))
+		if v, err := db.SchemaVersion(ctx); err != nil || v != ms[len(ms)-1].version || v < 3 {
+			t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, ms[len(ms)-1].version)
 		}
 		_, fresh, err := db.BeginIdempotent(ctx, "acme", "k", "h", time.Hour)
 		if err != nil || !fresh {

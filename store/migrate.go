@@ -61,9 +61,11 @@ func loadMigrations(dialectName string) ([]migration, error) {
 		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	// Versions are numbered by the piece of work that adds them, so a
+	// branch may lack another's number: gaps are allowed, repeats are not.
 	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("store: migration %s: expected version %04d", m.name, i+1)
+		if m.version < 1 || (i > 0 && m.version == ms[i-1].version) {
+			return nil, fmt.Errorf("store: migration %s: version %04d is below 1 or taken by another migration", m.name, m.version)
 		}
 	}
 	return ms, nil
@@ -114,6 +116,10 @@ func (db *DB) applyMigrations(ctx context.Context, ms []migration) error {
 		if err := db.queryRow(ctx, tx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 			return dbError(err, "store: read schema version")
 		}
+		applied, err := db.appliedVersions(ctx, tx)
+		if err != nil {
+			return err
+		}
 		if current > latest {
 			return &gateway.Error{
 				Code:    gateway.CodeInternal,
@@ -121,7 +127,10 @@ func (db *DB) applyMigrations(ctx context.Context, ms []migration) error {
 				Err:     ErrSchemaTooNew,
 			}
 		}
-		for _, m := range ms[current:] {
+		for _, m := range ms {
+			if applied[m.version] {
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return dbError(err, "store: apply migration %s", m.name)
 			}
@@ -132,4 +141,25 @@ func (db *DB) applyMigrations(ctx context.Context, ms []migration) error {
 		}
 		return nil
 	})
+}
+
+// appliedVersions returns the versions schema_migrations records.
+func (db *DB) appliedVersions(ctx context.Context, tx *sql.Tx) (map[int]bool, error) {
+	rows, err := db.query(ctx, tx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, dbError(err, "store: read schema versions")
+	}
+	defer rows.Close()
+	out := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, dbError(err, "store: read schema versions")
+		}
+		out[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError(err, "store: read schema versions")
+	}
+	return out, nil
 }

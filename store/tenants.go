@@ -11,7 +11,7 @@ import (
 )
 
 const tenantColumns = `id, name, isolated, max_vms, max_processes, requests_per_second,
-	session_retention_days, permission_default, created_at, updated_at, max_schedules`
+	session_retention_days, permission_default, created_at, updated_at, max_schedules, max_snapshot_bytes`
 
 func scanTenant(row interface{ Scan(...any) error }) (gateway.Tenant, error) {
 	var (
@@ -20,7 +20,7 @@ func scanTenant(row interface{ Scan(...any) error }) (gateway.Tenant, error) {
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Isolated, &t.Quotas.MaxVMs, &t.Quotas.MaxProcesses,
 		&t.Quotas.RequestsPerSecond, &t.Sessions.RetentionDays, &pd,
-		scanTime(&t.CreatedAt), scanTime(&t.UpdatedAt), &t.Quotas.MaxSchedules)
+		scanTime(&t.CreatedAt), scanTime(&t.UpdatedAt), &t.Quotas.MaxSchedules, &t.Quotas.MaxSnapshotBytes)
 	if err != nil {
 		return gateway.Tenant{}, err
 	}
@@ -54,10 +54,10 @@ func (db *DB) insertTenant(ctx context.Context, q querier, t gateway.Tenant) (sq
 	if err != nil {
 		return nil, gateway.Wrap(gateway.CodeInvalidArgument, err, "tenant permission default cannot be stored")
 	}
-	res, err := db.exec(ctx, q, `INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	res, err := db.exec(ctx, q, `INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
 		t.ID, t.Name, t.Isolated, t.Quotas.MaxVMs, t.Quotas.MaxProcesses, t.Quotas.RequestsPerSecond,
-		t.Sessions.RetentionDays, pd, db.d.ts(t.CreatedAt), db.d.ts(t.UpdatedAt), t.Quotas.MaxSchedules)
+		t.Sessions.RetentionDays, pd, db.d.ts(t.CreatedAt), db.d.ts(t.UpdatedAt), t.Quotas.MaxSchedules, t.Quotas.MaxSnapshotBytes)
 	if err != nil {
 		return nil, dbError(err, "store: create tenant")
 	}
@@ -146,9 +146,9 @@ func (db *DB) UpdateTenant(ctx context.Context, id string, update func(*gateway.
 			return gateway.Wrap(gateway.CodeInvalidArgument, err, "tenant permission default cannot be stored")
 		}
 		_, err = db.exec(ctx, tx, `UPDATE tenants SET name = ?, isolated = ?, max_vms = ?, max_processes = ?,
-			requests_per_second = ?, session_retention_days = ?, permission_default = ?, updated_at = ?, max_schedules = ? WHERE id = ?`,
+			requests_per_second = ?, session_retention_days = ?, permission_default = ?, updated_at = ?, max_schedules = ?, max_snapshot_bytes = ? WHERE id = ?`,
 			t.Name, t.Isolated, t.Quotas.MaxVMs, t.Quotas.MaxProcesses, t.Quotas.RequestsPerSecond,
-			t.Sessions.RetentionDays, pd, db.d.ts(t.UpdatedAt), t.Quotas.MaxSchedules, id)
+			t.Sessions.RetentionDays, pd, db.d.ts(t.UpdatedAt), t.Quotas.MaxSchedules, t.Quotas.MaxSnapshotBytes, id)
 		if err != nil {
 			return dbError(err, "store: update tenant")
 		}

@@ -54,7 +54,7 @@ func (g guestFS) Lstat(ctx context.Context, name string) (archive.Info, error) {
 	default:
 		mode |= fs.ModeIrregular
 	}
-	return archive.Info{Mode: mode, Size: info.Size, ModTime: info.ModTime}, nil
+	return archive.Info{Mode: mode, Size: info.Size, ModTime: info.ModTime, UID: int(info.UID), GID: int(info.GID)}, nil
 }
 
 func (g guestFS) ReadDir(ctx context.Context, name string) ([]string, error) {

@@ -75,6 +75,8 @@ type Config struct {
 	// MountAllow are the host directories tenants may mount (--mount-allow,
 	// see ParseMountAllow); none: host directory mounts are refused.
 	MountAllow []MountRule
+	// Snapshots opens the snapshots VMs are created from (VMSpec.FromSnapshot).
+	Snapshots SnapshotSource
 }
 
 // Software is what the service needs of the engine's install folder.
@@ -211,6 +213,11 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	if err != nil {
 		return gateway.VM{}, err
 	}
+	root, err := s.readSnapshot(ctx, tenant.ID, spec.FromSnapshot)
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	opts.RootSnapshot = root.entries
 	s.mu.Lock()
 	closing, cordoned := s.closing, s.cordoned
 	if !closing && !cordoned {
@@ -258,6 +265,15 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	if err != nil {
 		lease.Release()
 		return fail(createError(err, spec.Limits))
+	}
+	if err := s.fillSnapshot(ctx, tenant.ID, spec.FromSnapshot, vm, root); err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
+		if derr := vm.Dispose(dctx); derr != nil {
+			s.log.Warn().Err(derr).Str("vm", rec.ID).Msg("dispose a VM whose snapshot could not be restored")
+		}
+		cancel()
+		lease.Release()
+		return fail(err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	err = s.setUp(sctx, rec, vm)

@@ -35,6 +35,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
+	"github.com/agentos-gateway/agentos-gateway/snapshots"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 	"github.com/agentos-gateway/agentos-gateway/watch"
@@ -382,9 +383,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			log.Error().Err(err).Str("sidecar", info.ID).Int("pid", info.Pid).Msg("sidecar died; its VMs are lost")
 		},
 	})
+	snapBlobs := snapshotBlobs(db, c.dataDir)
 	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
 		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Log: log,
-		MountAllow: c.mountAllow}, db, poolAdapter{pool})
+		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs)}, db, poolAdapter{pool})
+	snaps := snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log}, db, snapBlobs, svc)
 	node, lost, err := cluster.Join(ctx, cluster.Config{
 		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: shared,
 		Heartbeat: c.nodeHeartbeat, Timeout: c.nodeTimeout,
@@ -421,7 +424,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
 		Previews: previews.New(db, svc, previews.Config{}), PreviewDomain: c.previewDomain,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Bindings: binds, Log: log}, svc, sess, sched, db, keeper, pool)
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Bindings: binds, Snapshots: snaps, Log: log}, svc, sess, sched, db, keeper, pool)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
 	serveErr := make(chan error, 1)

@@ -1,0 +1,110 @@
+package snapshots
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// DirBlobs keeps snapshot bytes as files of a directory: the gateway's
+// data directory with a SQLite store, which only one node uses.
+type DirBlobs struct {
+	Dir string
+}
+
+// blobName is the shape of the names DirBlobs gives.
+var blobName = regexp.MustCompile(`^[0-9a-f]{32}\.tar$`)
+
+// Put writes r to a new file, under a temporary name until it is complete.
+func (d DirBlobs) Put(ctx context.Context, r io.Reader) (string, int64, error) {
+	if err := os.MkdirAll(d.Dir, 0o700); err != nil {
+		return "", 0, fmt.Errorf("snapshots: %w", err)
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	name := hex.EncodeToString(b[:]) + ".tar"
+	tmp, err := os.CreateTemp(d.Dir, ".put-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("snapshots: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	n, err := io.Copy(tmp, contextReader{ctx, r})
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("snapshots: write blob: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(d.Dir, name)); err != nil {
+		return "", 0, fmt.Errorf("snapshots: %w", err)
+	}
+	return name, n, nil
+}
+
+// Open opens a blob for reading.
+func (d DirBlobs) Open(_ context.Context, name string) (io.ReadCloser, error) {
+	if !blobName.MatchString(name) {
+		return nil, fmt.Errorf("snapshots: blob name %q is not one of this store's", name)
+	}
+	return os.Open(filepath.Join(d.Dir, name))
+}
+
+// Delete removes a blob; one that is gone is no error.
+func (d DirBlobs) Delete(_ context.Context, name string) error {
+	if !blobName.MatchString(name) {
+		return fmt.Errorf("snapshots: blob name %q is not one of this store's", name)
+	}
+	if err := os.Remove(filepath.Join(d.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("snapshots: %w", err)
+	}
+	return nil
+}
+
+// contextReader stops a copy once ctx ends.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// LargeObjects is what LargeObjectBlobs needs of the store: PostgreSQL's
+// large objects (store.DB).
+type LargeObjects interface {
+	PutLargeObject(ctx context.Context, r io.Reader) (string, int64, error)
+	OpenLargeObject(ctx context.Context, name string) (io.ReadCloser, error)
+	DeleteLargeObject(ctx context.Context, name string) error
+}
+
+// LargeObjectBlobs keeps snapshot bytes as PostgreSQL large objects, which
+// every node sharing the store reads.
+type LargeObjectBlobs struct {
+	DB LargeObjects
+}
+
+// Put stores r as a new large object.
+func (l LargeObjectBlobs) Put(ctx context.Context, r io.Reader) (string, int64, error) {
+	return l.DB.PutLargeObject(ctx, r)
+}
+
+// Open reads a large object.
+func (l LargeObjectBlobs) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	return l.DB.OpenLargeObject(ctx, name)
+}
+
+// Delete removes a large object.
+func (l LargeObjectBlobs) Delete(ctx context.Context, name string) error {
+	return l.DB.DeleteLargeObject(ctx, name)
+}
