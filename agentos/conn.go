@@ -181,7 +181,12 @@ func newLaneWriter(w io.Writer) *laneWriter {
 // abandoned (that would desynchronise the lane); ctx only bounds the wait for
 // the lane. A failed write is fatal for the connection.
 func (s *Sidecar) send(ctx context.Context, l *laneWriter, frame protocol.ProtocolFrame) error {
-	buf, err := protocol.AppendFrame(nil, frame)
+	// The frame is built in a pooled buffer: a file chunk's frame is
+	// megabytes, and the buffer is free again once written.
+	pooled := transferBuffers.get(0)
+	defer transferBuffers.put(pooled)
+	buf, err := protocol.AppendFrame((*pooled)[:0], frame)
+	*pooled = buf
 	if err != nil {
 		return fmt.Errorf("agentos: encode %s: %w", payloadName(frame), err)
 	}

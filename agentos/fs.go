@@ -1,6 +1,7 @@
 package agentos
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -73,18 +74,23 @@ func (vm *VM) fsCall(ctx context.Context, req protocol.GuestFilesystemCallReques
 	return r, nil
 }
 
-func decodeContent(r protocol.GuestFilesystemResultResponse) ([]byte, error) {
+// decodeContent decodes a read's content and passes it to use. Base64 is
+// decoded into a pooled buffer, valid only during use; text is passed
+// without a copy.
+func decodeContent(r protocol.GuestFilesystemResultResponse, use func([]byte) error) error {
 	if r.Content == nil {
-		return nil, nil
+		return use(nil)
 	}
-	if r.Encoding != nil && *r.Encoding == protocol.RootFilesystemEntryEncodingBase64 {
-		b, err := base64.StdEncoding.DecodeString(*r.Content)
-		if err != nil {
-			return nil, fmt.Errorf("%w: base64 file content: %v", ErrProtocol, err)
-		}
-		return b, nil
+	if r.Encoding == nil || *r.Encoding != protocol.RootFilesystemEntryEncodingBase64 {
+		return use(bytesView(*r.Content))
 	}
-	return []byte(*r.Content), nil
+	buf := transferBuffers.get(base64.StdEncoding.DecodedLen(len(*r.Content)))
+	defer transferBuffers.put(buf)
+	n, err := base64.StdEncoding.Decode(*buf, bytesView(*r.Content))
+	if err != nil {
+		return fmt.Errorf("%w: base64 file content: %v", ErrProtocol, err)
+	}
+	return use((*buf)[:n])
 }
 
 // encodeContent chooses UTF-8 text when the bytes are valid UTF-8 (a third
@@ -97,14 +103,33 @@ func encodeContent(data []byte) (string, *protocol.RootFilesystemEntryEncoding) 
 	return base64.StdEncoding.EncodeToString(data), &enc
 }
 
+// sendContent is encodeContent for file chunks, without copies: it calls
+// send with the content, a view of data or of a pooled buffer, valid only
+// during send (which encodes it into its request frame).
+func sendContent(data []byte, send func(content string, enc *protocol.RootFilesystemEntryEncoding) error) error {
+	if utf8.Valid(data) {
+		return send(stringView(data), nil)
+	}
+	return sendBase64(data, send)
+}
+
+// sendBase64 is sendContent's base64 half.
+func sendBase64(data []byte, send func(content string, enc *protocol.RootFilesystemEntryEncoding) error) error {
+	buf := transferBuffers.get(base64.StdEncoding.EncodedLen(len(data)))
+	defer transferBuffers.put(buf)
+	base64.StdEncoding.Encode(*buf, data)
+	enc := protocol.RootFilesystemEntryEncodingBase64
+	return send(stringView(*buf), &enc)
+}
+
 // ReadFile reads a whole file into memory. Large files should be streamed
 // with ReadFileTo.
 func (vm *VM) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	var b strings.Builder
+	var b bytes.Buffer
 	if _, err := vm.ReadFileTo(ctx, p, &b); err != nil {
 		return nil, err
 	}
-	return []byte(b.String()), nil
+	return b.Bytes(), nil
 }
 
 // ReadFileTo streams a file to w in FileChunkSize pieces and returns the
@@ -119,18 +144,20 @@ func (vm *VM) ReadFileTo(ctx context.Context, p string, w io.Writer) (int64, err
 		if err != nil {
 			return off, err
 		}
-		data, err := decodeContent(r)
+		var got int
+		err = decodeContent(r, func(data []byte) error {
+			got = len(data)
+			if len(data) == 0 {
+				return nil
+			}
+			k, err := w.Write(data)
+			off += int64(k)
+			return err
+		})
 		if err != nil {
 			return off, err
 		}
-		if len(data) > 0 {
-			k, err := w.Write(data)
-			off += int64(k)
-			if err != nil {
-				return off, err
-			}
-		}
-		if len(data) < FileChunkSize {
+		if got < FileChunkSize {
 			return off, nil
 		}
 	}
@@ -139,11 +166,12 @@ func (vm *VM) ReadFileTo(ctx context.Context, p string, w io.Writer) (int64, err
 // WriteFile writes data to a file, creating or truncating it.
 func (vm *VM) WriteFile(ctx context.Context, p string, data []byte) error {
 	if len(data) <= FileChunkSize {
-		content, enc := encodeContent(data)
-		_, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationWriteFile, Path: p, Content: &content, Encoding: enc})
-		return err
+		return sendContent(data, func(content string, enc *protocol.RootFilesystemEntryEncoding) error {
+			_, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationWriteFile, Path: p, Content: &content, Encoding: enc})
+			return err
+		})
 	}
-	_, err := vm.WriteFileFrom(ctx, p, strings.NewReader(string(data)))
+	_, err := vm.WriteFileFrom(ctx, p, bytes.NewReader(data))
 	return err
 }
 
@@ -155,7 +183,7 @@ func (vm *VM) WriteFile(ctx context.Context, p string, data []byte) error {
 func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, error) {
 	// The first chunk is small, so that a small file (an archive's usual
 	// entry) does not cost a whole chunk's buffer; the buffer grows to
-	// FileChunkSize once a file fills it.
+	// FileChunkSize (a pooled one) once a file fills it.
 	buf := make([]byte, min(firstChunkSize, FileChunkSize))
 	var off int64
 	for {
@@ -165,17 +193,18 @@ func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, 
 		}
 		if n > 0 || off == 0 {
 			req := protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationWriteFile, Path: p}
-			var content string
-			if off == 0 {
-				content, req.Encoding = encodeContent(buf[:n])
-			} else {
-				enc := protocol.RootFilesystemEntryEncodingBase64
-				content, req.Encoding = base64.StdEncoding.EncodeToString(buf[:n]), &enc
+			encode := sendContent
+			if off > 0 {
+				encode = sendBase64
 				o := uint64(off)
 				req.Operation, req.Offset = protocol.GuestFilesystemOperationPwrite, &o
 			}
-			req.Content = &content
-			if _, err := vm.fsCall(ctx, req); err != nil {
+			err := encode(buf[:n], func(content string, enc *protocol.RootFilesystemEntryEncoding) error {
+				req.Content, req.Encoding = &content, enc
+				_, err := vm.fsCall(ctx, req)
+				return err
+			})
+			if err != nil {
 				return off, err
 			}
 			off += int64(n)
@@ -184,7 +213,9 @@ func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, 
 			return off, nil
 		}
 		if len(buf) < FileChunkSize {
-			buf = make([]byte, FileChunkSize)
+			chunk := transferBuffers.get(FileChunkSize)
+			defer transferBuffers.put(chunk)
+			buf = *chunk
 		}
 	}
 }
@@ -405,15 +436,19 @@ func (vm *VM) ReadAt(ctx context.Context, name string, p []byte, off int64) (int
 		if err != nil {
 			return n, err
 		}
-		data, err := decodeContent(r)
+		var got int
+		err = decodeContent(r, func(data []byte) error {
+			got = len(data)
+			if len(data) > want {
+				return fmt.Errorf("%w: pread of %d bytes returned %d", ErrProtocol, want, len(data))
+			}
+			n += copy(p[n:], data)
+			return nil
+		})
 		if err != nil {
 			return n, err
 		}
-		if len(data) > want {
-			return n, fmt.Errorf("%w: pread of %d bytes returned %d", ErrProtocol, want, len(data))
-		}
-		n += copy(p[n:], data)
-		if len(data) < want {
+		if got < want {
 			return n, io.EOF
 		}
 	}
