@@ -106,5 +106,12 @@ func EncodeContent(data []byte) (string, *protocol.RootFilesystemEntryEncoding) 
 
 // DecodeContent returns the bytes of a RootFilesystemEntry's content.
 func DecodeContent(e protocol.RootFilesystemEntry) ([]byte, error) {
-	return decodeContent(protocol.GuestFilesystemResultResponse{Content: e.Content, Encoding: e.Encoding})
+	var out []byte
+	err := decodeContent(protocol.GuestFilesystemResultResponse{Content: e.Content, Encoding: e.Encoding}, func(b []byte) error {
+		// b may be a pooled buffer or a view of the entry's string: the
+		// caller keeps the bytes, so they are copied.
+		out = append([]byte{}, b...)
+		return nil
+	})
+	return out, err
 }
