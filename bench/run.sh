@@ -246,6 +246,14 @@ else {
 	console.log(`| fork into 1, +50 MiB | ${fmt(fk["50mib-ms"])} ms | ${(fk["50mib-ms"] / fk["10mib-ms"]).toFixed(2)}x 10 MiB |`);
 	console.log(`| fork into 1, +100 MiB | ${fmt(fk["100mib-ms"])} ms (${fmt(fk["MiB/s"])} MiB/s) | ${fk["100mib/10mib"].toFixed(2)}x 10 MiB |`);
 }
+// Allocation-light transfers: what the Go client allocates per 16 MiB
+// written and read back.
+const wr16 = goRes["WriteRead16MiB"];
+if (wr16 && wr16["B/op"] > 0) {
+	const payload = 16 << 20;
+	console.log(`\n| 16 MiB write+read, Go client | bytes allocated | ratio to the payload |\n|---|---|---|`);
+	console.log(`| WriteFileFrom + ReadFileTo | ${fmt(wr16["B/op"] / (1 << 20))} MiB (${wr16["allocs/op"]} allocs) | ${(wr16["B/op"] / payload).toFixed(2)} (target <= 2) |`);
+}
 const meta = official._meta;
 if (meta) console.log(`\nofficial SDK ${meta.sdk} on node ${meta.node}; sidecar ${meta.sidecar_exe ?? "(not seen)"}`);
 if (missing.length) {
