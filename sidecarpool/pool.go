@@ -66,6 +66,8 @@ type Config struct {
 	// MemoryHighWater is the RSS in bytes above which a sidecar gets no new
 	// holds and is replaced once its holds are released (0: off).
 	MemoryHighWater int64
+	// Placement chooses among the sidecars with room (default PlacementPack).
+	Placement Placement
 	// Options are passed to Start for every sidecar.
 	Options agentos.Options
 	// Start spawns a sidecar; nil means agentos.Start. Tests inject failures.
@@ -92,6 +94,9 @@ func (c Config) withDefaults() Config {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
 	c.MemoryHighWater = max(c.MemoryHighWater, 0)
+	if c.Placement == "" {
+		c.Placement = PlacementPack
+	}
 	if c.Start == nil {
 		c.Start = agentos.Start
 	}
@@ -224,9 +229,11 @@ func (l *Lease) Release() {
 	}
 }
 
-// Acquire takes a hold for tenantID on the least-loaded sidecar it may use,
-// spawning one when none has room. Isolated tenants get sidecars of their
-// own. It fails with CodeResourceExhausted when MaxSidecars are all full,
+// Acquire takes a hold for tenantID on the sidecar the placement rule picks
+// among those it may use, spawning one when none has room. Isolated tenants
+// get sidecars of their own. A shared hold for no tenant ("") is the
+// caller's own, such as a warm VM not yet handed out: it is listed under no
+// tenant until Lease.Assign names one. It fails with CodeResourceExhausted when MaxSidecars are all full,
 // and with CodeUnavailable when the pool is closed or spawns are failing.
 func (p *Pool) Acquire(ctx context.Context, tenantID string, isolated bool) (*Lease, error) {
 	if isolated && tenantID == "" {
@@ -298,9 +305,8 @@ type placement struct {
 	checkRSS bool
 }
 
-// placeLocked puts a hold on the least-loaded usable sidecar with room, or on
-// a newly spawned one. Ties go to ready sidecars, then to the oldest.
-// p.mu must be held.
+// placeLocked puts a hold on the usable sidecar with room that the placement
+// rule prefers, or on a newly spawned one. p.mu must be held.
 func (p *Pool) placeLocked(tenant string, isolated bool) (placement, error) {
 	if p.isClosed {
 		return placement{}, errClosed()
@@ -314,7 +320,7 @@ func (p *Pool) placeLocked(tenant string, isolated bool) (placement, error) {
 		if e.owner != owner || (e.state != StateReady && e.state != StateStarting) || e.holds >= p.cfg.VMsPerSidecar {
 			continue
 		}
-		if best == nil || e.holds < best.holds || (e.holds == best.holds && best.state == StateStarting && e.state == StateReady) {
+		if best == nil || p.cfg.Placement.better(e, best) {
 			best = e
 		}
 	}
@@ -696,7 +702,9 @@ func (p *Pool) infoLocked(e *sidecar) SidecarInfo {
 		StartedAt: e.began,
 	}
 	for t := range e.tenants {
-		info.Tenants = append(info.Tenants, t)
+		if t != "" {
+			info.Tenants = append(info.Tenants, t)
+		}
 	}
 	slices.Sort(info.Tenants)
 	if e.sc != nil {
