@@ -192,7 +192,7 @@ func TestPlacement(t *testing.T) {
 			{op: "acquire", lease: "h", tenant: "t3", want: "sc-2", holds: map[string]int{"sc-1": 2, "sc-2": 1}},
 		}},
 		{PlacementSpread, []step{
-			{op: "acquire", lease: "g", tenant: "t3", want: "sc-2"}, // 0 holds beats 1
+			{op: "acquire", lease: "g", tenant: "t3", want: "sc-2"},                                              // 0 holds beats 1
 			{op: "acquire", lease: "h", tenant: "t3", want: "sc-1", holds: map[string]int{"sc-1": 2, "sc-2": 1}}, // tie: the older one
 		}},
 	} {
