@@ -72,6 +72,9 @@ type Config struct {
 	// that a VM asking for others is refused before any sidecar is asked
 	// (nil: the sidecar's own check applies).
 	Software Software
+	// Warm, when set, serves the creates it can with warm VMs (see
+	// warmServable); its owner shuts it down before the pool.
+	Warm WarmVMs
 }
 
 // Software is what the service needs of the engine's install folder.
@@ -246,14 +249,9 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		}
 		return gateway.VM{}, err
 	}
-	lease, err := s.pool.Acquire(ctx, tenant.ID, tenant.Isolated)
+	vm, lease, err := s.place(ctx, tenant, spec, opts)
 	if err != nil {
 		return fail(err)
-	}
-	vm, err := lease.Sidecar().CreateVM(ctx, opts)
-	if err != nil {
-		lease.Release()
-		return fail(createError(err, spec.Limits))
 	}
 	lv := &liveVM{
 		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
