@@ -63,8 +63,13 @@ func (s *Service) place(ctx context.Context, tenant gateway.Tenant, spec gateway
 // spec: every field it sets must be one applied after creation (env, by
 // VM.SetEnv) or kept by the gateway alone (labels, the idle timeout). A
 // field added to VMSpec later is taken to need the creation until listed
-// here, so that a warm VM never serves a spec it does not honour.
+// here, so that a warm VM never serves a spec it does not honour. Empty
+// lists and maps are the default, as vmOptions treats them.
 func warmServable(spec gateway.VMSpec) bool {
+	if spec.Permissions != nil {
+		// Even an empty policy is sent to the engine as one, unlike none.
+		return false
+	}
 	spec.Env, spec.Labels, spec.IdleTimeoutSeconds = nil, nil, 0
 	v := reflect.ValueOf(spec)
 	for i := range v.NumField() {

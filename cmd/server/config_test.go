@@ -47,6 +47,13 @@ func TestParseConfig(t *testing.T) {
 			}
 		}},
 		{name: "bad archive entries", args: []string{"--max-archive-entries=-1"}, wantErr: "max-archive-entries"},
+		{name: "warm VMs and placement", args: []string{"--warm-vms=3", "--placement=spread"}, check: func(t *testing.T, c config) {
+			if c.warmVMs != 3 || c.placement != "spread" {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "bad placement", args: []string{"--placement=random"}, wantErr: "--placement"},
+		{name: "bad warm VMs", env: map[string]string{"AGENTOS_GATEWAY_WARM_VMS": "-1"}, wantErr: "warm-vms"},
 		{name: "bad number", args: []string{"--vms-per-sidecar", "x"}, wantErr: "vms-per-sidecar"},
 		{name: "bad duration", env: map[string]string{"AGENTOS_GATEWAY_SIDECAR_IDLE_TIMEOUT": "soon"}, wantErr: "sidecar-idle-timeout"},
 		{name: "zero sidecars", args: []string{"--max-sidecars=0"}, wantErr: "at least 1"},

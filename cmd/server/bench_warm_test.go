@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
+)
+
+// benchWarmGateway starts a gateway with args and a client of it.
+func benchWarmGateway(b *testing.B, args ...string) *client.Client {
+	b.Helper()
+	g := startGateway(b, "", args...)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	b.Cleanup(hc.CloseIdleConnections)
+	return mustClient(b, g.URL, testAdminKey, client.WithHTTPClient(hc))
+}
+
+// benchMetric reads one metric of the gateway, summed over its labels.
+func benchMetric(b *testing.B, c *client.Client, name string) float64 {
+	b.Helper()
+	text, err := c.Metrics(ctxFor(b, time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sumMetric(string(text), name)
+}
+
+// createFirstOutput is what a client waits for from asking for a VM to its
+// first command's output: POST /v1/vms, then exec `echo hi`.
+func createFirstOutput(b *testing.B, c *client.Client) (vm string, took time.Duration) {
+	b.Helper()
+	ctx := ctxFor(b, 5*time.Minute)
+	start := time.Now()
+	v, err := c.CreateVM(ctx, client.CreateVMRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := c.VM(v.ID).Exec(ctx, client.ExecRequest{Command: "echo hi"})
+	if err != nil || string(res.Stdout) != "hi\n" {
+		b.Fatalf("exec: %+v %v", res, err)
+	}
+	return v.ID, time.Since(start)
+}
+
+// benchCreateFirstOutput times createFirstOutput; the VM is deleted outside
+// the timer. With warm VMs, each iteration waits (untimed) for the pool to
+// be refilled and must be a hit: the figure is a warm create's.
+func benchCreateFirstOutput(b *testing.B, warm bool) {
+	flag := "--warm-vms=0"
+	if warm {
+		flag = "--warm-vms=1"
+	}
+	c := benchWarmGateway(b, flag)
+	ctx := ctxFor(b, 30*time.Minute)
+	waitWarm := func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for benchMetric(b, c, "agentos_gateway_warm_vms") < 1 {
+			if time.Now().After(deadline) {
+				b.Fatal("the warm VM was not refilled within 2 minutes")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	del := func(vm string) {
+		if _, err := c.VM(vm).Delete(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Untimed: the sidecar's first VM loads the software packages.
+	if warm {
+		waitWarm()
+	}
+	vm, _ := createFirstOutput(b, c)
+	del(vm)
+	var durs []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		if warm {
+			waitWarm()
+		}
+		hits := benchMetric(b, c, "agentos_gateway_warm_vm_hits_total")
+		b.StartTimer()
+		vm, d := createFirstOutput(b, c)
+		b.StopTimer()
+		if got := benchMetric(b, c, "agentos_gateway_warm_vm_hits_total") - hits; (got == 1) != warm {
+			b.Fatalf("%v warm hits in an iteration with warm=%v", got, warm)
+		}
+		del(vm)
+		b.StartTimer()
+		durs = append(durs, d)
+	}
+	reportLatency(b, durs)
+}
+
+// BenchmarkCreateFirstOutputWarm is create-to-first-output through HTTP on
+// a gateway whose warm VM is ready; bench/run.sh compares it with
+// AgentOs.create() + exec in the official SDK.
+func BenchmarkCreateFirstOutputWarm(b *testing.B) { benchCreateFirstOutput(b, true) }
+
+// BenchmarkCreateFirstOutputCold is the same without warm VMs: every create
+// makes a VM and its first process pays the runtime's warm-up.
+func BenchmarkCreateFirstOutputCold(b *testing.B) { benchCreateFirstOutput(b, false) }
+
+// placementVMs are the idle VM counts node memory is measured at.
+var placementVMs = []int{16, 64}
+
+// benchPlacement measures a placement rule on the defaults otherwise: exec
+// `echo hi` throughput of 8 concurrent clients over 16 VMs (an iteration
+// is one exec by each client), and node RSS (the gateway process and its
+// sidecars) per idle VM at 16 and 64 VMs, each of which printed its first
+// output. Then every VM is deleted and the node's RSS once the sidecars
+// over --memory-high-water were recycled is reported, against the fresh
+// node's.
+func benchPlacement(b *testing.B, placement string) {
+	c := benchWarmGateway(b, "--placement="+placement, "--warm-vms=0", "--max-sidecars=4")
+	ctx := ctxFor(b, 60*time.Minute)
+	base := nodeRSS(b, c)
+	var vms []string
+	grow := func(n int) {
+		for len(vms) < n {
+			vm, _ := createFirstOutput(b, c)
+			vms = append(vms, vm)
+		}
+		// Let the engine settle after the last process.
+		time.Sleep(2 * time.Second)
+		b.ReportMetric(float64(nodeRSS(b, c))/float64(n)/(1<<20), fmt.Sprintf("MiB/VM@%d", n))
+		b.ReportMetric(float64(benchMetric(b, c, "agentos_gateway_sidecars")), fmt.Sprintf("sidecars@%d", n))
+	}
+	grow(placementVMs[0])
+	const clients = 8
+	exec := func(vm string) {
+		res, err := c.VM(vm).Exec(ctx, client.ExecRequest{Command: "echo hi"})
+		if err != nil || string(res.Stdout) != "hi\n" {
+			b.Fatalf("exec: %+v %v", res, err)
+		}
+	}
+	start := time.Now()
+	rounds := 0
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for i := range clients {
+			wg.Go(func() { exec(vms[(rounds*clients+i)%len(vms)]) })
+		}
+		wg.Wait()
+		rounds++
+	}
+	b.ReportMetric(float64(rounds*clients)/time.Since(start).Seconds(), "exec/s")
+	b.StopTimer()
+	grow(placementVMs[1])
+	for _, vm := range vms {
+		if _, err := c.VM(vm).Delete(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The pool's memory check runs every 5 s with the default idle
+	// timeout; a drained sidecar is stopped at once when idle.
+	deadline := time.Now().Add(30 * time.Second)
+	for benchMetric(b, c, "agentos_gateway_sidecar_retired_total") == 0 && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(6 * time.Second)
+	b.ReportMetric(float64(base)/(1<<20), "base-MiB")
+	b.ReportMetric(float64(nodeRSS(b, c))/(1<<20), "after-MiB")
+}
+
+// BenchmarkPlacementPack is benchPlacement with --placement=pack.
+func BenchmarkPlacementPack(b *testing.B) { benchPlacement(b, "pack") }
+
+// BenchmarkPlacementSpread is benchPlacement with --placement=spread.
+func BenchmarkPlacementSpread(b *testing.B) { benchPlacement(b, "spread") }
+
+// nodeRSS is the resident memory of the node: this process, which runs
+// the gateway, and every sidecar of its pool.
+func nodeRSS(b *testing.B, c *client.Client) int64 {
+	b.Helper()
+	scs, err := c.Sidecars(ctxFor(b, time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := selfRSS(b)
+	for _, sc := range scs {
+		total += sc.RSSBytes
+	}
+	return total
+}
+
+// selfRSS reads this process's VmRSS.
+func selfRSS(b *testing.B) int64 {
+	b.Helper()
+	f, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(f))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
