@@ -141,7 +141,9 @@ type Pool struct {
 	closing bool
 	// quietSince is when the last create asked the pool.
 	quietSince time.Time
-	stats      Stats
+	// filled is closed, and replaced, whenever a refill ends.
+	filled chan struct{}
+	stats  Stats
 }
 
 // New returns a pool and starts its refills; Shutdown stops them and
@@ -159,6 +161,7 @@ func New(cfg Config, placer Placer) *Pool {
 	p := &Pool{
 		cfg: cfg, placer: placer, log: cfg.Log,
 		wake:    make(chan struct{}, 1),
+		filled:  make(chan struct{}),
 		classes: map[classKey]*class{},
 	}
 	p.life, p.endLife = context.WithCancel(context.Background())
@@ -234,28 +237,45 @@ func (p *Pool) Miss(tenantID string, isolated bool) {
 
 // Evict disposes one warm VM, of the tenant's class when it has one, else
 // of the shared class, to make room for a create that found every sidecar
-// full; it reports whether it freed a hold. The disposal is done when it
-// returns.
+// full; it reports whether it freed a hold. A warm VM still being created
+// holds its room too: with none ready, Evict waits for it (bounded by ctx).
+// The disposal is done when it returns.
 func (p *Pool) Evict(ctx context.Context, tenantID string, isolated bool) bool {
-	p.mu.Lock()
-	var w *warmVM
-	for _, k := range []classKey{keyOf(tenantID, isolated), {}} {
-		if c := p.classes[k]; c != nil && len(c.ready) > 0 {
-			w = c.ready[len(c.ready)-1]
-			c.ready = c.ready[:len(c.ready)-1]
-			break
+	keys := []classKey{keyOf(tenantID, isolated), {}}
+	for {
+		p.mu.Lock()
+		var w *warmVM
+		filling := 0
+		for _, k := range keys {
+			c := p.classes[k]
+			if c == nil {
+				continue
+			}
+			if n := len(c.ready); n > 0 && w == nil {
+				w = c.ready[n-1]
+				c.ready = c.ready[:n-1]
+			}
+			filling += c.filling
+		}
+		p.quietSince = p.cfg.Now()
+		if w != nil {
+			p.stats.Discarded++
+		}
+		filled := p.filled
+		p.mu.Unlock()
+		if w != nil {
+			p.dispose(ctx, w)
+			return true
+		}
+		if filling == 0 {
+			return false
+		}
+		select {
+		case <-filled:
+		case <-ctx.Done():
+			return false
 		}
 	}
-	if w != nil {
-		p.stats.Discarded++
-		p.quietSince = p.cfg.Now()
-	}
-	p.mu.Unlock()
-	if w == nil {
-		return false
-	}
-	p.dispose(ctx, w)
-	return true
 }
 
 // wantLocked marks a class asked for now, creating it. p.mu must be held.
@@ -367,6 +387,8 @@ func (p *Pool) refill(k classKey) {
 	if c != nil {
 		c.filling--
 	}
+	close(p.filled)
+	p.filled = make(chan struct{})
 	switch {
 	case err != nil:
 		if c != nil {
