@@ -124,6 +124,8 @@ func benchPlacement(b *testing.B, placement string) {
 	c := benchWarmGateway(b, "--placement="+placement, "--warm-vms=0", "--max-sidecars=4")
 	ctx := ctxFor(b, 60*time.Minute)
 	base := nodeRSS(b, c)
+	// Reported at the end: b.Loop drops the metrics reported before it.
+	metrics := map[string]float64{"base-MiB": float64(base) / (1 << 20)}
 	var vms []string
 	grow := func(n int) {
 		for len(vms) < n {
@@ -132,8 +134,8 @@ func benchPlacement(b *testing.B, placement string) {
 		}
 		// Let the engine settle after the last process.
 		time.Sleep(2 * time.Second)
-		b.ReportMetric(float64(nodeRSS(b, c))/float64(n)/(1<<20), fmt.Sprintf("MiB/VM@%d", n))
-		b.ReportMetric(float64(benchMetric(b, c, "agentos_gateway_sidecars")), fmt.Sprintf("sidecars@%d", n))
+		metrics[fmt.Sprintf("MiB/VM@%d", n)] = float64(nodeRSS(b, c)) / float64(n) / (1 << 20)
+		metrics[fmt.Sprintf("sidecars@%d", n)] = benchMetric(b, c, "agentos_gateway_sidecars")
 	}
 	grow(placementVMs[0])
 	const clients = 8
@@ -153,7 +155,7 @@ func benchPlacement(b *testing.B, placement string) {
 		wg.Wait()
 		rounds++
 	}
-	b.ReportMetric(float64(rounds*clients)/time.Since(start).Seconds(), "exec/s")
+	metrics["exec/s"] = float64(rounds*clients) / time.Since(start).Seconds()
 	b.StopTimer()
 	grow(placementVMs[1])
 	for _, vm := range vms {
@@ -168,8 +170,10 @@ func benchPlacement(b *testing.B, placement string) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(6 * time.Second)
-	b.ReportMetric(float64(base)/(1<<20), "base-MiB")
-	b.ReportMetric(float64(nodeRSS(b, c))/(1<<20), "after-MiB")
+	metrics["after-MiB"] = float64(nodeRSS(b, c)) / (1 << 20)
+	for unit, v := range metrics {
+		b.ReportMetric(v, unit)
+	}
 }
 
 // BenchmarkPlacementPack is benchPlacement with --placement=pack.
