@@ -56,7 +56,8 @@ type Config struct {
 	// VMsPerSidecar is how many holds one sidecar takes (default 16).
 	VMsPerSidecar int
 	// MinIdleSidecars is how many shared sidecars with no holds are kept
-	// warm (default 0). The pool tops this up in the background; Warm does it
+	// warm (default 0); only fresh ones, that never served, are kept past
+	// IdleTimeout. The pool tops this up in the background; Warm does it
 	// at once and reports errors.
 	MinIdleSidecars int
 	// IdleTimeout is how long a sidecar beyond MinIdleSidecars may sit

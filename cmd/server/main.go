@@ -144,7 +144,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&c.storeDSN, "store", "", "store DSN: a SQLite file path or postgres://… (default: <data-dir>/gateway.db)")
 	num("max-sidecars", "4", "maximum sidecar processes")
 	num("vms-per-sidecar", "64", "VMs placed on one sidecar")
-	num("min-idle-sidecars", "1", "idle sidecars kept warm")
+	num("min-idle-sidecars", "1", "fresh idle sidecars kept warm")
 	num("sidecar-idle-timeout", "5m", "stop idle sidecars beyond the minimum after this long")
 	num("memory-high-water", "805306368", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
 	num("warm-vms", "1", "VMs kept created and warmed up ahead of demand, per isolation class (0: none)")
