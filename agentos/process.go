@@ -138,7 +138,7 @@ func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Proces
 		done:      make(chan struct{}),
 		tty:       o.TTY,
 	}
-	env := protocol.MapOf(o.Env)
+	env := protocol.MapOf(vm.processEnv(o.Env))
 	if !o.CloseStdin {
 		env.Set("AGENTOS_KEEP_STDIN_OPEN", "1")
 	}

@@ -130,6 +130,9 @@ type VM struct {
 	cfgMu sync.Mutex // serialises Configure, which is replace-on-write
 	cfg   protocol.ConfigureVMRequest
 
+	// env is the environment given after creation (SetEnv).
+	env atomic.Pointer[map[string]string]
+
 	mu        sync.Mutex
 	state     VMState
 	stateErr  error // why the VM is lost or disposed

@@ -31,7 +31,7 @@ if (!existsSync(process.env.AGENTOS_SIDECAR_BIN)) {
 // Imported after AGENTOS_SIDECAR_BIN is settled.
 const { AgentOs } = await import("@rivet-dev/agentos-core");
 
-const ALL_OPS = ["create_vm", "exec_true", "exec_echo_hi", "exec_cat_1mib", "stream_50mib",
+const ALL_OPS = ["create_vm", "create_exec_echo_hi", "exec_true", "exec_echo_hi", "exec_cat_1mib", "stream_50mib",
 	"write_read_4mib", "write_read_16mib"];
 
 function parseArgs(argv) {
@@ -181,6 +181,22 @@ const ops = {
 			await vm.dispose();
 		}
 		return stats("create_vm", d);
+	},
+	async create_exec_echo_hi() {
+		// Create-to-first-output: AgentOs.create(), then exec `echo hi` on
+		// the new VM, whose first process pays the runtime's warm-up. The
+		// same warm-up and untimed dispose as create_vm.
+		await (await AgentOs.create()).dispose();
+		const d = [];
+		for (let i = 0; i < opts.create; i++) {
+			const t0 = performance.now();
+			const vm = await AgentOs.create();
+			const r = await execOk(vm, "echo hi");
+			d.push(performance.now() - t0);
+			await vm.dispose();
+			if (r.stdout !== "hi\n") throw new Error(`echo hi: stdout ${JSON.stringify(r.stdout)}`);
+		}
+		return stats("create_exec_echo_hi", d);
 	},
 	exec_true: () => execLatency("exec_true", "true", opts.exec, () => {}),
 	exec_echo_hi: () => execLatency("exec_echo_hi", "echo hi", opts.exec, (r) => {

@@ -37,7 +37,7 @@ func newMetrics(svc *vms.Service, sess *sessions.Service, pool Pool) *metrics {
 	}
 	m.reg.MustRegister(m.httpDuration, m.execDuration, m.sseSubscribers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&poolCollector{pool: pool, svc: svc}, &sessionsCollector{svc: sess})
+		&poolCollector{pool: pool, svc: svc}, &sessionsCollector{svc: sess}, &warmCollector{pool: pool, svc: svc})
 	return m
 }
 

@@ -176,31 +176,77 @@ func runScript(t *testing.T, p *Pool, steps []step) map[string]*Lease {
 	return leases
 }
 
-// TestPlacementLeastLoaded checks, on real sidecars, that a hold goes to the
-// least-loaded sidecar with room, that a new sidecar is spawned only when none
-// has room, that MaxSidecars is a hard cap, and that Release is exactly-once.
-func TestPlacementLeastLoaded(t *testing.T) {
-	p := newPool(t, Config{MaxSidecars: 2, VMsPerSidecar: 2})
-	runScript(t, p, []step{
-		{op: "acquire", lease: "a", tenant: "t1", want: "sc-1"},
-		{op: "acquire", lease: "b", tenant: "t2", want: "sc-1"}, // room left: no spawn
-		{op: "acquire", lease: "c", tenant: "t1", want: "sc-2"}, // sc-1 full: spawn
-		{op: "acquire", lease: "d", tenant: "t1", want: "sc-2", holds: map[string]int{"sc-1": 2, "sc-2": 2}},
-		{op: "acquire", lease: "e", tenant: "t1", wantErr: gateway.CodeResourceExhausted},
-		{op: "release", lease: "a", holds: map[string]int{"sc-1": 1, "sc-2": 2}},
-		{op: "release", lease: "a", holds: map[string]int{"sc-1": 1, "sc-2": 2}}, // second Release is a no-op
-		{op: "acquire", lease: "f", tenant: "t3", want: "sc-1"},
-		{op: "release", lease: "c"},
-		{op: "release", lease: "d"},
-		{op: "release", lease: "b", holds: map[string]int{"sc-1": 1, "sc-2": 0}},
-		{op: "acquire", lease: "g", tenant: "t3", want: "sc-2"}, // 0 holds beats 1
-		{op: "acquire", lease: "h", tenant: "t3", want: "sc-1"}, // tie: the older one
-	})
-	if st := p.Stats(); st.Spawned != 2 || st.Live != 2 || st.SpawnFailures != 0 {
-		t.Fatalf("stats %+v, want 2 spawned and live, no failures", st)
+// TestPlacement checks, on real sidecars, each placement rule: pack fills a
+// sidecar before it uses another, spread takes the least-loaded one; under
+// both a new sidecar is spawned only when none has room, MaxSidecars is a
+// hard cap, and Release is exactly-once.
+func TestPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		placement Placement
+		// after frees one hold on each sidecar (sc-1 at 1, sc-2 at 0), then
+		// acquires twice.
+		after []step
+	}{
+		{PlacementPack, []step{
+			{op: "acquire", lease: "g", tenant: "t3", want: "sc-1"}, // the fuller one
+			{op: "acquire", lease: "h", tenant: "t3", want: "sc-2", holds: map[string]int{"sc-1": 2, "sc-2": 1}},
+		}},
+		{PlacementSpread, []step{
+			{op: "acquire", lease: "g", tenant: "t3", want: "sc-2"},                                              // 0 holds beats 1
+			{op: "acquire", lease: "h", tenant: "t3", want: "sc-1", holds: map[string]int{"sc-1": 2, "sc-2": 1}}, // tie: the older one
+		}},
+	} {
+		t.Run(string(tc.placement), func(t *testing.T) {
+			p := newPool(t, Config{MaxSidecars: 2, VMsPerSidecar: 2, Placement: tc.placement})
+			runScript(t, p, append([]step{
+				{op: "acquire", lease: "a", tenant: "t1", want: "sc-1"},
+				{op: "acquire", lease: "b", tenant: "t2", want: "sc-1"}, // room left: no spawn
+				{op: "acquire", lease: "c", tenant: "t1", want: "sc-2"}, // sc-1 full: spawn
+				{op: "acquire", lease: "d", tenant: "t1", want: "sc-2", holds: map[string]int{"sc-1": 2, "sc-2": 2}},
+				{op: "acquire", lease: "e", tenant: "t1", wantErr: gateway.CodeResourceExhausted},
+				{op: "release", lease: "a", holds: map[string]int{"sc-1": 1, "sc-2": 2}},
+				{op: "release", lease: "a", holds: map[string]int{"sc-1": 1, "sc-2": 2}}, // second Release is a no-op
+				{op: "acquire", lease: "f", tenant: "t3", want: "sc-1"},
+				{op: "release", lease: "c"},
+				{op: "release", lease: "d"},
+				{op: "release", lease: "b", holds: map[string]int{"sc-1": 1, "sc-2": 0}},
+			}, tc.after...))
+			if st := p.Stats(); st.Spawned != 2 || st.Live != 2 || st.SpawnFailures != 0 {
+				t.Fatalf("stats %+v, want 2 spawned and live, no failures", st)
+			}
+			if !p.Ready() {
+				t.Fatal("Ready() = false after a sidecar started")
+			}
+		})
 	}
-	if !p.Ready() {
-		t.Fatal("Ready() = false after a sidecar started")
+}
+
+// TestLeaseAssign checks that a hold taken for no tenant, as a warm VM's is,
+// is listed under no tenant until it is assigned, then under that tenant
+// only, and that the sidecar reports draining once it is over the
+// high-water mark.
+func TestLeaseAssign(t *testing.T) {
+	p := newPool(t, Config{MaxSidecars: 1, VMsPerSidecar: 2, MemoryHighWater: 1, IdleTimeout: time.Hour})
+	ctx := testContext(t, time.Minute)
+	l, err := p.Acquire(ctx, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	tenants := func() []string { return p.Sidecars()[0].Tenants }
+	if got := tenants(); len(got) != 0 || l.Draining() {
+		t.Fatalf("tenants %v, draining %v; want none and a ready sidecar", got, l.Draining())
+	}
+	l.Assign("t1")
+	if got := tenants(); !slices.Equal(got, []string{"t1"}) {
+		t.Fatalf("tenants %v after Assign, want [t1]", got)
+	}
+	// The sidecar served and is over 1 byte: the next Acquire drains it,
+	// and with MaxSidecars 1 finds no room.
+	_, err = p.Acquire(ctx, "t2", false)
+	wantCode(t, err, gateway.CodeResourceExhausted)
+	if !l.Draining() {
+		t.Fatalf("lease on %s does not report draining; pool %s", l.SidecarID(), describe(p.Sidecars()))
 	}
 }
 

@@ -77,6 +77,9 @@ type Config struct {
 	MountAllow []MountRule
 	// Snapshots opens the snapshots VMs are created from (VMSpec.FromSnapshot).
 	Snapshots SnapshotSource
+	// Warm, when set, serves the creates it can with warm VMs (see
+	// warmServable); its owner shuts it down before the pool.
+	Warm WarmVMs
 }
 
 // Software is what the service needs of the engine's install folder.
@@ -257,14 +260,9 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		}
 		return gateway.VM{}, err
 	}
-	lease, err := s.pool.Acquire(ctx, tenant.ID, tenant.Isolated)
+	vm, lease, err := s.place(ctx, tenant, spec, opts)
 	if err != nil {
 		return fail(err)
-	}
-	vm, err := lease.Sidecar().CreateVM(ctx, opts)
-	if err != nil {
-		lease.Release()
-		return fail(createError(err, spec.Limits))
 	}
 	if err := s.fillSnapshot(ctx, tenant.ID, spec.FromSnapshot, vm, root); err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)

@@ -18,7 +18,7 @@ func TestParseConfig(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", check: func(t *testing.T, c config) {
-			if c.addr != "127.0.0.1:8080" || c.maxSidecars != 4 || c.vmsPerSidecar != 16 || c.minIdleSidecars != 1 ||
+			if c.addr != "127.0.0.1:8080" || c.maxSidecars != 4 || c.vmsPerSidecar != 64 || c.minIdleSidecars != 1 ||
 				c.sidecarIdleTimeout != 5*time.Minute || c.shutdownGrace != 20*time.Second || c.heartbeat != 15*time.Second ||
 				c.storeDSN != "data/gateway.db" || c.logFormat != "json" {
 				t.Fatalf("%+v", c)
@@ -47,6 +47,18 @@ func TestParseConfig(t *testing.T) {
 			}
 		}},
 		{name: "bad archive entries", args: []string{"--max-archive-entries=-1"}, wantErr: "max-archive-entries"},
+		{name: "density defaults", check: func(t *testing.T, c config) {
+			if c.warmVMs != 1 || c.placement != "pack" || c.vmsPerSidecar != 64 || c.memoryHighWater != 768<<20 {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "warm VMs and placement", args: []string{"--warm-vms=3", "--placement=spread"}, check: func(t *testing.T, c config) {
+			if c.warmVMs != 3 || c.placement != "spread" {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "bad placement", args: []string{"--placement=random"}, wantErr: "--placement"},
+		{name: "bad warm VMs", env: map[string]string{"AGENTOS_GATEWAY_WARM_VMS": "-1"}, wantErr: "warm-vms"},
 		{name: "bad number", args: []string{"--vms-per-sidecar", "x"}, wantErr: "vms-per-sidecar"},
 		{name: "bad duration", env: map[string]string{"AGENTOS_GATEWAY_SIDECAR_IDLE_TIMEOUT": "soon"}, wantErr: "sidecar-idle-timeout"},
 		{name: "zero sidecars", args: []string{"--max-sidecars=0"}, wantErr: "at least 1"},

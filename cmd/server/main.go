@@ -38,6 +38,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/snapshots"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/warmpool"
 	"github.com/agentos-gateway/agentos-gateway/watch"
 	"github.com/agentos-gateway/agentos-gateway/web"
 	"github.com/agentos-gateway/agentos-gateway/webhook"
@@ -100,6 +101,8 @@ type config struct {
 	minIdleSidecars    int
 	sidecarIdleTimeout time.Duration
 	memoryHighWater    int64
+	warmVMs            int
+	placement          sidecarpool.Placement
 	maxBodyBytes       int64
 	maxFileBytes       int64
 	maxArchiveEntries  int
@@ -152,10 +155,13 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&c.dataDir, "data-dir", "data", "directory for the SQLite store and session databases")
 	str(&c.storeDSN, "store", "", "store DSN: a SQLite file path or postgres://… (default: <data-dir>/gateway.db)")
 	num("max-sidecars", "4", "maximum sidecar processes")
-	num("vms-per-sidecar", "16", "VMs placed on one sidecar")
-	num("min-idle-sidecars", "1", "idle sidecars kept warm")
+	num("vms-per-sidecar", "64", "VMs placed on one sidecar")
+	num("min-idle-sidecars", "1", "fresh idle sidecars kept warm")
 	num("sidecar-idle-timeout", "5m", "stop idle sidecars beyond the minimum after this long")
-	num("memory-high-water", "0", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
+	num("memory-high-water", "805306368", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
+	num("warm-vms", "1", "VMs kept created and warmed up ahead of demand, per isolation class (0: none)")
+	var placement string
+	str(&placement, "placement", "pack", "where new VMs go: pack fills a sidecar up to --vms-per-sidecar before using another, spread takes the least-loaded one")
 	num("max-body-bytes", "1048576", "largest JSON body or stdin upload")
 	num("max-file-bytes", "1073741824", "largest file upload, and largest extracted total of an archive upload")
 	num("max-archive-entries", "100000", "most entries of an archive upload")
@@ -230,6 +236,12 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.minIdleSidecars = atoi("min-idle-sidecars")
 	c.sidecarIdleTimeout = dur("sidecar-idle-timeout")
 	c.memoryHighWater = int64(atoi("memory-high-water"))
+	c.warmVMs = atoi("warm-vms")
+	if pl, e := sidecarpool.ParsePlacement(placement); e != nil {
+		err = errors.Join(err, fmt.Errorf("--placement: %w", e))
+	} else {
+		c.placement = pl
+	}
 	c.maxBodyBytes = int64(atoi("max-body-bytes"))
 	c.maxFileBytes = int64(atoi("max-file-bytes"))
 	c.maxArchiveEntries = atoi("max-archive-entries")
@@ -377,15 +389,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	pool := sidecarpool.New(sidecarpool.Config{
 		MaxSidecars: c.maxSidecars, VMsPerSidecar: c.vmsPerSidecar, MinIdleSidecars: c.minIdleSidecars,
-		IdleTimeout: c.sidecarIdleTimeout, MemoryHighWater: c.memoryHighWater,
+		IdleTimeout: c.sidecarIdleTimeout, MemoryHighWater: c.memoryHighWater, Placement: c.placement,
 		Options: agentos.Options{Engine: engine},
 		OnExit: func(info sidecarpool.SidecarInfo, err error) {
 			log.Error().Err(err).Str("sidecar", info.ID).Int("pid", info.Pid).Msg("sidecar died; its VMs are lost")
 		},
 	})
 	snapBlobs := snapshotBlobs(db, c.dataDir)
+	warm := warmpool.New(warmpool.Config{Size: c.warmVMs, Options: agentos.VMOptions{DataDir: filepath.Join(c.dataDir, "sessions")},
+		IsolatedIdle: c.sidecarIdleTimeout, Log: log.With().Str("component", "warmpool").Logger()}, warmAdapter{pool})
 	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
-		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Log: log,
+		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Warm: warm, Log: log,
 		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs)}, db, poolAdapter{pool})
 	snaps := snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log}, db, snapBlobs, svc)
 	node, lost, err := cluster.Join(ctx, cluster.Config{
@@ -398,6 +412,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Log:     log.With().Str("node", c.nodeID).Logger(),
 	}, db)
 	if err != nil {
+		_ = warm.Shutdown(context.Background())
 		_ = svc.Shutdown(context.Background())
 		_ = pool.Close(context.Background())
 		return err
@@ -459,7 +474,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		reason = cause.Error()
 	}
-	err = shutdown(log, c.shutdownGrace, srv, h, sched, svc, sess, pool, watches)
+	err = shutdown(log, c.shutdownGrace, srv, h, sched, warm, svc, sess, pool, watches)
 	leaveCluster(log, node, reason)
 	return err
 }
@@ -522,7 +537,7 @@ func nodeLoad(svc *vms.Service, pool *sidecarpool.Pool, capacity int) store.Node
 
 // shutdown stops accepting, lets in-flight requests finish within the grace
 // period, ends streams with a final event, disposes VMs and stops sidecars.
-func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, sched *schedules.Service, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool, watches *watch.Service) error {
+func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, sched *schedules.Service, warm *warmpool.Pool, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool, watches *watch.Service) error {
 	log.Info().Dur("grace", grace).Msg("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
@@ -546,6 +561,7 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *hand
 	// Before the VMs: a run in progress is cancelled, not cut by the disposal.
 	stage("stopping schedules", 15*time.Second, sched.Shutdown)
 	stage("stopping file watches", 10*time.Second, watches.Shutdown)
+	stage("disposing warm VMs", 30*time.Second, warm.Shutdown)
 	stage("disposing VMs", 30*time.Second, svc.Shutdown)
 	// After the VMs: their sessions' last events are recorded as they end.
 	stage("stopping agent sessions", 15*time.Second, sess.Shutdown)
@@ -582,6 +598,18 @@ func ensureAdmin(ctx context.Context, db *store.DB, fromEnv string, out io.Write
 type poolAdapter struct{ p *sidecarpool.Pool }
 
 func (a poolAdapter) Acquire(ctx context.Context, tenantID string, isolated bool) (vms.Lease, error) {
+	l, err := a.p.Acquire(ctx, tenantID, isolated)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// warmAdapter lets the warm VMs take holds on the pool through their own
+// interface.
+type warmAdapter struct{ p *sidecarpool.Pool }
+
+func (a warmAdapter) Acquire(ctx context.Context, tenantID string, isolated bool) (warmpool.Lease, error) {
 	l, err := a.p.Acquire(ctx, tenantID, isolated)
 	if err != nil {
 		return nil, err
