@@ -85,6 +85,10 @@ type run struct {
 	tr    *http.Transport
 	rec   *recorder
 
+	// baseSidecars is how many sidecars ran when the goroutine baseline
+	// was taken.
+	baseSidecars int
+
 	mu     sync.Mutex
 	vms    map[string]*client.Client // every VM created, by id, with its tenant's client
 	groups map[int]bool              // the process groups of the gateway and every sidecar seen
@@ -323,9 +327,12 @@ func (r *run) deleteVMs(ctx context.Context) {
 	}
 }
 
-// settledGoroutines waits until the gateway is back to one idle sidecar
-// and returns its goroutine count: the lowest of a few samples, or the
-// first one at or below target once there (target < 0: none).
+// settledGoroutines waits until the gateway holds no tenant's VM (only
+// its warm VMs) on no more sidecars than at the baseline, and returns its
+// goroutine count: the lowest of a few samples, or the first one at or
+// below target once there (target < 0: this is the baseline, whose sidecar
+// count the later call must match, since each sidecar has goroutines of
+// its own).
 func (r *run) settledGoroutines(ctx context.Context, target int) (int, error) {
 	admin, err := r.client(r.gw.key)
 	if err != nil {
@@ -333,32 +340,60 @@ func (r *run) settledGoroutines(ctx context.Context, target int) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	lowest, samples := -1, 0
+	lowest, samples, shape := -1, 0, -1
 	for {
 		r.tr.CloseIdleConnections()
-		scs, err := sidecars(ctx, admin)
-		if err == nil && len(scs) == 1 && scs[0].VMCount == 0 {
-			n, err := goroutines(ctx, admin)
+		if n, ok := r.settledSidecars(ctx, admin); ok && (target < 0 || n <= r.baseSidecars) {
+			if target < 0 && n != shape {
+				lowest, samples, shape = -1, 0, n
+			}
+			g, err := goroutines(ctx, admin)
 			if err != nil {
 				return 0, fmt.Errorf("soak: read goroutines: %w", err)
 			}
-			if lowest < 0 || n < lowest {
-				lowest = n
+			if lowest < 0 || g < lowest {
+				lowest = g
 			}
 			samples++
-			if (target >= 0 && n <= target) || (target < 0 && samples >= 3) {
+			if target >= 0 && g <= target {
+				return lowest, nil
+			}
+			if target < 0 && samples >= 3 {
+				r.baseSidecars = shape
 				return lowest, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
 			if lowest < 0 {
-				return 0, fmt.Errorf("soak: the gateway never settled to one idle sidecar: %w", ctx.Err())
+				return 0, fmt.Errorf("soak: the gateway never settled to its warm VMs alone: %w", ctx.Err())
+			}
+			if target < 0 {
+				r.baseSidecars = shape
 			}
 			return lowest, nil
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// settledSidecars reports how many sidecars run when every VM on them is
+// one of the gateway's warm VMs (ok false while a tenant's VM remains).
+func (r *run) settledSidecars(ctx context.Context, admin *client.Client) (n int, ok bool) {
+	scs, err := sidecars(ctx, admin)
+	if err != nil {
+		return 0, false
+	}
+	b, err := admin.Metrics(ctx)
+	if err != nil {
+		return 0, false
+	}
+	warm, _ := metricValue(b, "agentos_gateway_warm_vms")
+	vms := 0
+	for _, sc := range scs {
+		vms += sc.VMCount
+	}
+	return len(scs), float64(vms) <= warm
 }
 
 // everyTick calls f every period until stop is closed or ctx ends.

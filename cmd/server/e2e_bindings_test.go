@@ -7,14 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
-	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
 )
 
@@ -528,31 +526,19 @@ func TestE2EBindingsCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs two gateway binaries")
 	}
-	base := os.Getenv("AGENTOS_GATEWAY_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test sets it)")
-	}
-	dsn := freshClusterDatabase(t, base)
-	bin := buildGateway(t)
-	doc := apispec.MustLoad(t)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
+	cl := startCluster(t, 2, "--webhook-allow", "127.0.0.1")
+	hc := cl.hc
 	ctx := ctxFor(t, 5*time.Minute)
 	hooks := newHookServer(t)
-
 	nodes := map[string]*clusterNode{}
-	for _, id := range []string{"b1", "b2"} {
-		n := &clusterNode{id: id, port: freePort(t), dataDir: t.TempDir(), extra: []string{"--webhook-allow", "127.0.0.1"}}
-		n.start(t, bin, dsn)
-		n.c = mustClient(t, n.url(), testAdminKey, client.WithHTTPClient(hc))
-		nodes[id] = n
+	for _, n := range cl.nodes {
+		nodes[n.id] = n
 	}
-	tn, err := nodes["b1"].c.CreateTenant(ctx, client.TenantCreate{Name: "bind-cluster"})
+	tn, err := nodes["n1"].c.CreateTenant(ctx, client.TenantCreate{Name: "bind-cluster"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := nodes["b1"].c.CreateKey(ctx, tn.ID)
+	key, err := nodes["n1"].c.CreateKey(ctx, tn.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,13 +557,13 @@ func TestE2EBindingsCluster(t *testing.T) {
 	}
 	hooks.setSecret(secrets[0])
 
-	vm, err := clients["b1"].CreateVM(ctx, client.CreateVMRequest{})
+	vm, err := clients["n1"].CreateVM(ctx, client.CreateVMRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	via := "b1"
-	if vm.Node == "b1" {
-		via = "b2"
+	via := "n1"
+	if vm.Node == "n1" {
+		via = "n2"
 	}
 	h := clients[via].VM(vm.ID)
 	if _, err := h.PutBindings(ctx, client.Bindings{Collections: []client.BindingCollection{weather(hooks, hooks.URL+"/echo")}}); err != nil {

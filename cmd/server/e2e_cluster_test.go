@@ -85,9 +85,9 @@ type testCluster struct {
 	hc       *http.Client
 }
 
-// startCluster starts n nodes, n1 to n<n>, and waits until each is ready;
-// without the test PostgreSQL it skips t.
-func startCluster(t *testing.T, n int) *testCluster {
+// startCluster starts n nodes, n1 to n<n>, each with the extra flags, and
+// waits until each is ready; without the test PostgreSQL it skips t.
+func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
 	base := os.Getenv("AGENTOS_GATEWAY_TEST_POSTGRES")
 	if base == "" {
@@ -99,7 +99,7 @@ func startCluster(t *testing.T, n int) *testCluster {
 	t.Cleanup(tr.CloseIdleConnections)
 	cl.hc = &http.Client{Transport: apispec.Transport(t, doc, tr)}
 	for i := range n {
-		node := &clusterNode{id: fmt.Sprintf("n%d", i+1), port: freePort(t), dataDir: t.TempDir()}
+		node := &clusterNode{id: fmt.Sprintf("n%d", i+1), port: freePort(t), dataDir: t.TempDir(), extra: extra}
 		node.start(t, cl.bin, cl.dsn)
 		node.e = &e2e{t: t, gw: &gatewayProc{URL: node.url()}, doc: doc, tr: tr, hc: cl.hc}
 		node.c = mustClient(t, node.url(), testAdminKey, client.WithHTTPClient(cl.hc))

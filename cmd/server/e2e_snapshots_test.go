@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
-	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 )
 
 // snapshotTree is a small tree with every kind of entry a snapshot keeps:
@@ -413,24 +411,9 @@ func TestE2EClusterSnapshots(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs two gateway binaries")
 	}
-	base := os.Getenv("AGENTOS_GATEWAY_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test sets it)")
-	}
-	dsn := freshClusterDatabase(t, base)
-	bin := buildGateway(t)
-	doc := apispec.MustLoad(t)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
+	cl := startCluster(t, 2)
 	ctx := ctxFor(t, 5*time.Minute)
-	nodes := make([]*clusterNode, 2)
-	for i := range nodes {
-		n := &clusterNode{id: fmt.Sprintf("s%d", i+1), port: freePort(t), dataDir: t.TempDir()}
-		n.start(t, bin, dsn)
-		n.c = mustClient(t, n.url(), testAdminKey, client.WithHTTPClient(hc))
-		nodes[i] = n
-	}
+	nodes := cl.nodes
 	byID := map[string]*clusterNode{nodes[0].id: nodes[0], nodes[1].id: nodes[1]}
 	other := func(id string) *clusterNode {
 		if id == nodes[0].id {
