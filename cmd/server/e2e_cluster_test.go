@@ -57,7 +57,10 @@ func (n *clusterNode) start(t testing.TB, bin, dsn string) {
 		"--node-id", n.id, "--node-heartbeat", clusterHeartbeat.String(), "--node-timeout", clusterTimeout.String(),
 		"--max-sidecars", "2", "--min-idle-sidecars", "1", "--shutdown-grace", "5s", "--log-level", "warn"}
 	n.cmd = exec.Command(bin, append(args, n.extra...)...)
-	n.cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey, "AGENTOS_GATEWAY_CLUSTER_SECRET="+clusterSecret)
+	// A private TMPDIR: a node the test SIGKILLs cannot remove its
+	// sidecars' temporary directories, and they must not outlive the test.
+	n.cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey, "AGENTOS_GATEWAY_CLUSTER_SECRET="+clusterSecret,
+		"TMPDIR="+t.TempDir())
 	n.logs = &syncBuffer{}
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
 	if err := n.cmd.Start(); err != nil {

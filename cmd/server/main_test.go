@@ -260,7 +260,9 @@ func startBinary(t testing.TB, bin, dataDir string) (*exec.Cmd, string, *syncBuf
 	t.Helper()
 	port := freePort(t)
 	cmd := exec.Command(bin, "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", dataDir, "--shutdown-grace", "5s")
-	cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey)
+	// A private TMPDIR: a gateway the test SIGKILLs cannot remove its
+	// sidecars' temporary directories, and they must not outlive the test.
+	cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey, "TMPDIR="+t.TempDir())
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
