@@ -94,13 +94,14 @@ func decodeContent(r protocol.GuestFilesystemResultResponse, use func([]byte) er
 }
 
 // encodeContent chooses UTF-8 text when the bytes are valid UTF-8 (a third
-// smaller on the wire than base64) and base64 otherwise.
-func encodeContent(data []byte) (string, *protocol.RootFilesystemEntryEncoding) {
-	if utf8.Valid(data) {
-		return string(data), nil
-	}
-	enc := protocol.RootFilesystemEntryEncodingBase64
-	return base64.StdEncoding.EncodeToString(data), &enc
+// smaller on the wire than base64) and base64 otherwise: sendContent's rule,
+// for a content the caller keeps, so it is copied out of the pooled buffer.
+func encodeContent(data []byte) (content string, enc *protocol.RootFilesystemEntryEncoding) {
+	_ = sendContent(data, func(c string, e *protocol.RootFilesystemEntryEncoding) error {
+		content, enc = strings.Clone(c), e
+		return nil
+	})
+	return content, enc
 }
 
 // sendContent is encodeContent for file chunks, without copies: it calls
