@@ -140,6 +140,9 @@ if [[ -z "${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then
 fi
 gobench '^BenchmarkClusterExec$' "$EXEC_N" ./cmd/server/
 gobench '^BenchmarkClusterSSE$' "$LARGE_N" ./cmd/server/
+# 15,000 idle SSE subscribers on one VM's events stream, the gateway in a
+# process of its own (SUBSCRIBERS overrides the count).
+gobench '^BenchmarkIdleSubscribers$' 1 ./cmd/server/
 
 # --- table ------------------------------------------------------------------
 touch "$WORK/official.jsonl" "$WORK/go.txt"
@@ -282,6 +285,17 @@ if (wr16 && wr16["B/op"] > 0) {
 	const payload = 16 << 20;
 	console.log(`\n| 16 MiB write+read, Go client | bytes allocated | ratio to the payload |\n|---|---|---|`);
 	console.log(`| WriteFileFrom + ReadFileTo | ${fmt(wr16["B/op"] / (1 << 20))} MiB (${wr16["allocs/op"]} allocs) | ${(wr16["B/op"] / payload).toFixed(2)} (target <= 2) |`);
+}
+// Idle SSE subscribers: what each costs the gateway, and whether they leave
+// anything behind.
+const is = goRes["IdleSubscribers"];
+if (!is) missing.push("Go BenchmarkIdleSubscribers");
+else {
+	console.log("\n| idle SSE subscribers, one VM's events | value | target |\n|---|---|---|");
+	console.log(`| gateway RSS per subscriber, ${is.subscribers} held | ${fmt(is["KiB/subscriber"])} KiB | <= 16 KiB |`);
+	console.log(`| gateway RSS: before / held / after they left | ${fmt(is["rss-base-MiB"])} / ${fmt(is["rss-held-MiB"])} / ${fmt(is["rss-after-MiB"])} MiB | |`);
+	console.log(`| heap after GC, after a second wave left / after the first | ${fmt(is["heap-after-MiB"])} / ${fmt(is["heap-base-MiB"])} MiB (${is["heap-after/base"].toFixed(2)}) | <= 1.10 |`);
+	console.log(`| heap after GC, after the first wave / fresh (goroutine descriptors kept) | ${fmt(is["heap-base-MiB"])} / ${fmt(is["heap-fresh-MiB"])} MiB (${is["heap-first/fresh"].toFixed(2)}) | |`);
 }
 const meta = official._meta;
 if (meta) console.log(`\nofficial SDK ${meta.sdk} on node ${meta.node}; sidecar ${meta.sidecar_exe ?? "(not seen)"}`);

@@ -3,9 +3,11 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
@@ -61,6 +63,15 @@ func (c *problemConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// SyscallConn exposes the socket, for the event streams' hang-up watch.
+func (c *problemConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 func (c *problemConn) Write(b []byte) (int, error) {

@@ -35,7 +35,8 @@ func isForwarded(ctx context.Context) bool {
 	return v
 }
 
-// errShuttingDown ends what this node proxies when it shuts down.
+// errShuttingDown ends what this node proxies when it shuts down, and
+// refuses event streams that would start then.
 var errShuttingDown = gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
 
 // newProxyTransport is the transport of calls to other nodes: a dead node

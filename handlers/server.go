@@ -144,7 +144,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.
 		console, _ = loadConsole(nil)
 	}
 	s.console = console
-	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) })
+	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) }, cfg.Log)
 	s.router = s.routes()
 	return s
 }

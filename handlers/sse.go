@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/r3labs/sse/v2"
+	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 )
@@ -25,14 +26,30 @@ type sseEvent struct {
 
 // sseHub serves Server-Sent Events through r3labs/sse, configured against
 // its defaults: no replay log (resume comes from the gateway's own bounded
-// logs and sequence numbers), one private stream per connection so a slow
-// client can only ever slow itself, non-blocking publishes, and heartbeats.
+// logs and sequence numbers), non-blocking publishes, and heartbeats. A
+// stream of its own serves each connection, so a slow client can only ever
+// slow itself, except for the shared feeds (see ssefeed.go), whose clients
+// share one stream per source and are served off the request.
 type sseHub struct {
 	srv       *sse.Server
 	heartbeat time.Duration
 	onCount   func(delta int)
-	draining  chan struct{} // closed when the gateway shuts down
-	drainOnce sync.Once
+	log       zerolog.Logger
+	// drainCtx is cancelled when the gateway shuts down: every stream ends
+	// with a final error event.
+	drainCtx context.Context
+	drain    context.CancelFunc
+	draining <-chan struct{} // drainCtx.Done()
+
+	mu      sync.Mutex
+	closing bool                  // close was called: no shared feed starts
+	topics  map[any]*sseTopic     // the shared feeds' live topics, by source
+	conns   map[*sseConn]struct{} // the shared feeds' clients
+	wg      sync.WaitGroup        // the shared feeds' pumps and clients
+	// hangups is started with the first connection taken over; nil after
+	// a failed start (a goroutine per connection watches its socket).
+	hangups        *hangups
+	hangupsStarted bool
 }
 
 // shutdownEventData is the data of the final error event of every stream
@@ -43,7 +60,7 @@ const shutdownEventData = `{"code":"unavailable","detail":"the gateway is shutti
 // socket before the gateway stops reading ahead for it.
 const sseBuffer = 64
 
-func newSSEHub(heartbeat time.Duration, onCount func(int)) *sseHub {
+func newSSEHub(heartbeat time.Duration, onCount func(int), log zerolog.Logger) *sseHub {
 	srv := sse.New()
 	srv.AutoReplay = false
 	srv.AutoStream = false
@@ -54,14 +71,59 @@ func newSSEHub(heartbeat time.Duration, onCount func(int)) *sseHub {
 	if onCount == nil {
 		onCount = func(int) {}
 	}
-	return &sseHub{srv: srv, heartbeat: heartbeat, onCount: onCount, draining: make(chan struct{})}
+	h := &sseHub{srv: srv, heartbeat: heartbeat, onCount: onCount, log: log,
+		topics: map[any]*sseTopic{}, conns: map[*sseConn]struct{}{}}
+	// drain ends every stream with a final "error" event saying the
+	// gateway is shutting down, so clients know to reconnect elsewhere or
+	// later.
+	h.drainCtx, h.drain = context.WithCancel(context.Background())
+	h.draining = h.drainCtx.Done()
+	return h
 }
 
-func (h *sseHub) close() { h.srv.Close() }
+// close ends every stream (after drain, with its final event) and waits, up
+// to sseCloseTimeout, for the shared feeds' clients to be over; no shared
+// feed starts after it.
+func (h *sseHub) close() {
+	h.drain()
+	h.mu.Lock()
+	h.closing = true
+	for c := range h.conns {
+		c.cancel()
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		if h.hangups != nil {
+			h.hangups.close()
+		}
+		h.srv.Close()
+	case <-time.After(sseCloseTimeout):
+		// What is still ending keeps the hang-up watch and r3labs's streams.
+		h.log.Warn().Msg("event streams still ending after the close timeout")
+	}
+}
 
-// drain ends every stream with a final "error" event saying the gateway is
-// shutting down, so clients know to reconnect elsewhere or later.
-func (h *sseHub) drain() { h.drainOnce.Do(func() { close(h.draining) }) }
+// hangupWatch returns the hang-up watch, started on first use, or nil where
+// it cannot run.
+func (h *sseHub) hangupWatch() *hangups {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.hangupsStarted {
+		h.hangupsStarted = true
+		hu, err := newHangups()
+		if err != nil {
+			h.log.Warn().Err(err).Msg("event streams watch their sockets with one goroutine each")
+		}
+		h.hangups = hu
+	}
+	return h.hangups
+}
 
 // serve streams the events produced by pump until pump returns (the stream's
 // end: its final events are delivered first) or the client goes away (pump's

@@ -182,13 +182,12 @@ func (s *Server) vmEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	defer release()
-	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
-		return followLog(ctx, log, after, emit, func(e vms.Entry[gateway.VMEvent]) sseEvent {
-			data, _ := json.Marshal(e.V)
-			return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: string(e.V.Type), Data: data}
-		}, nil)
-	})
+	s.sse.serveFeed(w, r, after, logFeed[gateway.VMEvent]{log: log, render: vmEvent}, release)
+}
+
+func vmEvent(e vms.Entry[gateway.VMEvent]) sseEvent {
+	data, _ := json.Marshal(e.V)
+	return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: string(e.V.Type), Data: data}
 }
 
 // followLog emits a log's entries after a cursor until it ends: a gap event
@@ -201,34 +200,43 @@ func followLog[T any](ctx context.Context, l *vms.Log[T], after uint64, emit fun
 		if err != nil {
 			return err
 		}
-		if b.GapTo > 0 {
-			data, _ := json.Marshal(api.GapEvent{From: b.GapFrom, To: b.GapTo})
-			if err := emit(sseEvent{ID: strconv.FormatUint(b.GapTo, 10), Event: "gap", Data: data}); err != nil {
-				return err
-			}
-			cursor = b.GapTo
-		}
-		for _, e := range b.Entries {
-			if err := emit(render(e)); err != nil {
-				return err
-			}
-			cursor = e.Seq
-		}
-		if b.Done {
-			var final []sseEvent
-			if onEnd != nil {
-				final = onEnd(cursor, b.Err)
-			} else {
-				final = []sseEvent{endEvent(cursor, b.Err)}
-			}
-			for _, ev := range final {
-				if err := emit(ev); err != nil {
-					return err
-				}
-			}
-			return nil
+		if cursor, err = emitBatch(b, cursor, emit, render, onEnd); err != nil || b.Done {
+			return err
 		}
 	}
+}
+
+// emitBatch emits one batch of a log read after cursor, as followLog does,
+// and returns the cursor after it.
+func emitBatch[T any](b vms.Batch[T], cursor uint64, emit func(sseEvent) error, render func(vms.Entry[T]) sseEvent, onEnd func(last uint64, err error) []sseEvent) (uint64, error) {
+	if b.GapTo > 0 {
+		data, _ := json.Marshal(api.GapEvent{From: b.GapFrom, To: b.GapTo})
+		if err := emit(sseEvent{ID: strconv.FormatUint(b.GapTo, 10), Event: "gap", Data: data}); err != nil {
+			return cursor, err
+		}
+		cursor = b.GapTo
+	}
+	for _, e := range b.Entries {
+		if err := emit(render(e)); err != nil {
+			return cursor, err
+		}
+		cursor = e.Seq
+	}
+	if !b.Done {
+		return cursor, nil
+	}
+	var final []sseEvent
+	if onEnd != nil {
+		final = onEnd(cursor, b.Err)
+	} else {
+		final = []sseEvent{endEvent(cursor, b.Err)}
+	}
+	for _, ev := range final {
+		if err := emit(ev); err != nil {
+			return cursor, err
+		}
+	}
+	return cursor, nil
 }
 
 // endEvent is the final event of a stream that ends: "end", or "error" with

@@ -98,24 +98,7 @@ type Batch[T any] struct {
 // is at least one, the log closes, or ctx ends.
 func (l *Log[T]) Read(ctx context.Context, after uint64) (Batch[T], error) {
 	for {
-		l.mu.Lock()
-		var b Batch[T]
-		if len(l.entries) > 0 && after+1 < l.entries[0].Seq {
-			b.GapFrom, b.GapTo = after+1, l.entries[0].Seq-1
-		} else if len(l.entries) == 0 && after+1 < l.next {
-			b.GapFrom, b.GapTo = after+1, l.next-1
-		}
-		for i := range l.entries {
-			if l.entries[i].Seq > after {
-				b.Entries = append(b.Entries, l.entries[i:]...)
-				break
-			}
-		}
-		if l.closed {
-			b.Done, b.Err = true, l.final
-		}
-		changed := l.changed
-		l.mu.Unlock()
+		b, changed := l.peek(after)
 		if len(b.Entries) > 0 || b.GapTo > 0 || b.Done {
 			return b, nil
 		}
@@ -125,4 +108,34 @@ func (l *Log[T]) Read(ctx context.Context, after uint64) (Batch[T], error) {
 			return Batch[T]{}, ctx.Err()
 		}
 	}
+}
+
+// Peek returns what Read would return now, without waiting: possibly an
+// empty batch.
+func (l *Log[T]) Peek(after uint64) Batch[T] {
+	b, _ := l.peek(after)
+	return b
+}
+
+// peek returns the batch after a cursor and the channel closed at the log's
+// next change.
+func (l *Log[T]) peek(after uint64) (Batch[T], <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b Batch[T]
+	if len(l.entries) > 0 && after+1 < l.entries[0].Seq {
+		b.GapFrom, b.GapTo = after+1, l.entries[0].Seq-1
+	} else if len(l.entries) == 0 && after+1 < l.next {
+		b.GapFrom, b.GapTo = after+1, l.next-1
+	}
+	for i := range l.entries {
+		if l.entries[i].Seq > after {
+			b.Entries = append(b.Entries, l.entries[i:]...)
+			break
+		}
+	}
+	if l.closed {
+		b.Done, b.Err = true, l.final
+	}
+	return b, l.changed
 }

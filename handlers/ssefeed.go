@@ -1,0 +1,575 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/r3labs/sse/v2"
+
+	"github.com/agentos-gateway/agentos-gateway/vms"
+)
+
+// A shared feed serves every client of one source (a VM's events) from one
+// r3labs stream, so that an idle
+// client costs what r3labs keeps for a subscriber (its goroutine, its
+// channel, the goroutine that waits for its request to end) and its socket,
+// and nothing more:
+//
+//   - On HTTP/1.1 the connection is taken over from net/http once the
+//     response head is written, which frees the request goroutine's deep
+//     stack, its bufio reader and writers and its request state. r3labs
+//     serves the client in a goroutine of its own, writing its frames to an
+//     sseConn that sends each as one chunk.
+//   - One pump per source follows its log and publishes each event once for
+//     all its clients; one heartbeat timer per source.
+//   - A client's backlog (what it asked for with Last-Event-ID, or the
+//     log's retained events) is written by the client itself once r3labs
+//     has registered it, so that it misses nothing published meanwhile;
+//     the live events its backlog already had are dropped by their id
+//     (final events share the id of the last entry, and come only live
+//     unless the backlog had the end). So every client gets each event
+//     exactly once and in order, from wherever it resumed.
+//   - A client never slows the others: its frames go to a bounded queue
+//     that a goroutine writes to its socket while there is something to
+//     write. A client that leaves sseQueueLimit bytes unread is
+//     disconnected (it resumes with Last-Event-ID).
+//   - One goroutine for all clients waits in epoll for clients hanging up
+//     (Linux; elsewhere a goroutine per client reads its socket).
+//
+// Other protocols (HTTP/2, HTTP/1.0) get a stream of their own in the
+// request, as every other stream does. Output streams (processes, shells,
+// execs) stay streams of their own: a client that reads their bursts
+// slowly is held back (and told of a gap) rather than disconnected.
+
+// sseFeed is an event source that many clients can follow at once.
+type sseFeed interface {
+	// source identifies what the feed follows: the clients of one source
+	// share one stream.
+	source() any
+	// position is the id of the newest event now.
+	position() uint64
+	// follow emits the events after cursor until the source ends (its
+	// final events included) or ctx ends.
+	follow(ctx context.Context, after uint64, emit func(sseEvent) error) error
+	// backlog returns the events after cursor that follow would emit now,
+	// without waiting, and whether they include the source's end.
+	backlog(after uint64) (events []sseEvent, done bool)
+}
+
+// logFeed is the feed of a vms.Log, rendered as followLog renders it.
+type logFeed[T any] struct {
+	log    *vms.Log[T]
+	render func(vms.Entry[T]) sseEvent
+	onEnd  func(last uint64, err error) []sseEvent
+}
+
+func (f logFeed[T]) source() any      { return f.log }
+func (f logFeed[T]) position() uint64 { return f.log.LastSeq() }
+
+func (f logFeed[T]) follow(ctx context.Context, after uint64, emit func(sseEvent) error) error {
+	return followLog(ctx, f.log, after, emit, f.render, f.onEnd)
+}
+
+func (f logFeed[T]) backlog(after uint64) ([]sseEvent, bool) {
+	b := f.log.Peek(after)
+	var events []sseEvent
+	_, _ = emitBatch(b, after, func(e sseEvent) error {
+		events = append(events, e)
+		return nil
+	}, f.render, f.onEnd)
+	return events, b.Done
+}
+
+const (
+	// sseQueueLimit bounds the frames waiting for one client of a shared
+	// feed: above the VM event log's default 256 KiB, so that a whole
+	// backlog fits.
+	sseQueueLimit = 1 << 20
+	// sseWriteTimeout bounds one write to a client's socket.
+	sseWriteTimeout = 30 * time.Second
+	// sseCloseTimeout bounds how long close waits for the shared feeds'
+	// clients and pumps to end once they are cancelled.
+	sseCloseTimeout = 10 * time.Second
+)
+
+// sseTopic is the r3labs stream of one source and the pump that feeds it.
+type sseTopic struct {
+	id     string
+	source any
+	cancel context.CancelFunc // ends the pump
+	done   chan struct{}      // closed when the pump returned
+	beat   *sseBeat
+
+	// Under the hub's mu.
+	clients map[*url.URL]*sseConn // by the URL r3labs keeps for each subscriber
+	ended   bool                  // no client joins any more
+}
+
+// serveFeed streams feed to the client of r from after. release (never
+// nil) frees what the feed holds for this client; it runs when the stream
+// is over. On HTTP/1.1 serveFeed returns as soon as the stream started,
+// and the stream goes on without the request.
+func (h *sseHub) serveFeed(w http.ResponseWriter, r *http.Request, after uint64, feed sseFeed, release func()) {
+	if r.ProtoMajor != 1 || r.ProtoMinor != 1 {
+		defer release()
+		h.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
+			return feed.follow(ctx, after, emit)
+		})
+		return
+	}
+	h.mu.Lock()
+	closing := h.closing
+	h.mu.Unlock()
+	if closing || h.drainCtx.Err() != nil {
+		release()
+		writeError(w, r, errShuttingDown)
+		return
+	}
+	// The head r3labs would write; the connection is not net/http's to
+	// reuse after the stream, so it says so.
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("Connection", "close")
+	for k, v := range h.srv.Headers {
+		hdr.Set(k, v)
+	}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var conn net.Conn
+	err := rc.Flush()
+	if err == nil {
+		conn, _, err = rc.Hijack()
+	}
+	if err != nil {
+		// The client left before the head was out, or the writer cannot be
+		// taken over (a test's recorder): the head is sent either way, so
+		// a private stream goes on through w, if anything can.
+		defer release()
+		h.serveAfterHead(w, r, after, feed)
+		return
+	}
+
+	// The stream outlives the request, whose context net/http cancels when
+	// the handler returns; it keeps nothing of it either (chi reuses its
+	// routing context, and the rest would only cost memory).
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &sseConn{hub: h, conn: conn, cancel: cancel, feed: feed, after: after, unsubscribed: make(chan struct{})}
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		cancel()
+		_ = conn.Close()
+		release()
+		return
+	}
+	t := h.topicLocked(feed)
+	u := &url.URL{RawQuery: "stream=" + t.id}
+	t.clients[u] = c
+	h.conns[c] = struct{}{}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	h.onCount(1)
+	go func() {
+		defer h.wg.Done()
+		defer h.onCount(-1)
+		defer release()
+		c.run(ctx, t, u)
+	}()
+}
+
+// serveAfterHead is a private stream of feed through w, whose head was
+// already written.
+func (h *sseHub) serveAfterHead(w http.ResponseWriter, r *http.Request, after uint64, feed sseFeed) {
+	h.serve(headSent{w}, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
+		return feed.follow(ctx, after, emit)
+	})
+}
+
+// headSent is a ResponseWriter whose head is already written.
+type headSent struct{ http.ResponseWriter }
+
+func (w headSent) WriteHeader(int) {}
+func (w headSent) Flush()          { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// topicLocked returns the live topic of feed's source, started if there is
+// none (h.mu held).
+func (h *sseHub) topicLocked(feed sseFeed) *sseTopic {
+	if t, ok := h.topics[feed.source()]; ok {
+		return t
+	}
+	ctx, cancel := context.WithCancel(h.drainCtx)
+	t := &sseTopic{id: newStreamID(), source: feed.source(), cancel: cancel, done: make(chan struct{}),
+		clients: map[*url.URL]*sseConn{}}
+	stream := h.srv.CreateStream(t.id)
+	stream.AutoReplay = false
+	stream.OnUnsubscribe = func(_ string, sub *sse.Subscriber) {
+		h.mu.Lock()
+		c := t.clients[sub.URL]
+		h.mu.Unlock()
+		if c != nil {
+			close(c.unsubscribed)
+		}
+	}
+	h.topics[t.source] = t
+	t.beat = newSSEBeat(h.heartbeat, func() { h.srv.TryPublish(t.id, &sse.Event{Comment: []byte("heartbeat")}) })
+	h.wg.Add(1)
+	go h.pump(ctx, t, feed, feed.position())
+	return t
+}
+
+// pump publishes feed's events after from to t's clients until the source
+// ends or t is stopped, then ends every client's stream.
+func (h *sseHub) pump(ctx context.Context, t *sseTopic, feed sseFeed, from uint64) {
+	defer h.wg.Done()
+	defer close(t.done)
+	lastID := strconv.FormatUint(from, 10)
+	publish := func(e sseEvent) error {
+		if e.ID == "" {
+			e.ID = lastID
+		}
+		lastID = e.ID
+		// Publish waits only for r3labs's stream goroutine, which never
+		// waits for a client: a client's frames go to its own queue.
+		h.srv.Publish(t.id, &sse.Event{ID: []byte(e.ID), Event: []byte(e.Event), Data: e.Data})
+		return ctx.Err()
+	}
+	_ = feed.follow(ctx, from, publish)
+	h.mu.Lock()
+	t.ended = true
+	if h.topics[t.source] == t {
+		delete(h.topics, t.source)
+	}
+	h.mu.Unlock()
+	// No heartbeat may follow the end: a client whose r3labs loop ended
+	// reads no more, and r3labs would wait for it.
+	t.beat.stop()
+	if h.drainCtx.Err() != nil {
+		h.srv.Publish(t.id, &sse.Event{ID: []byte(lastID), Event: []byte("error"), Data: []byte(shutdownEventData)})
+	}
+	// An empty event makes r3labs end every client's response.
+	h.srv.Publish(t.id, &sse.Event{})
+}
+
+// leave takes c off t; the last client out stops t's pump and removes its
+// stream.
+func (h *sseHub) leave(t *sseTopic, u *url.URL, c *sseConn) {
+	h.mu.Lock()
+	delete(t.clients, u)
+	delete(h.conns, c)
+	last := len(t.clients) == 0
+	if last {
+		t.ended = true
+		if h.topics[t.source] == t {
+			delete(h.topics, t.source)
+		}
+	}
+	h.mu.Unlock()
+	if !last {
+		return
+	}
+	t.cancel()
+	// The pump may be waiting in Publish for the stream's goroutine, which
+	// runs until RemoveStream.
+	<-t.done
+	t.beat.stop()
+	h.srv.RemoveStream(t.id)
+}
+
+// sseConn is one client of a shared feed on a connection taken over from
+// net/http: the http.ResponseWriter r3labs writes its frames to. Each frame
+// (r3labs writes one in several Writes and then flushes) is sent as one
+// HTTP/1.1 chunk.
+type sseConn struct {
+	hub    *sseHub
+	conn   net.Conn
+	cancel context.CancelFunc // ends the client's r3labs subscription
+	feed   sseFeed
+	after  uint64
+	// unsubscribed is closed when r3labs has removed the subscriber.
+	unsubscribed chan struct{}
+
+	// Only touched by the r3labs goroutine serving the client.
+	header http.Header
+	frame  *bytes.Buffer // the frame being written, until Flush
+	skip   uint64        // live frames with an id up to this came in the backlog
+	ended  bool          // the backlog had the source's end: no live frame is sent
+
+	mu      sync.Mutex
+	queue   []byte // chunks waiting to be written
+	writing bool   // a writer goroutine runs
+	failed  bool   // a write failed or the queue overflowed: nothing more is sent
+	gone    bool   // the client hung up
+	closed  bool   // run is finishing: no writer starts
+	writers sync.WaitGroup
+}
+
+var framePool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// run serves c until its stream ends, then frees everything it holds.
+func (c *sseConn) run(ctx context.Context, t *sseTopic, u *url.URL) {
+	h := c.hub
+	stop := c.watch()
+	req := (&http.Request{Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
+	h.srv.ServeHTTP(c, req)
+	// r3labs's goroutine that waits for the request's end deregisters the
+	// subscriber; only then may the topic's stream go.
+	c.cancel()
+	<-c.unsubscribed
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.writers.Wait()
+	c.mu.Lock()
+	clean := !c.failed && !c.gone
+	c.mu.Unlock()
+	if clean {
+		_ = c.conn.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+		_, _ = c.conn.Write([]byte("0\r\n\r\n"))
+	}
+	stop()
+	_ = c.conn.Close()
+	h.leave(t, u, c)
+}
+
+// watch arranges for c to end when its client hangs up, and returns what
+// stops that.
+func (c *sseConn) watch() (stop func()) {
+	hangUp := func() {
+		c.mu.Lock()
+		c.gone = true
+		c.mu.Unlock()
+		_ = c.conn.SetWriteDeadline(time.Now())
+		c.cancel()
+	}
+	if hu := c.hub.hangupWatch(); hu != nil {
+		if stop, err := hu.watch(c.conn, hangUp); err == nil {
+			return stop
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// A client sends nothing on an event stream: a read returns when
+		// it closes the connection, or when run closes it.
+		var b [16]byte
+		for {
+			if _, err := c.conn.Read(b[:]); err != nil {
+				hangUp()
+				return
+			}
+		}
+	}()
+	return func() {
+		_ = c.conn.SetReadDeadline(time.Now())
+		<-done
+	}
+}
+
+// Header is where r3labs sets the head it would write; the head is already
+// out.
+func (c *sseConn) Header() http.Header {
+	if c.header == nil {
+		c.header = http.Header{}
+	}
+	return c.header
+}
+
+// WriteHeader is called by r3labs once it has registered the client: from
+// then on, every event published reaches it. The client's backlog is sent
+// first, and the live events it covers are dropped.
+func (c *sseConn) WriteHeader(int) {
+	c.header = nil
+	c.skip = c.after
+	events, done := c.feed.backlog(c.after)
+	for _, e := range events {
+		c.event(e)
+		if n, err := strconv.ParseUint(e.ID, 10, 64); err == nil && n > c.skip {
+			c.skip = n
+		}
+	}
+	if done {
+		// The source ended before the client came: its backlog ends with
+		// the final events, which the topic may publish again.
+		c.ended = true
+		c.cancel()
+	}
+}
+
+// event writes e as r3labs writes an event without replay, base64 or data
+// splitting.
+func (c *sseConn) event(e sseEvent) {
+	f := c.buffer()
+	f.WriteString("id: ")
+	f.WriteString(e.ID)
+	f.WriteString("\ndata: ")
+	f.Write(e.Data)
+	f.WriteByte('\n')
+	if e.Event != "" {
+		f.WriteString("event: ")
+		f.WriteString(e.Event)
+		f.WriteByte('\n')
+	}
+	f.WriteByte('\n')
+	c.send(false)
+}
+
+func (c *sseConn) buffer() *bytes.Buffer {
+	if c.frame == nil {
+		c.frame = framePool.Get().(*bytes.Buffer)
+	}
+	return c.frame
+}
+
+func (c *sseConn) Write(b []byte) (int, error) { return c.buffer().Write(b) }
+
+// Flush ends the frame r3labs wrote.
+func (c *sseConn) Flush() { c.send(true) }
+
+// send queues the frame written since the last one as a chunk; live frames
+// the backlog already had are dropped.
+func (c *sseConn) send(live bool) {
+	f := c.frame
+	if f == nil {
+		return
+	}
+	c.frame = nil
+	defer func() {
+		f.Reset()
+		framePool.Put(f)
+	}()
+	if f.Len() == 0 || (live && c.covered(f.Bytes())) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed || c.gone {
+		return
+	}
+	if len(c.queue)+f.Len() > sseQueueLimit {
+		c.failed = true
+		c.queue = nil
+		// A write in progress waits for this client: it ends now.
+		_ = c.conn.SetWriteDeadline(time.Now())
+		c.cancel()
+		return
+	}
+	c.queue = strconv.AppendInt(c.queue, int64(f.Len()), 16)
+	c.queue = append(c.queue, "\r\n"...)
+	c.queue = append(c.queue, f.Bytes()...)
+	c.queue = append(c.queue, "\r\n"...)
+	if !c.writing && !c.closed {
+		c.writing = true
+		c.writers.Add(1)
+		go c.write()
+	}
+}
+
+// write sends the queue to the socket until it is empty.
+func (c *sseConn) write() {
+	defer c.writers.Done()
+	for {
+		c.mu.Lock()
+		buf := c.queue
+		c.queue = nil
+		if len(buf) == 0 || c.failed {
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		_ = c.conn.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+		if _, err := c.conn.Write(buf); err != nil {
+			c.mu.Lock()
+			c.failed = true
+			c.writing = false
+			c.mu.Unlock()
+			c.cancel()
+			return
+		}
+	}
+}
+
+// covered reports whether the backlog already had the live frame f.
+func (c *sseConn) covered(f []byte) bool {
+	if c.ended {
+		return true
+	}
+	id, event, ok := frameHead(f)
+	return ok && id <= c.skip && !finalEvents[event]
+}
+
+// finalEvents are the events a log feed ends with (endEvent, a process's
+// exit); they carry the id of the last entry before them.
+var finalEvents = map[string]bool{"end": true, "error": true, "exit": true}
+
+// frameHead returns the id and the event name of an event frame as r3labs
+// writes it ("id: 42\ndata: ...\nevent: exit\n\n"); ok is false for a
+// frame without an id (a heartbeat).
+func frameHead(f []byte) (id uint64, event string, ok bool) {
+	rest, found := bytes.CutPrefix(f, []byte("id: "))
+	if !found {
+		return 0, "", false
+	}
+	line, rest, _ := bytes.Cut(rest, []byte("\n"))
+	id, err := strconv.ParseUint(string(line), 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	// The data is JSON on one line, so the first event line is the event's.
+	if _, after, found := bytes.Cut(rest, []byte("\nevent: ")); found {
+		name, _, _ := bytes.Cut(after, []byte("\n"))
+		event = string(name)
+	}
+	return id, event, true
+}
+
+// sseBeat publishes heartbeats from a timer, so that a topic needs no
+// goroutine for them; stop waits for a beat in progress.
+type sseBeat struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	every   time.Duration
+	publish func()
+	stopped bool
+	running sync.WaitGroup
+}
+
+func newSSEBeat(every time.Duration, publish func()) *sseBeat {
+	b := &sseBeat{every: every, publish: publish}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.running.Add(1)
+	b.timer = time.AfterFunc(every, b.fire)
+	return b
+}
+
+func (b *sseBeat) fire() {
+	defer b.running.Done()
+	b.publish()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.stopped {
+		b.running.Add(1)
+		b.timer.Reset(b.every)
+	}
+}
+
+// stop ends the heartbeats; none is published after it returns.
+func (b *sseBeat) stop() {
+	b.mu.Lock()
+	if !b.stopped {
+		b.stopped = true
+		if b.timer.Stop() {
+			b.running.Done()
+		}
+	}
+	b.mu.Unlock()
+	b.running.Wait()
+}
