@@ -69,12 +69,26 @@ func TestReadRoot(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			root, err := readRoot(tarOf(t, tc.entries))
+			stored := tarOf(t, tc.entries)
+			root, err := readRoot(stored)
 			if err != nil {
 				t.Fatal(err)
 			}
+			bodies := map[string][]byte{}
+			for _, te := range tc.entries {
+				bodies["/"+strings.TrimSuffix(te.name, "/")] = te.body
+			}
+			deferred := map[string]bool{}
+			for _, d := range root.deferred {
+				deferred[d.name] = true
+				// Where the restore reads the file: its bytes, as stored.
+				got := make([]byte, d.size)
+				if _, err := stored.ReadAt(got, d.offset); err != nil || !bytes.Equal(got, bodies[d.name]) {
+					t.Errorf("%s: %d bytes at offset %d are not its content (%v)", d.name, d.size, d.offset, err)
+				}
+			}
 			for _, d := range tc.wantDeferred {
-				if !root.deferred[d] {
+				if !deferred[d] {
 					t.Errorf("%s is not deferred", d)
 				}
 			}
@@ -89,7 +103,7 @@ func TestReadRoot(t *testing.T) {
 				if e.Content != nil {
 					size += jsonCost(*e.Content)
 				}
-				if e.Kind == protocol.RootFilesystemEntryKindFile && e.Content == nil && !root.deferred[e.Path] {
+				if e.Kind == protocol.RootFilesystemEntryKindFile && e.Content == nil && !deferred[e.Path] {
 					t.Errorf("%s travels without content and is not deferred", e.Path)
 				}
 			}
@@ -99,7 +113,7 @@ func TestReadRoot(t *testing.T) {
 			for _, te := range tc.entries {
 				p := "/" + strings.TrimSuffix(te.name, "/")
 				e, ok := inFrame[p]
-				if !ok && !root.deferred[p] {
+				if !ok && !deferred[p] {
 					t.Fatalf("%s is neither in the frame nor deferred", p)
 				}
 				if !ok {
