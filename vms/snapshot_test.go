@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -64,7 +65,9 @@ func TestReadRoot(t *testing.T) {
 			{name: "workspace/bin", typ: tar.TypeReg, mode: 0o755, body: []byte{0, 0xff, 0xfe}},
 			{name: "workspace/link", typ: tar.TypeSymlink, link: "../etc", mode: 0o777},
 			{name: "workspace/big", typ: tar.TypeReg, mode: 0o644, body: bytes.Repeat([]byte("x"), agentos.SnapshotFrameBytes)},
-		}, []string{"/workspace/big"}, 1},
+			// A name past the tar header's 100 bytes: its header is two.
+			{name: "workspace/" + strings.Repeat("long-", 30) + "big", typ: tar.TypeReg, mode: 0o600, body: bytes.Repeat([]byte{0, 'y'}, agentos.SnapshotFrameBytes/2)},
+		}, []string{"/workspace/big", "/workspace/" + strings.Repeat("long-", 30) + "big"}, 2},
 		{"more than a frame of small files", small, nil, 100},
 	}
 	for _, tc := range tests {
@@ -144,5 +147,34 @@ func TestReadRootRefusesEntriesOutsideRoot(t *testing.T) {
 		if gateway.ErrorCode(err) != gateway.CodeInternal {
 			t.Errorf("%q: %v, want an internal error", name, err)
 		}
+	}
+}
+
+// TestStoredFile: a deferred file reads exactly its size from where the
+// stored bytes are, and stored bytes that end before it does are an error
+// rather than a shorter file.
+func TestStoredFile(t *testing.T) {
+	tests := []struct {
+		name    string
+		stored  string
+		size    int64
+		want    string
+		wantErr bool
+	}{
+		{"the file's bytes", "abc", 3, "abc", false},
+		{"followed by the next entry", "abcdef", 3, "abc", false},
+		{"empty", "def", 0, "", false},
+		{"cut short", "ab", 3, "ab", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := io.ReadAll(&storedFile{r: strings.NewReader(tc.stored), name: "/f", left: tc.size})
+			if string(got) != tc.want {
+				t.Errorf("read %q, want %q", got, tc.want)
+			}
+			if tc.wantErr != (err != nil) || (err != nil && gateway.ErrorCode(err) != gateway.CodeInternal) {
+				t.Errorf("err = %v, want an internal error: %v", err, tc.wantErr)
+			}
+		})
 	}
 }
