@@ -49,11 +49,15 @@ func (d DirBlobs) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 }
 
 // Open opens a blob for reading.
-func (d DirBlobs) Open(_ context.Context, name string) (io.ReadCloser, error) {
+func (d DirBlobs) Open(_ context.Context, name string) (io.ReadSeekCloser, error) {
 	if !blobName.MatchString(name) {
 		return nil, fmt.Errorf("snapshots: blob name %q is not one of this store's", name)
 	}
-	return os.Open(filepath.Join(d.Dir, name))
+	f, err := os.Open(filepath.Join(d.Dir, name))
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // Delete removes a blob; one that is gone is no error.
@@ -84,7 +88,7 @@ func (c contextReader) Read(p []byte) (int, error) {
 // large objects (store.DB).
 type LargeObjects interface {
 	PutLargeObject(ctx context.Context, r io.Reader) (string, int64, error)
-	OpenLargeObject(ctx context.Context, name string) (io.ReadCloser, error)
+	OpenLargeObject(ctx context.Context, name string) (io.ReadSeekCloser, error)
 	DeleteLargeObject(ctx context.Context, name string) error
 }
 
@@ -100,7 +104,7 @@ func (l LargeObjectBlobs) Put(ctx context.Context, r io.Reader) (string, int64, 
 }
 
 // Open reads a large object.
-func (l LargeObjectBlobs) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+func (l LargeObjectBlobs) Open(ctx context.Context, name string) (io.ReadSeekCloser, error) {
 	return l.DB.OpenLargeObject(ctx, name)
 }
 

@@ -27,10 +27,12 @@ type Store interface {
 	DeleteSnapshot(ctx context.Context, tenantID, id string) (gateway.Snapshot, error)
 }
 
-// Blobs holds the bytes of snapshots, each under the name Put chose.
+// Blobs holds the bytes of snapshots, each under the name Put chose. What
+// Open returns seeks, so that a VM created from a snapshot reads its bytes
+// once (vms.SnapshotSource).
 type Blobs interface {
 	Put(ctx context.Context, r io.Reader) (name string, size int64, err error)
-	Open(ctx context.Context, name string) (io.ReadCloser, error)
+	Open(ctx context.Context, name string) (io.ReadSeekCloser, error)
 	Delete(ctx context.Context, name string) error
 }
 
@@ -237,7 +239,7 @@ func NewSource(store Store, blobs Blobs) Source { return Source{store: store, bl
 
 // OpenSnapshot opens the bytes of a tenant's snapshot: the vms service
 // reads them to create a VM from it, on whichever node that happens.
-func (s Source) OpenSnapshot(ctx context.Context, tenantID, id string) (io.ReadCloser, error) {
+func (s Source) OpenSnapshot(ctx context.Context, tenantID, id string) (io.ReadSeekCloser, error) {
 	snap, err := s.store.GetSnapshot(ctx, tenantID, id)
 	if err != nil {
 		if gateway.ErrorCode(err) == gateway.CodeNotFound {

@@ -56,8 +56,8 @@ func (db *DB) PutLargeObject(ctx context.Context, r io.Reader) (_ string, _ int6
 }
 
 // OpenLargeObject returns a reader of the large object name, which reads it
-// a chunk at a time until its end.
-func (db *DB) OpenLargeObject(ctx context.Context, name string) (io.ReadCloser, error) {
+// a chunk at a time until its end, from wherever it was last moved to.
+func (db *DB) OpenLargeObject(ctx context.Context, name string) (io.ReadSeekCloser, error) {
 	if !db.LargeObjects() {
 		return nil, ErrNoLargeObjects
 	}
@@ -97,6 +97,37 @@ func (l *largeObjectReader) Read(p []byte) (int, error) {
 	l.buf = l.buf[n:]
 	return n, nil
 }
+
+// Seek moves the reader, relative to the object's start or to where it
+// is: a tar reader skips the files it does not read this way, and a
+// restore comes back for them (vms). A move within the chunk already read
+// keeps it, so that skipping small files costs no query. The reader does
+// not know the object's size, so it does not seek from the end.
+func (l *largeObjectReader) Seek(offset int64, whence int) (int64, error) {
+	pos := l.off - int64(len(l.buf))
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += pos
+	default:
+		return pos, errLargeObjectWhence
+	}
+	if offset < 0 {
+		return pos, errLargeObjectOffset
+	}
+	if offset >= pos && offset <= l.off {
+		l.buf = l.buf[offset-pos:]
+		return offset, nil
+	}
+	l.off, l.buf, l.done = offset, nil, false
+	return offset, nil
+}
+
+// The errors of largeObjectReader.Seek.
+var (
+	errLargeObjectWhence = errors.New("store: a large object reader seeks from the start or the current position only")
+	errLargeObjectOffset = errors.New("store: seek before the start of a large object")
+)
 
 func (l *largeObjectReader) Close() error { return nil }
 

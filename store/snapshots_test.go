@@ -121,3 +121,69 @@ func TestLargeObjects(t *testing.T) {
 		}
 	})
 }
+
+// TestLargeObjectSeek: a large object's reader reads from wherever it was
+// moved to, from the start or from where it is, forward and back, within
+// the chunk already read and past it; past the end it reads nothing, and
+// it refuses to move before the start or from the end.
+func TestLargeObjectSeek(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *DB) {
+		if !db.LargeObjects() {
+			return
+		}
+		ctx := testContext(t)
+		data := make([]byte, 3*largeObjectChunk+17)
+		_, _ = rand.Read(data)
+		name, _, err := db.PutLargeObject(ctx, bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := db.OpenLargeObject(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		size := int64(len(data))
+		steps := []struct {
+			name    string
+			offset  int64
+			whence  int
+			wantPos int64
+			read    int
+			wantErr bool
+		}{
+			{"read the start", 0, io.SeekStart, 0, 100, false},
+			{"within the chunk read", 1000, io.SeekCurrent, 1100, 50, false},
+			{"where it is", 0, io.SeekCurrent, 1150, 10, false},
+			{"past the chunk read", largeObjectChunk + 5, io.SeekStart, largeObjectChunk + 5, largeObjectChunk, false},
+			{"back to the start", 0, io.SeekStart, 0, 3, false},
+			{"across chunks", 2*largeObjectChunk - 7, io.SeekStart, 2*largeObjectChunk - 7, 20, false},
+			{"to the last bytes", size - 17, io.SeekStart, size - 17, 17, false},
+			{"to the end", size, io.SeekStart, size, 0, false},
+			{"past the end", size + 10, io.SeekStart, size + 10, 0, false},
+			{"before the start", -1, io.SeekStart, 0, 0, true},
+			{"from the end", 0, io.SeekEnd, 0, 0, true},
+		}
+		for _, st := range steps {
+			pos, err := rs.Seek(st.offset, st.whence)
+			if st.wantErr {
+				if err == nil {
+					t.Errorf("%s: Seek(%d, %d) = %d, want an error", st.name, st.offset, st.whence, pos)
+				}
+				continue
+			}
+			if err != nil || pos != st.wantPos {
+				t.Fatalf("%s: Seek(%d, %d) = %d, %v; want %d", st.name, st.offset, st.whence, pos, err, st.wantPos)
+			}
+			got := make([]byte, st.read)
+			if _, err := io.ReadFull(rs, got); err != nil || !bytes.Equal(got, data[min(pos, size):min(pos+int64(st.read), size)]) {
+				t.Fatalf("%s: %d bytes read at %d are not the object's (%v)", st.name, st.read, pos, err)
+			}
+			if pos >= size {
+				if n, err := rs.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+					t.Fatalf("%s: Read = %d, %v; want EOF", st.name, n, err)
+				}
+			}
+		}
+	})
+}

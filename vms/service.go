@@ -220,6 +220,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	if err != nil {
 		return gateway.VM{}, err
 	}
+	defer root.close()
 	opts.RootSnapshot = root.entries
 	s.mu.Lock()
 	closing, cordoned := s.closing, s.cordoned
@@ -264,7 +265,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	if err != nil {
 		return fail(err)
 	}
-	if err := s.fillSnapshot(ctx, tenant.ID, spec.FromSnapshot, vm, root); err != nil {
+	if err := s.fillSnapshot(ctx, vm, root); err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
 		if derr := vm.Dispose(dctx); derr != nil {
 			s.log.Warn().Err(derr).Str("vm", rec.ID).Msg("dispose a VM whose snapshot could not be restored")

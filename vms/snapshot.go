@@ -30,9 +30,11 @@ import (
 // (the engine's snapshot entries have none), and nor are processes.
 
 // SnapshotSource opens the stored bytes of a tenant's snapshot, for Create
-// with VMSpec.FromSnapshot.
+// with VMSpec.FromSnapshot. The reader seeks, so that a create reads the
+// bytes once: it skips the files too large for the create frame while it
+// reads the rest, and comes back for them once the VM runs.
 type SnapshotSource interface {
-	OpenSnapshot(ctx context.Context, tenantID, id string) (io.ReadCloser, error)
+	OpenSnapshot(ctx context.Context, tenantID, id string) (io.ReadSeekCloser, error)
 }
 
 // mountedDirs are the directories whose content is not the VM's own: the
@@ -219,21 +221,44 @@ func scanRoot(r io.Reader, fn func(hdr *tar.Header, body io.Reader) error) error
 }
 
 // rootFilesystem is a snapshot read for a create: the entries of the
-// create frame and the files that did not fit it.
+// create frame and the files that did not fit it, with the stored bytes
+// they are read from.
 type rootFilesystem struct {
 	entries  []protocol.RootFilesystemEntry
-	deferred map[string]bool
+	deferred []deferredFile
+	// src is the open snapshot while deferred files remain to be written
+	// (nil otherwise); close releases it.
+	src io.ReadSeekCloser
+}
+
+// deferredFile is a file of a snapshot that the create frame does not
+// carry: where its bytes are in the stored tar, and its permission bits.
+type deferredFile struct {
+	name         string
+	offset, size int64
+	perm         fs.FileMode
+}
+
+// close releases the snapshot's stored bytes, if they are still open.
+func (r rootFilesystem) close() {
+	if r.src != nil {
+		_ = r.src.Close()
+	}
 }
 
 // readRoot reads a snapshot tar into the entries of a create frame: every
 // directory and symlink, and each file whose content fits what is left of
-// agentos.SnapshotFrameBytes. The other files are listed in deferred, to be
-// written once the VM runs; while the frame has room they travel as empty
-// files, which keeps their owner.
-func readRoot(r io.Reader) (rootFilesystem, error) {
+// agentos.SnapshotFrameBytes. The other files are listed in deferred, with
+// the offset of their bytes in r, to be written once the VM runs; while the
+// frame has room they travel as empty files, which keeps their owner. The
+// tar reader seeks past the bytes of the deferred files rather than reading
+// them, and it reads r unbuffered, so that r's position once it has read a
+// file's header is where the file's bytes start (archive.Write writes no
+// sparse files, whose bytes would not be stored as they are).
+func readRoot(r io.ReadSeeker) (rootFilesystem, error) {
 	// The tar has no entry for / itself: the engine gives the root its own
 	// (0755, the guest user's), as every VM has it.
-	root := rootFilesystem{entries: []protocol.RootFilesystemEntry{}, deferred: map[string]bool{}}
+	root := rootFilesystem{entries: []protocol.RootFilesystemEntry{}}
 	// What the frame holds besides file content: the config's JSON around
 	// each entry, and the engine's base configuration.
 	const perEntry = 128
@@ -256,7 +281,11 @@ func readRoot(r io.Reader) (rootFilesystem, error) {
 				return err
 			}
 			if !ok {
-				root.deferred[hdr.Name] = true
+				offset, err := r.Seek(0, io.SeekCurrent)
+				if err != nil {
+					return gateway.Wrap(gateway.CodeInternal, err, "the stored snapshot is not readable")
+				}
+				root.deferred = append(root.deferred, deferredFile{name: hdr.Name, offset: offset, size: hdr.Size, perm: fs.FileMode(hdr.Mode).Perm()})
 				if budget < entryCost {
 					return nil
 				}
@@ -318,23 +347,54 @@ func jsonCost(s string) int {
 }
 
 // fillRoot writes the files of a snapshot that did not fit the create frame
-// into the new VM, in chunked file calls, with their permission bits.
-func fillRoot(ctx context.Context, vm *agentos.VM, r io.Reader, deferred map[string]bool) error {
-	return scanRoot(r, func(hdr *tar.Header, body io.Reader) error {
-		if hdr.Typeflag != tar.TypeReg || !deferred[hdr.Name] {
-			return nil
+// into the new VM, in chunked file calls, with their permission bits: each
+// read at its offset in r, which readRoot found, in the tar's order (so
+// that r moves forward only).
+func fillRoot(ctx context.Context, vm *agentos.VM, r io.ReadSeeker, deferred []deferredFile) error {
+	for _, f := range deferred {
+		if _, err := r.Seek(f.offset, io.SeekStart); err != nil {
+			return gateway.Wrap(gateway.CodeInternal, err, "the stored snapshot is not readable")
 		}
-		if _, err := vm.WriteFileFrom(ctx, hdr.Name, body); err != nil {
+		if _, err := vm.WriteFileFrom(ctx, f.name, &storedFile{r: r, name: f.name, left: f.size}); err != nil {
 			return EngineError(err, "restore snapshot")
 		}
-		if err := vm.Chmod(ctx, hdr.Name, fs.FileMode(hdr.Mode).Perm()); err != nil {
+		if err := vm.Chmod(ctx, f.name, f.perm); err != nil {
 			return EngineError(err, "restore snapshot")
 		}
-		return nil
-	})
+	}
+	return nil
+}
+
+// storedFile reads the left bytes of a deferred file from the stored tar.
+// Stored bytes that end before the file does are an error, never a shorter
+// file (WriteFileFrom takes io.ErrUnexpectedEOF for the end of its input).
+type storedFile struct {
+	r    io.Reader
+	name string
+	left int64
+}
+
+func (f *storedFile) Read(p []byte) (int, error) {
+	if f.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > f.left {
+		p = p[:f.left]
+	}
+	n, err := f.r.Read(p)
+	f.left -= int64(n)
+	switch {
+	case f.left == 0:
+		return n, nil
+	case errors.Is(err, io.EOF):
+		return n, gateway.Errorf(gateway.CodeInternal, "the stored snapshot ends within %s", f.name)
+	}
+	return n, err
 }
 
 // readSnapshot reads the snapshot a VM is created from (none: id empty).
+// The snapshot stays open in the result while files remain for
+// fillSnapshot; the caller closes the result.
 func (s *Service) readSnapshot(ctx context.Context, tenantID, id string) (rootFilesystem, error) {
 	if id == "" {
 		return rootFilesystem{}, nil
@@ -346,20 +406,20 @@ func (s *Service) readSnapshot(ctx context.Context, tenantID, id string) (rootFi
 	if err != nil {
 		return rootFilesystem{}, err
 	}
-	defer rc.Close()
-	return readRoot(rc)
+	root, err := readRoot(rc)
+	if err != nil || len(root.deferred) == 0 {
+		_ = rc.Close()
+		return root, err
+	}
+	root.src = rc
+	return root, nil
 }
 
 // fillSnapshot writes the files of the snapshot that the create frame did
-// not carry into the new VM.
-func (s *Service) fillSnapshot(ctx context.Context, tenantID, id string, vm *agentos.VM, root rootFilesystem) error {
+// not carry into the new VM, from the bytes readSnapshot left open.
+func (s *Service) fillSnapshot(ctx context.Context, vm *agentos.VM, root rootFilesystem) error {
 	if len(root.deferred) == 0 {
 		return nil
 	}
-	rc, err := s.cfg.Snapshots.OpenSnapshot(ctx, tenantID, id)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	return fillRoot(ctx, vm, rc, root.deferred)
+	return fillRoot(ctx, vm, root.src, root.deferred)
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -64,17 +65,33 @@ func TestReadRoot(t *testing.T) {
 			{name: "workspace/bin", typ: tar.TypeReg, mode: 0o755, body: []byte{0, 0xff, 0xfe}},
 			{name: "workspace/link", typ: tar.TypeSymlink, link: "../etc", mode: 0o777},
 			{name: "workspace/big", typ: tar.TypeReg, mode: 0o644, body: bytes.Repeat([]byte("x"), agentos.SnapshotFrameBytes)},
-		}, []string{"/workspace/big"}, 1},
+			// A name past the tar header's 100 bytes: its header is two.
+			{name: "workspace/" + strings.Repeat("long-", 30) + "big", typ: tar.TypeReg, mode: 0o600, body: bytes.Repeat([]byte{0, 'y'}, agentos.SnapshotFrameBytes/2)},
+		}, []string{"/workspace/big", "/workspace/" + strings.Repeat("long-", 30) + "big"}, 2},
 		{"more than a frame of small files", small, nil, 100},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			root, err := readRoot(tarOf(t, tc.entries))
+			stored := tarOf(t, tc.entries)
+			root, err := readRoot(stored)
 			if err != nil {
 				t.Fatal(err)
 			}
+			bodies := map[string][]byte{}
+			for _, te := range tc.entries {
+				bodies["/"+strings.TrimSuffix(te.name, "/")] = te.body
+			}
+			deferred := map[string]bool{}
+			for _, d := range root.deferred {
+				deferred[d.name] = true
+				// Where the restore reads the file: its bytes, as stored.
+				got := make([]byte, d.size)
+				if _, err := stored.ReadAt(got, d.offset); err != nil || !bytes.Equal(got, bodies[d.name]) {
+					t.Errorf("%s: %d bytes at offset %d are not its content (%v)", d.name, d.size, d.offset, err)
+				}
+			}
 			for _, d := range tc.wantDeferred {
-				if !root.deferred[d] {
+				if !deferred[d] {
 					t.Errorf("%s is not deferred", d)
 				}
 			}
@@ -89,7 +106,7 @@ func TestReadRoot(t *testing.T) {
 				if e.Content != nil {
 					size += jsonCost(*e.Content)
 				}
-				if e.Kind == protocol.RootFilesystemEntryKindFile && e.Content == nil && !root.deferred[e.Path] {
+				if e.Kind == protocol.RootFilesystemEntryKindFile && e.Content == nil && !deferred[e.Path] {
 					t.Errorf("%s travels without content and is not deferred", e.Path)
 				}
 			}
@@ -99,7 +116,7 @@ func TestReadRoot(t *testing.T) {
 			for _, te := range tc.entries {
 				p := "/" + strings.TrimSuffix(te.name, "/")
 				e, ok := inFrame[p]
-				if !ok && !root.deferred[p] {
+				if !ok && !deferred[p] {
 					t.Fatalf("%s is neither in the frame nor deferred", p)
 				}
 				if !ok {
@@ -130,5 +147,34 @@ func TestReadRootRefusesEntriesOutsideRoot(t *testing.T) {
 		if gateway.ErrorCode(err) != gateway.CodeInternal {
 			t.Errorf("%q: %v, want an internal error", name, err)
 		}
+	}
+}
+
+// TestStoredFile: a deferred file reads exactly its size from where the
+// stored bytes are, and stored bytes that end before it does are an error
+// rather than a shorter file.
+func TestStoredFile(t *testing.T) {
+	tests := []struct {
+		name    string
+		stored  string
+		size    int64
+		want    string
+		wantErr bool
+	}{
+		{"the file's bytes", "abc", 3, "abc", false},
+		{"followed by the next entry", "abcdef", 3, "abc", false},
+		{"empty", "def", 0, "", false},
+		{"cut short", "ab", 3, "ab", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := io.ReadAll(&storedFile{r: strings.NewReader(tc.stored), name: "/f", left: tc.size})
+			if string(got) != tc.want {
+				t.Errorf("read %q, want %q", got, tc.want)
+			}
+			if tc.wantErr != (err != nil) || (err != nil && gateway.ErrorCode(err) != gateway.CodeInternal) {
+				t.Errorf("err = %v, want an internal error: %v", err, tc.wantErr)
+			}
+		})
 	}
 }
