@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ type feedServer struct {
 
 func newFeedServer(t *testing.T, l *vms.Log[string], heartbeat time.Duration) *feedServer {
 	t.Helper()
+	goroutines := runtime.NumGoroutine()
 	fs := &feedServer{}
 	fs.hub = newSSEHub(heartbeat, func(d int) { fs.open.Add(int64(d)) }, zerolog.Nop())
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,6 +54,16 @@ func newFeedServer(t *testing.T, l *vms.Log[string], heartbeat time.Duration) *f
 		fs.hub.close()
 		if n := fs.open.Load(); n != 0 {
 			t.Errorf("%d clients still open after close", n)
+		}
+		// Every goroutine of the hub, of r3labs and of the clients' reads
+		// is gone (the test's own connections are closed before this).
+		deadline := time.Now().Add(10 * time.Second)
+		for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > goroutines {
+			buf := make([]byte, 1<<16)
+			t.Errorf("%d goroutines after close, %d before:\n%s", n, goroutines, buf[:runtime.Stack(buf, true)])
 		}
 	})
 	return fs
