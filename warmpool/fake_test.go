@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,26 +12,6 @@ import (
 
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
-
-// The pool's unit tests run it over fakeEngine, a fake of the Placer, Lease
-// and VM interfaces the pool declares, not over real sidecars: they need a
-// create that fails, stalls until Shutdown or finishes after it, and a
-// sidecar that drains or dies under one given warm VM, at the moment the
-// test chooses, which the engine cannot be made to do on demand. The real
-// engine is covered end to end by cmd/server/e2e_warm_test.go.
-
-// TestMain fails the package when any goroutine outlives the tests; each test
-// also checks it on its own when its pool has shut down (newTestPool).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutine leak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
 
 // fakeClock is the pool's Now: it moves only when a test advances it, and
 // counts its readings so that a test can wait for the refill loop to have
@@ -89,7 +68,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // fakeEngine places, creates, warms up and disposes fake VMs, recording all
-// of it.
+// of it. It is a fake, not the real engine, because the pool's tests need a
+// create that fails, stalls until Shutdown or finishes after it, and a
+// sidecar that drains or dies under one given warm VM, each at the moment the
+// test chooses, which real sidecars cannot be made to do on demand.
 type fakeEngine struct {
 	mu sync.Mutex
 	// leases and vms are every lease acquired and VM created, in order.

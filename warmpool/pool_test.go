@@ -1,5 +1,10 @@
 package warmpool
 
+// These tests run the pool over fakeEngine (fake_test.go), a fake of the
+// Placer, Lease and VM interfaces the pool declares, because they need
+// interleavings the real engine cannot produce on demand; the pool over real
+// sidecars is covered by cmd/server/e2e_warm_test.go.
+
 import (
 	"context"
 	"fmt"
@@ -205,14 +210,15 @@ func TestRefill(t *testing.T) {
 		name    string
 		advance time.Duration
 		miss    bool
-		// want is how many creates have been made once the loop settled.
-		want int
+		// want is how many creates have been made once the loop settled,
+		// and ready how many warm VMs there are.
+		want, ready int
 	}{
-		{name: "right after the takes", want: size},
-		{name: "just short of the quiet period", advance: DefaultQuiet - time.Nanosecond, want: size},
-		{name: "a miss restarts the quiet period", miss: true, advance: time.Nanosecond, want: size},
-		{name: "half the quiet period after the miss", advance: DefaultQuiet / 2, want: size},
-		{name: "quiet since the miss", advance: DefaultQuiet / 2, want: size + 2},
+		{name: "right after the takes", want: size, ready: size - 2},
+		{name: "just short of the quiet period", advance: DefaultQuiet - time.Nanosecond, want: size, ready: size - 2},
+		{name: "a miss restarts the quiet period", miss: true, advance: time.Nanosecond, want: size, ready: size - 2},
+		{name: "half the quiet period after the miss", advance: DefaultQuiet / 2, want: size, ready: size - 2},
+		{name: "quiet since the miss", advance: DefaultQuiet / 2, want: size + 2, ready: size},
 	} {
 		if step.miss {
 			p.Miss("t", false)
@@ -225,8 +231,8 @@ func TestRefill(t *testing.T) {
 		if _, n, most := eng.snapshot(); n != step.want || most != 1 {
 			t.Fatalf("%s: %d creates, up to %d at once; want %d, one at a time", step.name, n, most, step.want)
 		}
-		if got := p.Stats().Ready; got != min(step.want, size)-2+max(step.want-size, 0) {
-			t.Fatalf("%s: %d ready", step.name, got)
+		if got := p.Stats().Ready; got != step.ready {
+			t.Fatalf("%s: %d warm VMs ready, want %d", step.name, got, step.ready)
 		}
 	}
 	if st := p.Stats(); st.Refills != size+2 || st.RefillFailures != 0 || st.Hits != 2 || st.Misses != 1 {
@@ -336,11 +342,11 @@ func TestUnusableWarmVMDiscarded(t *testing.T) {
 					if !ok {
 						break
 					}
+					if vm == bad || slices.Contains(got, vm) || len(got) == 3 {
+						t.Fatalf("Take handed out the VM on %s after %v (spoiled: %s)", vm.lease.id, got, bad.lease.id)
+					}
 					taken.add(vm)
 					checkTaken(t, vm, lease, "t")
-					if vm == bad {
-						t.Fatalf("the VM on the spoiled %s was handed out", vm.lease.id)
-					}
 					got = append(got, vm)
 				}
 				if !tc.takeFirst && (len(got) == 0 || got[0] != good) {
