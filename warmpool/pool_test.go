@@ -531,3 +531,103 @@ func isolatedReady(eng *fakeEngine, taken []*fakeVM) []*fakeVM {
 	}
 	return out
 }
+
+// TestEvict checks that Evict disposes, before returning, one warm VM of the
+// tenant's class, else a shared one, and none of another isolated tenant's;
+// that with none ready it waits for one being created, bounded by its
+// context; and that it reports false when it freed nothing.
+func TestEvict(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tenant string
+		iso    bool
+		// takeShared takes the shared warm VM before the Evict;
+		// stallRefill also stalls its refill, and cancel ends the Evict's
+		// context meanwhile.
+		takeShared, stallRefill, cancel bool
+		// want is the tenant whose class the evicted VM was placed for
+		// ("" the shared class); evicted whether one was.
+		want    string
+		evicted bool
+	}{
+		{name: "the isolated tenant's own", tenant: "iso-a", iso: true, want: "iso-a", evicted: true},
+		{name: "a shared one when the tenant has none", tenant: "iso-z", iso: true, want: "", evicted: true},
+		{name: "a shared one for a shared tenant", tenant: "plain", want: "", evicted: true},
+		{name: "none of another isolated tenant's", tenant: "iso-b", iso: true, takeShared: true},
+		{name: "the one being created", tenant: "plain", takeShared: true, stallRefill: true, want: "", evicted: true},
+		{name: "none when the wait ends first", tenant: "plain", takeShared: true, stallRefill: true, cancel: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			eng := &fakeEngine{}
+			var taken takeList
+			p := newTestPool(t, fakeConfig(1, clk), eng, taken.all)
+			waitReady(t, p, eng, 1)
+			if vm, _, ok := p.Take("iso-a", true); ok {
+				t.Fatalf("iso-a's first Take was served the VM on %s", vm.lease.id)
+			}
+			clk.Advance(DefaultQuiet)
+			waitReady(t, p, eng, 2)
+			if tc.stallRefill {
+				eng.stall(3, false)
+			}
+			if tc.takeShared {
+				vm, _, ok := p.Take("other", false)
+				if !ok {
+					t.Fatal("the shared warm VM was not handed out")
+				}
+				taken.add(vm)
+			}
+			if tc.stallRefill {
+				clk.Advance(DefaultQuiet)
+				waitFor(t, "the refill to stall", func() bool { return eng.attemptCount() == 3 })
+			}
+			before := p.Stats()
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// Evict marks the pool asked for as it looks for a warm VM:
+			// on a clock moved on, that shows it found none ready.
+			clk.Advance(time.Nanosecond)
+			done := make(chan bool, 1)
+			go func() { done <- p.Evict(ctx, tc.tenant, tc.iso) }()
+			if tc.stallRefill {
+				waitFor(t, "Evict to find no warm VM ready", func() bool {
+					now := clk.Now()
+					p.mu.Lock()
+					defer p.mu.Unlock()
+					return p.quietSince.Equal(now)
+				})
+				if tc.cancel {
+					cancel()
+				} else {
+					eng.release()
+				}
+			}
+			if got := <-done; got != tc.evicted {
+				t.Fatalf("Evict = %v, want %v", got, tc.evicted)
+			}
+			eng.release()
+			vms, _, _ := eng.snapshot()
+			var disposed []*fakeVM
+			for _, vm := range vms {
+				if vm.disposals() > 0 {
+					disposed = append(disposed, vm)
+				}
+			}
+			wantDisposed := 0
+			if tc.evicted {
+				wantDisposed = 1
+			}
+			if len(disposed) != wantDisposed {
+				t.Fatalf("%d VMs disposed when Evict returned, want %d", len(disposed), wantDisposed)
+			}
+			if tc.evicted && (disposed[0].lease.tenant != tc.want || disposed[0].lease.isolated != (tc.want != "")) {
+				t.Fatalf("Evict disposed a VM placed for %q (isolated %v), want one of class %q", disposed[0].lease.tenant, disposed[0].lease.isolated, tc.want)
+			}
+			if st := p.Stats(); st.Discarded != before.Discarded+uint64(wantDisposed) {
+				t.Fatalf("%d discarded, want %d", st.Discarded, before.Discarded+uint64(wantDisposed))
+			}
+		})
+	}
+}
