@@ -176,6 +176,8 @@ func New(cfg Config, placer Placer) *Pool[*agentos.VM] {
 	return newPool(cfg, placer, createEngineVM)
 }
 
+// newPool returns a pool whose VMs create makes, as New does with the
+// engine's.
 func newPool[V VM](cfg Config, placer Placer, create createFunc[V]) *Pool[V] {
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = DefaultQuiet
