@@ -42,10 +42,29 @@ type Placer interface {
 	Acquire(ctx context.Context, tenantID string, isolated bool) (Lease, error)
 }
 
+// VM is what the pool needs of a warm VM: *agentos.VM in the gateway. The
+// pool is generic in it so that its unit tests can play VMs whose creation,
+// warm-up and sidecar fail or stall when the test says, which the engine
+// cannot be made to do on demand.
+type VM interface {
+	State() (agentos.VMState, error)
+	Exec(ctx context.Context, command string, o agentos.ExecOptions) (*agentos.ExecResult, error)
+	Dispose(ctx context.Context) error
+}
+
+// createFunc creates a VM on the sidecar a lease holds.
+type createFunc[V VM] func(ctx context.Context, lease Lease, opts agentos.VMOptions) (V, error)
+
+// createEngineVM is the createFunc of engine VMs.
+func createEngineVM(ctx context.Context, lease Lease, opts agentos.VMOptions) (*agentos.VM, error) {
+	return lease.Sidecar().CreateVM(ctx, opts)
+}
+
 // Config defaults.
 const (
 	DefaultQuiet        = time.Second
 	DefaultIsolatedIdle = 5 * time.Minute
+	DefaultSweep        = time.Second
 )
 
 // Bounds of the work the pool does on its own.
@@ -55,9 +74,6 @@ const (
 	refillTimeout = 2 * time.Minute
 	// disposeTimeout bounds the disposal of a warm VM nobody took.
 	disposeTimeout = 30 * time.Second
-	// sweepEvery is how often warm VMs are checked for a sidecar that
-	// drains or died, and isolated classes for idleness.
-	sweepEvery = time.Second
 	// maxBackoff caps the wait between failed refills of a class.
 	maxBackoff = 30 * time.Second
 )
@@ -83,7 +99,11 @@ type Config struct {
 	// IsolatedIdle is how long an isolated tenant's warm VMs are kept after
 	// its last create (default 5 min): they hold a sidecar of its own.
 	IsolatedIdle time.Duration
-	Log          zerolog.Logger
+	// Sweep is how often warm VMs are checked for a sidecar that drains or
+	// died, and isolated classes for idleness (default 1 s); the clock
+	// (Now) is consulted again at least as often.
+	Sweep time.Duration
+	Log   zerolog.Logger
 	// Now is the clock of quiet periods and idleness (default time.Now).
 	Now func() time.Time
 }
@@ -112,8 +132,8 @@ type classKey struct {
 	isolated bool
 }
 
-type class struct {
-	ready   []*warmVM
+type class[V VM] struct {
+	ready   []*warmVM[V]
 	filling int
 	// wanted is when a create last asked this class; failures and retryAt
 	// pace refills after errors.
@@ -122,15 +142,16 @@ type class struct {
 	retryAt  time.Time
 }
 
-type warmVM struct {
-	vm    *agentos.VM
+type warmVM[V VM] struct {
+	vm    V
 	lease Lease
 }
 
 // Pool keeps warm VMs. Its methods are safe for concurrent use.
-type Pool struct {
+type Pool[V VM] struct {
 	cfg    Config
 	placer Placer
+	create createFunc[V]
 	log    zerolog.Logger
 
 	// life ends when Shutdown begins; refills derive from it.
@@ -140,7 +161,7 @@ type Pool struct {
 	wg      sync.WaitGroup
 
 	mu      sync.Mutex
-	classes map[classKey]*class
+	classes map[classKey]*class[V]
 	closing bool
 	// quietSince is when the last create asked the pool.
 	quietSince time.Time
@@ -151,27 +172,36 @@ type Pool struct {
 
 // New returns a pool and starts its refills; Shutdown stops them and
 // disposes the VMs nobody took.
-func New(cfg Config, placer Placer) *Pool {
+func New(cfg Config, placer Placer) *Pool[*agentos.VM] {
+	return newPool(cfg, placer, createEngineVM)
+}
+
+// newPool returns a pool whose VMs create makes, as New does with the
+// engine's.
+func newPool[V VM](cfg Config, placer Placer, create createFunc[V]) *Pool[V] {
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = DefaultQuiet
 	}
 	if cfg.IsolatedIdle <= 0 {
 		cfg.IsolatedIdle = DefaultIsolatedIdle
 	}
+	if cfg.Sweep <= 0 {
+		cfg.Sweep = DefaultSweep
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	p := &Pool{
-		cfg: cfg, placer: placer, log: cfg.Log,
+	p := &Pool[V]{
+		cfg: cfg, placer: placer, create: create, log: cfg.Log,
 		wake:    make(chan struct{}, 1),
 		filled:  make(chan struct{}),
-		classes: map[classKey]*class{},
+		classes: map[classKey]*class[V]{},
 	}
 	p.life, p.endLife = context.WithCancel(context.Background())
 	if cfg.Size > 0 {
 		// The shared class is always wanted; isolated ones once their
 		// tenant creates a VM.
-		p.classes[classKey{}] = &class{}
+		p.classes[classKey{}] = &class[V]{}
 		p.wg.Add(1)
 		go p.run()
 	}
@@ -188,20 +218,21 @@ func keyOf(tenantID string, isolated bool) classKey {
 // Take hands a warm VM of the tenant's isolation class to the tenant, or
 // reports false (a miss) when none is ready. The VM and its lease are the
 // caller's from then on: the pool never hands them out again.
-func (p *Pool) Take(tenantID string, isolated bool) (*agentos.VM, Lease, bool) {
+func (p *Pool[V]) Take(tenantID string, isolated bool) (V, Lease, bool) {
+	var none V
 	if p.cfg.Size <= 0 {
 		p.Miss(tenantID, isolated)
-		return nil, nil, false
+		return none, nil, false
 	}
 	p.mu.Lock()
 	if p.closing {
 		p.stats.Misses++
 		p.mu.Unlock()
-		return nil, nil, false
+		return none, nil, false
 	}
 	c := p.wantLocked(keyOf(tenantID, isolated))
-	var got *warmVM
-	var stale []*warmVM
+	var got *warmVM[V]
+	var stale []*warmVM[V]
 	for len(c.ready) > 0 && got == nil {
 		w := c.ready[0]
 		c.ready = c.ready[1:]
@@ -220,7 +251,7 @@ func (p *Pool) Take(tenantID string, isolated bool) (*agentos.VM, Lease, bool) {
 	p.mu.Unlock()
 	p.poke()
 	if got == nil {
-		return nil, nil, false
+		return none, nil, false
 	}
 	got.lease.Assign(tenantID)
 	return got.vm, got.lease, true
@@ -229,7 +260,7 @@ func (p *Pool) Take(tenantID string, isolated bool) (*agentos.VM, Lease, bool) {
 // Miss records a create that no warm VM can serve: its spec needs what
 // only the creation of a VM gives. It counts as a create for the quiet
 // period of refills.
-func (p *Pool) Miss(tenantID string, isolated bool) {
+func (p *Pool[V]) Miss(tenantID string, isolated bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.Misses++
@@ -243,11 +274,11 @@ func (p *Pool) Miss(tenantID string, isolated bool) {
 // full; it reports whether it freed a hold. A warm VM still being created
 // holds its room too: with none ready, Evict waits for it (bounded by ctx).
 // The disposal is done when it returns.
-func (p *Pool) Evict(ctx context.Context, tenantID string, isolated bool) bool {
+func (p *Pool[V]) Evict(ctx context.Context, tenantID string, isolated bool) bool {
 	keys := []classKey{keyOf(tenantID, isolated), {}}
 	for {
 		p.mu.Lock()
-		var w *warmVM
+		var w *warmVM[V]
 		filling := 0
 		for _, k := range keys {
 			c := p.classes[k]
@@ -282,12 +313,12 @@ func (p *Pool) Evict(ctx context.Context, tenantID string, isolated bool) bool {
 }
 
 // wantLocked marks a class asked for now, creating it. p.mu must be held.
-func (p *Pool) wantLocked(k classKey) *class {
+func (p *Pool[V]) wantLocked(k classKey) *class[V] {
 	now := p.cfg.Now()
 	p.quietSince = now
 	c := p.classes[k]
 	if c == nil {
-		c = &class{}
+		c = &class[V]{}
 		p.classes[k] = c
 	}
 	c.wanted = now
@@ -296,13 +327,13 @@ func (p *Pool) wantLocked(k classKey) *class {
 
 // usable reports whether a warm VM can still be handed out: its sidecar
 // takes new VMs and the VM itself is ready.
-func (w *warmVM) usable() bool {
+func (w *warmVM[V]) usable() bool {
 	st, _ := w.vm.State()
 	return st == agentos.VMReady && !w.lease.Draining()
 }
 
 // Stats returns the pool's counters and current size.
-func (p *Pool) Stats() Stats {
+func (p *Pool[V]) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.stats
@@ -312,7 +343,7 @@ func (p *Pool) Stats() Stats {
 	return st
 }
 
-func (p *Pool) poke() {
+func (p *Pool[V]) poke() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -321,29 +352,30 @@ func (p *Pool) poke() {
 
 // run is the refill loop: it sweeps, then refills one VM of a class short
 // of Size once creates are quiet, until Shutdown.
-func (p *Pool) run() {
+func (p *Pool[V]) run() {
 	defer p.wg.Done()
-	t := time.NewTicker(sweepEvery)
+	t := time.NewTicker(p.cfg.Sweep)
 	defer t.Stop()
 	for {
 		p.sweep()
-		if k, wait, ok := p.next(); ok {
-			if wait <= 0 {
-				p.refill(k)
-				continue
-			}
-			select {
-			case <-p.life.Done():
-				return
-			case <-time.After(wait):
-			case <-p.wake:
-			}
+		k, wait, ok := p.next()
+		if ok && wait <= 0 {
+			p.refill(k)
 			continue
+		}
+		// A refill waiting out a quiet period or a backoff (up to
+		// maxBackoff) still lets the sweeps run: a warm VM on a sidecar
+		// that drains or died is discarded within Sweep, not when the wait
+		// ends.
+		var due <-chan time.Time
+		if ok {
+			due = time.After(wait)
 		}
 		select {
 		case <-p.life.Done():
 			return
 		case <-t.C:
+		case <-due:
 		case <-p.wake:
 		}
 	}
@@ -351,7 +383,7 @@ func (p *Pool) run() {
 
 // next picks the class to refill and how long to wait before doing so; ok
 // is false when no class is short. A class due now is counted as filling.
-func (p *Pool) next() (k classKey, wait time.Duration, ok bool) {
+func (p *Pool[V]) next() (k classKey, wait time.Duration, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closing {
@@ -381,9 +413,9 @@ func (p *Pool) next() (k classKey, wait time.Duration, ok bool) {
 
 // refill creates and warms one VM for class k; next has counted it as
 // filling.
-func (p *Pool) refill(k classKey) {
+func (p *Pool[V]) refill(k classKey) {
 	start := time.Now()
-	w, err := p.create(k)
+	w, err := p.newWarmVM(k)
 	elapsed := time.Since(start)
 	p.mu.Lock()
 	c := p.classes[k]
@@ -424,7 +456,7 @@ func (p *Pool) refill(k classKey) {
 }
 
 // create places, creates and warms up one VM.
-func (p *Pool) create(k classKey) (*warmVM, error) {
+func (p *Pool[V]) newWarmVM(k classKey) (*warmVM[V], error) {
 	ctx, cancel := context.WithTimeout(p.life, refillTimeout)
 	defer cancel()
 	tenant := ""
@@ -435,12 +467,12 @@ func (p *Pool) create(k classKey) (*warmVM, error) {
 	if err != nil {
 		return nil, err
 	}
-	vm, err := lease.Sidecar().CreateVM(ctx, p.cfg.Options)
+	vm, err := p.create(ctx, lease, p.cfg.Options)
 	if err != nil {
 		lease.Release()
 		return nil, fmt.Errorf("warmpool: create: %w", err)
 	}
-	w := &warmVM{vm: vm, lease: lease}
+	w := &warmVM[V]{vm: vm, lease: lease}
 	for _, cmd := range warmUpCommands {
 		res, err := vm.Exec(ctx, cmd, agentos.ExecOptions{})
 		if err == nil && res.ExitCode != 0 {
@@ -456,14 +488,14 @@ func (p *Pool) create(k classKey) (*warmVM, error) {
 
 // sweep discards warm VMs that can no longer be handed out, and the warm
 // VMs of isolated tenants idle for IsolatedIdle.
-func (p *Pool) sweep() {
+func (p *Pool[V]) sweep() {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
 		return
 	}
 	now := p.cfg.Now()
-	var stale []*warmVM
+	var stale []*warmVM[V]
 	for k, c := range p.classes {
 		if k.isolated && now.Sub(c.wanted) >= p.cfg.IsolatedIdle {
 			stale = append(stale, c.ready...)
@@ -490,7 +522,7 @@ func (p *Pool) sweep() {
 
 // discardLocked disposes warm VMs on goroutines Shutdown waits for. p.mu
 // must be held.
-func (p *Pool) discardLocked(ws []*warmVM) {
+func (p *Pool[V]) discardLocked(ws []*warmVM[V]) {
 	for _, w := range ws {
 		p.stats.Discarded++
 		p.wg.Add(1)
@@ -503,7 +535,7 @@ func (p *Pool) discardLocked(ws []*warmVM) {
 
 // dispose ends a warm VM nobody took and gives its hold back, bounded by
 // ctx and disposeTimeout.
-func (p *Pool) dispose(ctx context.Context, w *warmVM) {
+func (p *Pool[V]) dispose(ctx context.Context, w *warmVM[V]) {
 	ctx, cancel := context.WithTimeout(ctx, disposeTimeout)
 	defer cancel()
 	if err := w.vm.Dispose(ctx); err != nil {
@@ -517,14 +549,14 @@ func (p *Pool) dispose(ctx context.Context, w *warmVM) {
 
 // Shutdown stops the refills and disposes every warm VM nobody took,
 // waiting for all of the pool's goroutines; ctx bounds the disposals.
-func (p *Pool) Shutdown(ctx context.Context) error {
+func (p *Pool[V]) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
 		return nil
 	}
 	p.closing = true
-	var all []*warmVM
+	var all []*warmVM[V]
 	for _, c := range p.classes {
 		all = append(all, c.ready...)
 		c.ready = nil

@@ -537,7 +537,7 @@ func nodeLoad(svc *vms.Service, pool *sidecarpool.Pool, capacity int) store.Node
 
 // shutdown stops accepting, lets in-flight requests finish within the grace
 // period, ends streams with a final event, disposes VMs and stops sidecars.
-func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, sched *schedules.Service, warm *warmpool.Pool, svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool, watches *watch.Service) error {
+func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, sched *schedules.Service, warm *warmpool.Pool[*agentos.VM], svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool, watches *watch.Service) error {
 	log.Info().Dur("grace", grace).Msg("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
