@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 // largeObjectChunk is how many bytes one lo_put or lo_get moves: large
@@ -68,6 +72,10 @@ func (db *DB) OpenLargeObject(ctx context.Context, name string) (io.ReadSeekClos
 	return &largeObjectReader{ctx: ctx, db: db, oid: oid}, nil
 }
 
+// pgUndefinedObject is PostgreSQL's SQLSTATE for a large object that does
+// not exist.
+const pgUndefinedObject = "42704"
+
 type largeObjectReader struct {
 	ctx  context.Context
 	db   *DB
@@ -84,6 +92,11 @@ func (l *largeObjectReader) Read(p []byte) (int, error) {
 		}
 		var chunk []byte
 		if err := l.db.queryRow(l.ctx, l.db.r, `SELECT lo_get(CAST(? AS BIGINT)::oid, ?, ?)`, l.oid, l.off, largeObjectChunk).Scan(&chunk); err != nil {
+			if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == pgUndefinedObject {
+				// Deleted while it was read (a snapshot removed during a
+				// create from it): gone, as an unknown name is.
+				return 0, gateway.Wrap(gateway.CodeNotFound, err, "store: large object %d no longer exists", l.oid)
+			}
 			return 0, dbError(err, "store: read large object")
 		}
 		l.off += int64(len(chunk))
