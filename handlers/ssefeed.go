@@ -170,6 +170,7 @@ func (h *sseHub) serveFeed(w http.ResponseWriter, r *http.Request, after uint64,
 		return
 	}
 	t := h.topicLocked(feed)
+	c.topic = t
 	u := &url.URL{RawQuery: "stream=" + t.id}
 	t.clients[u] = c
 	h.conns[c] = struct{}{}
@@ -291,15 +292,17 @@ type sseConn struct {
 	conn   net.Conn
 	cancel context.CancelFunc // ends the client's r3labs subscription
 	feed   sseFeed
+	topic  *sseTopic
 	after  uint64
 	// unsubscribed is closed when r3labs has removed the subscriber.
 	unsubscribed chan struct{}
 
 	// Only touched by the r3labs goroutine serving the client.
-	header http.Header
-	frame  *bytes.Buffer // the frame being written, until Flush
-	skip   uint64        // live frames with an id up to this came in the backlog
-	ended  bool          // the backlog had the source's end: no live frame is sent
+	registered bool // r3labs registered the client (it called WriteHeader)
+	header     http.Header
+	frame      *bytes.Buffer // the frame being written, until Flush
+	skip       uint64        // live frames with an id up to this came in the backlog
+	ended      bool          // the backlog had the source's end: no live frame is sent
 
 	mu      sync.Mutex
 	queue   []byte // chunks waiting to be written
@@ -321,7 +324,9 @@ func (c *sseConn) run(ctx context.Context, t *sseTopic, u *url.URL) {
 	// r3labs's goroutine that waits for the request's end deregisters the
 	// subscriber; only then may the topic's stream go.
 	c.cancel()
-	<-c.unsubscribed
+	if c.registered {
+		<-c.unsubscribed
+	}
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -385,8 +390,16 @@ func (c *sseConn) Header() http.Header {
 // then on, every event published reaches it. The client's backlog is sent
 // first, and the live events it covers are dropped.
 func (c *sseConn) WriteHeader(int) {
+	c.registered = true
 	c.header = nil
 	c.skip = c.after
+	// Whether the topic's pump had ended is read before the backlog: a
+	// pump ends after its source did, or when the gateway drains, and in
+	// either case it may have published its last events before r3labs
+	// registered this client.
+	c.hub.mu.Lock()
+	pumpEnded := c.topic.ended
+	c.hub.mu.Unlock()
 	events, done := c.feed.backlog(c.after)
 	for _, e := range events {
 		c.event(e)
@@ -394,9 +407,16 @@ func (c *sseConn) WriteHeader(int) {
 			c.skip = n
 		}
 	}
-	if done {
+	switch {
+	case done:
 		// The source ended before the client came: its backlog ends with
 		// the final events, which the topic may publish again.
+		c.ended = true
+		c.cancel()
+	case pumpEnded:
+		// The gateway drains: the topic's shutdown event may have gone out
+		// before the client was registered.
+		c.event(sseEvent{ID: strconv.FormatUint(c.skip, 10), Event: "error", Data: []byte(shutdownEventData)})
 		c.ended = true
 		c.cancel()
 	}
