@@ -99,8 +99,11 @@ func (h *sseHub) close() {
 	}()
 	select {
 	case <-done:
-		if h.hangups != nil {
-			h.hangups.close()
+		h.mu.Lock()
+		hu := h.hangups
+		h.mu.Unlock()
+		if hu != nil {
+			hu.close()
 		}
 		h.srv.Close()
 	case <-time.After(sseCloseTimeout):
