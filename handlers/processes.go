@@ -89,23 +89,21 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer release()
 	if err := checkResume(after, p.Output().LastSeq(), "Last-Event-ID"); err != nil {
+		release()
 		writeError(w, r, err)
 		return
 	}
-	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
-		return followLog(ctx, p.Output(), after, emit, outputEvent, func(last uint64, endErr error) []sseEvent {
-			exit, err := p.Exit()
-			if err == nil && exit == nil {
-				err = endErr
-			}
-			if err != nil {
-				return []sseEvent{endEvent(last, err)}
-			}
-			return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "exit", Data: exitJSON(exit)}}
-		})
-	})
+	s.sse.serveFeed(w, r, after, logFeed[vms.Chunk]{log: p.Output(), render: outputEvent, onEnd: func(last uint64, endErr error) []sseEvent {
+		exit, err := p.Exit()
+		if err == nil && exit == nil {
+			err = endErr
+		}
+		if err != nil {
+			return []sseEvent{endEvent(last, err)}
+		}
+		return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "exit", Data: exitJSON(exit)}}
+	}}, release)
 }
 
 func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {

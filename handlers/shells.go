@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -110,14 +109,12 @@ func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer release()
 	if err := checkResume(after, sh.Output().LastSeq(), "Last-Event-ID"); err != nil {
+		release()
 		writeError(w, r, err)
 		return
 	}
-	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
-		return followLog(ctx, sh.Output(), after, emit, outputEvent, shellEnd(sh.Exit))
-	})
+	s.sse.serveFeed(w, r, after, logFeed[vms.Chunk]{log: sh.Output(), render: outputEvent, onEnd: shellEnd(sh.Exit)}, release)
 }
 
 // shellEnd renders the end of a shell's output: end with the exit status,

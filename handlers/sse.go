@@ -89,7 +89,10 @@ func (h *sseHub) close() {
 	h.mu.Lock()
 	h.closing = true
 	for c := range h.conns {
+		// A client still being written to (one that fell behind) is cut.
+		_ = c.conn.SetWriteDeadline(time.Now())
 		c.cancel()
+		c.stop()
 	}
 	h.mu.Unlock()
 	done := make(chan struct{})

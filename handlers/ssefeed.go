@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,8 +16,8 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
-// A shared feed serves every client of one source (a VM's events) from one
-// r3labs stream, so that an idle
+// A shared feed serves every client of one source (a VM's events, a
+// process's or a shell's output) from one r3labs stream, so that an idle
 // client costs what r3labs keeps for a subscriber (its goroutine, its
 // channel, the goroutine that waits for its request to end) and its socket,
 // and nothing more:
@@ -37,15 +38,15 @@ import (
 //     exactly once and in order, from wherever it resumed.
 //   - A client never slows the others: its frames go to a bounded queue
 //     that a goroutine writes to its socket while there is something to
-//     write. A client that leaves sseQueueLimit bytes unread is
-//     disconnected (it resumes with Last-Event-ID).
+//     write. A client that leaves sseQueueLimit bytes unread falls behind:
+//     it leaves the topic, and its writer follows the log itself from the
+//     last event it queued, at the client's pace, as a stream of its own
+//     would (a gap event where the log dropped what it had not read).
 //   - One goroutine for all clients waits in epoll for clients hanging up
 //     (Linux; elsewhere a goroutine per client reads its socket).
 //
 // Other protocols (HTTP/2, HTTP/1.0) get a stream of their own in the
-// request, as every other stream does. Output streams (processes, shells,
-// execs) stay streams of their own: a client that reads their bursts
-// slowly is held back (and told of a gap) rather than disconnected.
+// request, as every other stream does.
 
 // sseFeed is an event source that many clients can follow at once.
 type sseFeed interface {
@@ -88,8 +89,7 @@ func (f logFeed[T]) backlog(after uint64) ([]sseEvent, bool) {
 
 const (
 	// sseQueueLimit bounds the frames waiting for one client of a shared
-	// feed: above the VM event log's default 256 KiB, so that a whole
-	// backlog fits.
+	// feed before it falls behind.
 	sseQueueLimit = 1 << 20
 	// sseWriteTimeout bounds one write to a client's socket.
 	sseWriteTimeout = 30 * time.Second
@@ -160,11 +160,13 @@ func (h *sseHub) serveFeed(w http.ResponseWriter, r *http.Request, after uint64,
 	// the handler returns; it keeps nothing of it either (chi reuses its
 	// routing context, and the rest would only cost memory).
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &sseConn{hub: h, conn: conn, cancel: cancel, feed: feed, after: after, unsubscribed: make(chan struct{})}
+	followCtx, stop := context.WithCancel(h.drainCtx)
+	c := &sseConn{hub: h, conn: conn, cancel: cancel, followCtx: followCtx, stop: stop, feed: feed, after: after, unsubscribed: make(chan struct{})}
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
 		cancel()
+		stop()
 		_ = conn.Close()
 		release()
 		return
@@ -291,9 +293,13 @@ type sseConn struct {
 	hub    *sseHub
 	conn   net.Conn
 	cancel context.CancelFunc // ends the client's r3labs subscription
-	feed   sseFeed
-	topic  *sseTopic
-	after  uint64
+	// followCtx is the context of the writer's own following of the log
+	// once the client fell behind; stop cancels it.
+	followCtx context.Context
+	stop      context.CancelFunc
+	feed      sseFeed
+	topic     *sseTopic
+	after     uint64
 	// unsubscribed is closed when r3labs has removed the subscriber.
 	unsubscribed chan struct{}
 
@@ -307,7 +313,10 @@ type sseConn struct {
 	mu      sync.Mutex
 	queue   []byte // chunks waiting to be written
 	writing bool   // a writer goroutine runs
-	failed  bool   // a write failed or the queue overflowed: nothing more is sent
+	through uint64 // the id of the last event queued
+	final   bool   // a final event was queued: the stream's end is in the queue
+	behind  bool   // the queue overflowed: the writer follows the log itself
+	failed  bool   // a write failed: nothing more is sent
 	gone    bool   // the client hung up
 	closed  bool   // run is finishing: no writer starts
 	writers sync.WaitGroup
@@ -331,6 +340,7 @@ func (c *sseConn) run(ctx context.Context, t *sseTopic, u *url.URL) {
 	c.closed = true
 	c.mu.Unlock()
 	c.writers.Wait()
+	c.stop()
 	c.mu.Lock()
 	clean := !c.failed && !c.gone
 	c.mu.Unlock()
@@ -352,6 +362,7 @@ func (c *sseConn) watch() (stop func()) {
 		c.mu.Unlock()
 		_ = c.conn.SetWriteDeadline(time.Now())
 		c.cancel()
+		c.stop()
 	}
 	if hu := c.hub.hangupWatch(); hu != nil {
 		if stop, err := hu.watch(c.conn, hangUp); err == nil {
@@ -422,10 +433,15 @@ func (c *sseConn) WriteHeader(int) {
 	}
 }
 
-// event writes e as r3labs writes an event without replay, base64 or data
-// splitting.
+// event queues e, a frame of the client's backlog.
 func (c *sseConn) event(e sseEvent) {
-	f := c.buffer()
+	writeFrame(c.buffer(), e)
+	c.send(false)
+}
+
+// writeFrame writes e to f as r3labs writes an event without replay, base64
+// or data splitting.
+func writeFrame(f *bytes.Buffer, e sseEvent) {
 	f.WriteString("id: ")
 	f.WriteString(e.ID)
 	f.WriteString("\ndata: ")
@@ -437,7 +453,6 @@ func (c *sseConn) event(e sseEvent) {
 		f.WriteByte('\n')
 	}
 	f.WriteByte('\n')
-	c.send(false)
 }
 
 func (c *sseConn) buffer() *bytes.Buffer {
@@ -469,21 +484,22 @@ func (c *sseConn) send(live bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.failed || c.gone {
+	if c.failed || c.gone || c.behind {
 		return
 	}
 	if len(c.queue)+f.Len() > sseQueueLimit {
-		c.failed = true
-		c.queue = nil
-		// A write in progress waits for this client: it ends now.
-		_ = c.conn.SetWriteDeadline(time.Now())
+		// The client reads slower than its source produces. It leaves the
+		// topic, and its writer (running, since the queue is not empty)
+		// goes on from the log once the queue is written.
+		c.behind = true
 		c.cancel()
 		return
 	}
-	c.queue = strconv.AppendInt(c.queue, int64(f.Len()), 16)
-	c.queue = append(c.queue, "\r\n"...)
-	c.queue = append(c.queue, f.Bytes()...)
-	c.queue = append(c.queue, "\r\n"...)
+	if id, event, ok := frameHead(f.Bytes()); ok {
+		c.through = id
+		c.final = c.final || finalEvents[event]
+	}
+	c.queue = appendChunk(c.queue, f.Bytes())
 	if !c.writing && !c.closed {
 		c.writing = true
 		c.writers.Add(1)
@@ -491,30 +507,87 @@ func (c *sseConn) send(live bool) {
 	}
 }
 
-// write sends the queue to the socket until it is empty.
+// appendChunk appends frame to b as one HTTP/1.1 chunk.
+func appendChunk(b, frame []byte) []byte {
+	b = strconv.AppendInt(b, int64(len(frame)), 16)
+	b = append(b, "\r\n"...)
+	b = append(b, frame...)
+	return append(b, "\r\n"...)
+}
+
+// write sends the queue to the socket until it is empty, then, if the
+// client fell behind, follows the log from there.
 func (c *sseConn) write() {
 	defer c.writers.Done()
 	for {
 		c.mu.Lock()
 		buf := c.queue
 		c.queue = nil
-		if len(buf) == 0 || c.failed {
+		if c.failed || len(buf) == 0 {
+			follow := c.behind && !c.final && !c.failed && !c.gone
 			c.writing = false
 			c.mu.Unlock()
+			if follow {
+				c.followBehind()
+			}
 			return
 		}
 		c.mu.Unlock()
-		_ = c.conn.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-		if _, err := c.conn.Write(buf); err != nil {
-			c.mu.Lock()
-			c.failed = true
-			c.writing = false
-			c.mu.Unlock()
-			c.cancel()
+		if !c.writeNow(buf) {
 			return
 		}
 	}
 }
+
+// writeNow writes b to the socket; a failed write ends the client.
+func (c *sseConn) writeNow(b []byte) bool {
+	_ = c.conn.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	if _, err := c.conn.Write(b); err != nil {
+		c.mu.Lock()
+		c.failed = true
+		c.mu.Unlock()
+		c.cancel()
+		c.stop()
+		return false
+	}
+	return true
+}
+
+// followBehind streams the log to a client that fell behind from the last
+// event it was sent, at its pace, until the log ends, the client goes or
+// the gateway drains.
+func (c *sseConn) followBehind() {
+	c.mu.Lock()
+	from := c.through
+	c.mu.Unlock()
+	lastID := strconv.FormatUint(from, 10)
+	var chunk []byte
+	emit := func(e sseEvent) error {
+		if e.ID == "" {
+			e.ID = lastID
+		}
+		lastID = e.ID
+		f := framePool.Get().(*bytes.Buffer)
+		defer func() {
+			f.Reset()
+			framePool.Put(f)
+		}()
+		writeFrame(f, e)
+		chunk = appendChunk(chunk[:0], f.Bytes())
+		if !c.writeNow(chunk) {
+			return errStreamWrite
+		}
+		return nil
+	}
+	err := c.feed.follow(c.followCtx, from, emit)
+	if err != nil && !errors.Is(err, errStreamWrite) && c.hub.drainCtx.Err() != nil {
+		_ = emit(sseEvent{Event: "error", Data: []byte(shutdownEventData)})
+	}
+}
+
+// errStreamWrite ends a client's own following of the log when a write to
+// it failed.
+var errStreamWrite = errors.New("write to the event stream failed")
 
 // covered reports whether the backlog already had the live frame f.
 func (c *sseConn) covered(f []byte) bool {

@@ -259,55 +259,99 @@ func TestSharedFeedBacklogWire(t *testing.T) {
 }
 
 // TestSharedFeedSlowClient: a client that reads nothing never holds the
-// others back; it is disconnected once its queue is full.
+// others back. Once its queue is full it falls behind and follows the log
+// at its own pace: when it reads again it gets every event still in the
+// log, in order, with a gap event for those the log dropped, and the end.
 func TestSharedFeedSlowClient(t *testing.T) {
-	l := vms.NewLog[string](64 << 20)
-	fs := newFeedServer(t, l, time.Hour)
-	slow := fs.dial(t, "HTTP/1.1", "")
-	fast := fs.dial(t, "HTTP/1.1", "")
 	big := strings.Repeat("x", 64<<10)
-	// 16 MiB: past the slow client's queue and socket buffers. The fast
-	// client reads each step before the next, so only the slow one falls
-	// behind.
-	const n, step = 256, 8
-	read := make(chan int, n+1)
-	done := make(chan []feedFrame, 1)
-	go func() {
-		var frames []feedFrame
-		for {
-			f, err := fast.next()
-			if err != nil {
-				done <- frames
-				return
+	const n, step = 256, 8 // 16 MiB: past the queue and the socket buffers
+	for _, c := range []struct {
+		name    string
+		logSize int
+		gap     bool
+		drain   bool // the gateway drains instead of the log ending
+	}{
+		{"log keeps all", 64 << 20, false, false},
+		{"log drops", 4 << 20, true, false},
+		{"gateway drains", 64 << 20, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := vms.NewLog[string](c.logSize)
+			fs := newFeedServer(t, l, time.Hour)
+			slow := fs.dial(t, "HTTP/1.1", "")
+			fast := fs.dial(t, "HTTP/1.1", "")
+			// The fast client reads each step before the next, so only the
+			// slow one falls behind.
+			read := make(chan int, n+1)
+			done := make(chan []feedFrame, 1)
+			go func() {
+				var frames []feedFrame
+				for {
+					f, err := fast.next()
+					if err != nil {
+						done <- frames
+						return
+					}
+					frames = append(frames, f)
+					read <- len(frames)
+				}
+			}()
+			for i := 0; i < n; i += step {
+				for range step {
+					l.Append(0, len(big), big)
+				}
+				for got := 0; got < i+step; {
+					select {
+					case got = <-read:
+					case <-time.After(20 * time.Second):
+						t.Fatalf("the fast client read %d frames of %d", got, i+step)
+					}
+				}
 			}
-			frames = append(frames, f)
-			read <- len(frames)
-		}
-	}()
-	for i := 0; i < n; i += step {
-		for range step {
-			l.Append(0, len(big), big)
-		}
-		for got := 0; got < i+step; {
-			select {
-			case got = <-read:
-			case <-time.After(20 * time.Second):
-				t.Fatalf("the fast client read %d frames of %d", got, i+step)
+			// The slow client fell behind; its writer waits for it.
+			eventually(t, func() bool {
+				fs.hub.mu.Lock()
+				defer fs.hub.mu.Unlock()
+				behind := 0
+				for c := range fs.hub.conns {
+					c.mu.Lock()
+					if c.behind {
+						behind++
+					}
+					c.mu.Unlock()
+				}
+				return behind == 1
+			})
+			end := "end"
+			if c.drain {
+				end = "error"
+				fs.hub.drain()
+			} else {
+				l.Close(nil)
 			}
-		}
+			if frames := <-done; len(frames) != n+1 || frames[n].event != end {
+				t.Fatalf("the fast client read %d frames, want %d and %s", len(frames), n+1, end)
+			}
+			frames, _ := slow.readAll(t)
+			next, gaps := 1, 0
+			for _, f := range frames[:len(frames)-1] {
+				id, _ := strconv.Atoi(f.id)
+				switch {
+				case f.event == "gap" && id >= next:
+					gaps++
+					next = id + 1
+				case f.event == "line" && id == next:
+					next++
+				default:
+					t.Fatalf("the slow client read %+v after %d", f, next-1)
+				}
+			}
+			if last := frames[len(frames)-1]; last.event != end || next != n+1 || (gaps > 0) != c.gap || (c.drain && last.data != shutdownEventData) {
+				t.Fatalf("the slow client ended with %+v at %d, %d gaps; want %s at %d, gap %v", last, next-1, gaps, end, n, c.gap)
+			}
+			eventually(t, func() bool { return fs.open.Load() == 0 && fs.released.Load() == 2 })
+		})
 	}
-	// The slow client is disconnected while the fast one still streams.
-	eventually(t, func() bool { return fs.open.Load() == 1 })
-	l.Close(nil)
-	frames := <-done
-	if len(frames) != n+1 || frames[n].event != "end" {
-		t.Fatalf("the fast client read %d frames, want %d and the end", len(frames), n+1)
-	}
-	_ = slow.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.Copy(io.Discard, slow.body); err == nil {
-		t.Error("the slow client's stream ended cleanly; want it cut")
-	}
-	eventually(t, func() bool { return fs.released.Load() == 2 })
 }
 
 // TestSharedFeedHangUpAndDrain: a client that hangs up is forgotten at once
