@@ -321,7 +321,7 @@ func (p *Process) Pid() uint32 {
 }
 
 // Done is closed when the process's fate is settled: it exited and its
-// trailing output was drained, or its VM or sidecar went away.
+// output was delivered, or its VM or sidecar went away.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Info returns the process's row of the process table.
@@ -391,9 +391,9 @@ func (p *Process) notify() {
 	}
 }
 
-// exit is called on the event lane when ProcessExitedEvent arrives. Output
-// may still trail the exit event, so the process is settled only after a
-// short quiet window (Options.ExitDrain).
+// exit is called on the event lane when ProcessExitedEvent arrives. The
+// process's output came before it on the same lane, so it is settled at once,
+// unless Options.ExitDrain asks for a quiet window for output that follows.
 func (p *Process) exit(code int) {
 	p.mu.Lock()
 	if p.finished || p.exitSeen {

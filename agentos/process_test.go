@@ -64,23 +64,34 @@ func TestExecLaunchRejected(t *testing.T) {
 	}
 }
 
-// TestExecDrainsTrailingOutput: a process that prints and exits at once
-// loses no byte, however the output and exit events interleave.
-func TestExecDrainsTrailingOutput(t *testing.T) {
+// TestExecOutputBeforeExit: exec returns at the exit event, with no quiet
+// window, so every byte must have come before it: processes that print on
+// both streams and exit at once, output relayed through a pipeline's stages,
+// and output of many chunks.
+func TestExecOutputBeforeExit(t *testing.T) {
 	vm := newVM(t, VMOptions{})
 	ctx := testContext(t, 120*time.Second)
-	for i := 0; i < 30; i++ {
-		r, err := vm.Exec(ctx, "printf x; printf y >&2", ExecOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(r.Stdout) != "x" || string(r.Stderr) != "y" {
-			t.Fatalf("run %d: stdout=%q stderr=%q", i, r.Stdout, r.Stderr)
-		}
+	tests := []struct {
+		cmd            string
+		runs           int
+		stdout, stderr string
+	}{
+		{cmd: "printf x; printf y >&2", runs: 15, stdout: "x", stderr: "y"},
+		{cmd: "sh -c 'echo a; echo b >&2; echo c'", runs: 5, stdout: "a\nc\n", stderr: "b\n"},
+		{cmd: "echo a | tr a b", runs: 5, stdout: "b\n"},
+		{cmd: "head -c 300000 /dev/zero", runs: 2, stdout: string(make([]byte, 300000))},
 	}
-	r, err := vm.Exec(ctx, "head -c 300000 /dev/zero", ExecOptions{})
-	if err != nil || len(r.Stdout) != 300000 {
-		t.Fatalf("got %d bytes, err %v", len(r.Stdout), err)
+	for _, tt := range tests {
+		for i := range tt.runs {
+			r, err := vm.Exec(ctx, tt.cmd, ExecOptions{})
+			if err != nil {
+				t.Fatalf("%s: %v", tt.cmd, err)
+			}
+			if string(r.Stdout) != tt.stdout || string(r.Stderr) != tt.stderr {
+				t.Fatalf("%s, run %d: %d bytes of stdout %.20q, stderr %q; want %d bytes %.20q, stderr %q",
+					tt.cmd, i, len(r.Stdout), r.Stdout, r.Stderr, len(tt.stdout), tt.stdout, tt.stderr)
+			}
+		}
 	}
 }
 

@@ -38,10 +38,13 @@ type Options struct {
 	// ShutdownGrace is how long Close waits for a clean exit before SIGKILL
 	// (default 5 s).
 	ShutdownGrace time.Duration
-	// ExitDrain is how long a process stays open for trailing output after
-	// its exit event (default 2 ms; negative means none). Output and exit
-	// events are emitted by different parts of the sidecar, so a chunk
-	// written just before exit can follow the exit event.
+	// ExitDrain is how long a process stays open for output that follows
+	// its exit event (default none; a negative value also means none). The
+	// sidecar sends a process's output and its exit event on the one events
+	// lane, output first: the engine's own Rust client ends an exec at the
+	// exit event, and over 500 measured execs on 0.2.21 (pipelines, both
+	// streams, 300 KB outputs, two VMs running side by side) never had
+	// output after it. A window adds its whole length to every exec.
 	ExitDrain time.Duration
 	// ProcessOutputBuffer bounds the output a streamed process may hold for a
 	// consumer that has not read it yet (default 8 MiB).
@@ -67,10 +70,7 @@ func (o *Options) setDefaults() error {
 	if o.ShutdownGrace <= 0 {
 		o.ShutdownGrace = 5 * time.Second
 	}
-	switch {
-	case o.ExitDrain == 0:
-		o.ExitDrain = 2 * time.Millisecond
-	case o.ExitDrain < 0:
+	if o.ExitDrain < 0 {
 		o.ExitDrain = 0
 	}
 	if o.ProcessOutputBuffer <= 0 {

@@ -35,6 +35,20 @@ func benchMetric(b *testing.B, c *client.Client, name string) float64 {
 	return sumMetric(string(text), name)
 }
 
+// benchWaitWarm waits until the gateway holds a warm VM: the refill that
+// the last create started (or the first fill) is done, and the sidecar is
+// no longer busy creating and warming it up.
+func benchWaitWarm(b *testing.B, c *client.Client) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for benchMetric(b, c, "agentos_gateway_warm_vms") < 1 {
+		if time.Now().After(deadline) {
+			b.Fatal("the warm VM was not refilled within 2 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // createFirstOutput is what a client waits for from asking for a VM to its
 // first command's output: POST /v1/vms, then exec `echo hi`. It returns the
 // whole and the create's part.
@@ -64,15 +78,7 @@ func benchCreateFirstOutput(b *testing.B, warm bool) {
 	}
 	c := benchWarmGateway(b, flag)
 	ctx := ctxFor(b, 30*time.Minute)
-	waitWarm := func() {
-		deadline := time.Now().Add(2 * time.Minute)
-		for benchMetric(b, c, "agentos_gateway_warm_vms") < 1 {
-			if time.Now().After(deadline) {
-				b.Fatal("the warm VM was not refilled within 2 minutes")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitWarm := func() { benchWaitWarm(b, c) }
 	del := func(vm string) {
 		if _, err := c.VM(vm).Delete(ctx); err != nil {
 			b.Fatal(err)
