@@ -172,18 +172,13 @@ func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, 
 		}
 		return nil
 	}
-	// lastID is only touched by the pump goroutine: events without an id
-	// repeat the last one, because r3labs writes an id line for every event
-	// and an empty one would reset the client's resume position.
+	// lastID is only touched by the pump goroutine (see repeatID).
 	var lastID string
 	if resumeID > 0 {
 		lastID = strconv.FormatUint(resumeID, 10)
 	}
 	emit := func(e sseEvent) error {
-		if e.ID == "" {
-			e.ID = lastID
-		}
-		lastID = e.ID
+		e = repeatID(&lastID, e)
 		return publish(&sse.Event{ID: []byte(e.ID), Event: []byte(e.Event), Data: e.Data})
 	}
 	pumped := make(chan struct{})
@@ -242,6 +237,17 @@ func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, 
 	h.srv.ServeHTTP(w, r2)
 	cancel()
 	<-pumped
+}
+
+// repeatID gives an event without an id the id of the one before it (last,
+// which it updates): r3labs writes an id line for every event, and an empty
+// one would reset the client's resume position.
+func repeatID(last *string, e sseEvent) sseEvent {
+	if e.ID == "" {
+		e.ID = *last
+	}
+	*last = e.ID
+	return e
 }
 
 func newStreamID() string {

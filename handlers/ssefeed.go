@@ -234,12 +234,10 @@ func (h *sseHub) pump(ctx context.Context, t *sseTopic, feed sseFeed, from uint6
 	defer close(t.done)
 	lastID := strconv.FormatUint(from, 10)
 	publish := func(e sseEvent) error {
-		if e.ID == "" {
-			e.ID = lastID
-		}
-		lastID = e.ID
-		// Publish waits only for r3labs's stream goroutine, which never
-		// waits for a client: a client's frames go to its own queue.
+		e = repeatID(&lastID, e)
+		// Publish waits for r3labs's stream goroutine, which hands the
+		// event to each client's r3labs goroutine; those only move frames
+		// to their client's queue, so no client's socket holds the others.
 		h.srv.Publish(t.id, &sse.Event{ID: []byte(e.ID), Event: []byte(e.Event), Data: e.Data})
 		return ctx.Err()
 	}
@@ -563,10 +561,7 @@ func (c *sseConn) followBehind() {
 	lastID := strconv.FormatUint(from, 10)
 	var chunk []byte
 	emit := func(e sseEvent) error {
-		if e.ID == "" {
-			e.ID = lastID
-		}
-		lastID = e.ID
+		e = repeatID(&lastID, e)
 		f := framePool.Get().(*bytes.Buffer)
 		defer func() {
 			f.Reset()
