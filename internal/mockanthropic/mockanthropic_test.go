@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/internal/mockmodel"
 )
 
 // client returns an HTTP client of its own, its connections closed when the
@@ -18,11 +20,6 @@ func client(t *testing.T) *http.Client {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
-type sseFrame struct {
-	Event string
-	Data  map[string]any
 }
 
 // post sends a Messages API request and returns the response.
@@ -46,51 +43,6 @@ func post(t *testing.T, c *http.Client, ctx context.Context, url string, body an
 	return resp
 }
 
-// readFrame reads one SSE frame; io.EOF at the end of the stream.
-func readFrame(r *bufio.Reader) (sseFrame, error) {
-	var f sseFrame
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return f, err
-		}
-		line = strings.TrimRight(line, "\n")
-		switch {
-		case line == "":
-			if f.Event == "" {
-				continue
-			}
-			return f, nil
-		case strings.HasPrefix(line, "event: "):
-			f.Event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &f.Data); err != nil {
-				return f, err
-			}
-		}
-	}
-}
-
-func readAllFrames(t *testing.T, resp *http.Response) []sseFrame {
-	t.Helper()
-	defer resp.Body.Close()
-	r := bufio.NewReader(resp.Body)
-	var out []sseFrame
-	for {
-		f, err := readFrame(r)
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("read sse: %v", err)
-		}
-		if f.Data["type"] != f.Event {
-			t.Fatalf("frame event %q carries data type %v", f.Event, f.Data["type"])
-		}
-		out = append(out, f)
-	}
-}
-
 func userText(text string) map[string]any {
 	return map[string]any{"role": "user", "content": text}
 }
@@ -104,7 +56,7 @@ func reqBody(stream bool, tools []string, msgs ...map[string]any) map[string]any
 		"system": []any{map[string]any{"type": "text", "text": "sys"}}}
 }
 
-func events(frames []sseFrame) []string {
+func events(frames []mockmodel.Frame) []string {
 	out := make([]string, len(frames))
 	for i, f := range frames {
 		out[i] = f.Event
@@ -112,7 +64,7 @@ func events(frames []sseFrame) []string {
 	return out
 }
 
-func textOf(t *testing.T, frames []sseFrame) (string, int) {
+func textOf(t *testing.T, frames []mockmodel.Frame) (string, int) {
 	t.Helper()
 	var b strings.Builder
 	n := 0
@@ -145,7 +97,7 @@ func TestSessionMockHelloStream(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, content-type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	frames := readAllFrames(t, resp)
+	frames := mockmodel.ReadFrames(t, resp)
 	want := []string{"message_start", "content_block_start", "content_block_delta", "content_block_delta", "content_block_delta",
 		"content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
 	if got := events(frames); strings.Join(got, ",") != strings.Join(want, ",") {
@@ -206,11 +158,11 @@ func TestSessionMockTranscriptPrompt(t *testing.T) {
 		`{"sessionUpdate":"user_message_chunk","content":{"text":"RUN_TOOL:bash:{\"command\":\"true\"}","type":"text"}}` + "\n" +
 		`{"sessionUpdate":"user_message_chunk","content":{"text":"please be SLOW","type":"text"}}` + "\n"
 	start := time.Now()
-	frames := readAllFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages", reqBody(true, []string{"bash"}, userText(transcript+"hello again\n"))))
+	frames := mockmodel.ReadFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages", reqBody(true, []string{"bash"}, userText(transcript+"hello again\n"))))
 	if text, _ := textOf(t, frames); text != HelloText || time.Since(start) > 2*time.Second {
 		t.Fatalf("text = %q after %v", text, time.Since(start))
 	}
-	frames = readAllFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages", reqBody(true, []string{"bash"}, userText(transcript+`RUN_TOOL:bash:{"command":"ls"}`))))
+	frames = mockmodel.ReadFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages", reqBody(true, []string{"bash"}, userText(transcript+`RUN_TOOL:bash:{"command":"ls"}`))))
 	if cb := frames[1].Data["content_block"].(map[string]any); cb["type"] != "tool_use" {
 		t.Fatalf("content block = %v", cb)
 	}
@@ -223,7 +175,7 @@ func TestSessionMockToolUse(t *testing.T) {
 	s := Start(t)
 	c := client(t)
 	input := `{"command":"echo hi","description":"x"}`
-	frames := readAllFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages",
+	frames := mockmodel.ReadFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages",
 		reqBody(true, []string{"Bash", "Read"}, userText("RUN_TOOL:Bash:"+input))))
 	want := "message_start,content_block_start,content_block_delta,content_block_stop,message_delta,message_stop"
 	if got := strings.Join(events(frames), ","); got != want {
@@ -241,7 +193,7 @@ func TestSessionMockToolUse(t *testing.T) {
 	}
 
 	// A tool the request does not offer: plain text.
-	frames = readAllFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages",
+	frames = mockmodel.ReadFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages",
 		reqBody(true, []string{"Read"}, userText("RUN_TOOL:Bash:"+input))))
 	if text, _ := textOf(t, frames); text != "No tool named Bash." {
 		t.Fatalf("text = %q", text)
@@ -251,7 +203,7 @@ func TestSessionMockToolUse(t *testing.T) {
 	result := map[string]any{"role": "user", "content": []any{
 		map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "is_error": true, "content": []any{map[string]any{"type": "text", "text": "Permission denied"}}},
 	}}
-	frames = readAllFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages", reqBody(true, []string{"Bash"}, userText("x"), result)))
+	frames = mockmodel.ReadFrames(t, post(t, c, context.Background(), s.URL()+"/v1/messages", reqBody(true, []string{"Bash"}, userText("x"), result)))
 	if text, n := textOf(t, frames); text != DoneText || n != 1 {
 		t.Fatalf("text = %q in %d deltas", text, n)
 	}
@@ -356,7 +308,7 @@ func startSlow(t *testing.T, s *Server, ctx context.Context) *bufio.Reader {
 	t.Cleanup(func() { resp.Body.Close() })
 	r := bufio.NewReader(resp.Body)
 	for {
-		f, err := readFrame(r)
+		f, err := mockmodel.ReadFrame(r)
 		if err != nil {
 			t.Fatalf("slow stream: %v", err)
 		}
@@ -372,7 +324,7 @@ func TestSessionMockSlowStopsWhenClientLeaves(t *testing.T) {
 	r := startSlow(t, s, ctx)
 	// The deltas are paced.
 	start := time.Now()
-	if f, err := readFrame(r); err != nil || f.Event != "content_block_delta" {
+	if f, err := mockmodel.ReadFrame(r); err != nil || f.Event != "content_block_delta" {
 		t.Fatalf("second frame %v, %v", f, err)
 	}
 	if d := time.Since(start); d < SlowInterval/2 {
@@ -404,7 +356,7 @@ func TestSessionMockCloseDoesNotWaitForSlowStreams(t *testing.T) {
 	}
 	// The client sees the stream cut, not the full reply.
 	for {
-		f, err := readFrame(r)
+		f, err := mockmodel.ReadFrame(r)
 		if err != nil {
 			break
 		}

@@ -95,6 +95,18 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// Start runs listen, a mock's Listen, and ties what it started to tb: it is
+// closed when tb ends.
+func Start[S interface{ Close() error }](tb testing.TB, listen func() (S, error)) S {
+	tb.Helper()
+	s, err := listen()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	CloseAtEnd(tb, s)
+	return s
+}
+
 // CloseAtEnd closes c when tb ends, failing tb if closing fails.
 func CloseAtEnd(tb testing.TB, c interface{ Close() error }) {
 	tb.Cleanup(func() {

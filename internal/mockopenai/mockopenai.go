@@ -82,12 +82,7 @@ type Server struct {
 // ends (or earlier by Close).
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := Listen()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	mockmodel.CloseAtEnd(tb, s)
-	return s
+	return mockmodel.Start(tb, Listen)
 }
 
 // Listen starts a mock on [::1] with a free port, for a caller that has no

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -36,54 +34,6 @@ func post(t *testing.T, ctx context.Context, c *http.Client, url string, body []
 		t.Fatal(err)
 	}
 	return resp
-}
-
-// frame is one SSE frame: its event name and JSON data.
-type frame struct {
-	Event string
-	Data  map[string]any
-}
-
-// readFrame reads one SSE frame; io.EOF at the end of the stream.
-func readFrame(r *bufio.Reader) (frame, error) {
-	var f frame
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return f, err
-		}
-		line = strings.TrimRight(line, "\n")
-		switch {
-		case line == "" && f.Event != "":
-			return f, nil
-		case strings.HasPrefix(line, "event: "):
-			f.Event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &f.Data); err != nil {
-				return f, err
-			}
-		}
-	}
-}
-
-func readFrames(t *testing.T, resp *http.Response) []frame {
-	t.Helper()
-	defer resp.Body.Close()
-	r := bufio.NewReader(resp.Body)
-	var out []frame
-	for {
-		f, err := readFrame(r)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Data["type"] != f.Event {
-			t.Fatalf("frame %q carries type %v", f.Event, f.Data["type"])
-		}
-		out = append(out, f)
-	}
 }
 
 // codexTools is the start of the tools Codex offers.
@@ -154,7 +104,7 @@ func TestResponsesStream(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 				t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 			}
-			frames := readFrames(t, resp)
+			frames := mockmodel.ReadFrames(t, resp)
 			var events []string
 			var text strings.Builder
 			for i, f := range frames {
@@ -280,7 +230,7 @@ func TestResponsesSlowStopsWhenClientLeaves(t *testing.T) {
 	deltas := 0
 	var first time.Time
 	for deltas < 2 {
-		f, err := readFrame(r)
+		f, err := mockmodel.ReadFrame(r)
 		if err != nil {
 			t.Fatal(err)
 		}
