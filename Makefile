@@ -12,6 +12,10 @@ WEB_STAMP    := web/node_modules/.installed
 GO           ?= go
 GOTESTFLAGS  ?=
 TEST_TIMEOUT ?= 40m
+# The end-to-end tests wait on the engine far more than they compute (the
+# suite keeps about one of two cores busy run one at a time), so up to
+# TEST_PARALLEL of the tests marked t.Parallel run at once in a package.
+TEST_PARALLEL ?= 4
 
 .PHONY: help setup run test test-short bench soak fuzz vet fmt generate tidy-check
 
@@ -51,7 +55,7 @@ test: setup tidy-check
 		AGENTOS_GATEWAY_TEST_POSTGRES="$$(scripts/postgres-test.sh start "$$pgdir")"; \
 		export AGENTOS_GATEWAY_TEST_POSTGRES; \
 	fi; \
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(GOTESTFLAGS) ./...
 
 test-short: setup
 	$(GO) test -race -short -count=1 ./...

@@ -15,6 +15,7 @@ import (
 // read is refused. The gateway splits them, so the sidecar and its other VMs
 // must come out unharmed.
 func TestSharedSidecarSurvivesOversizedRequests(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("moves 48 MiB through a VM")
 	}

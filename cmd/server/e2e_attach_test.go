@@ -282,6 +282,7 @@ func (a *attachClient) drop() {
 // point beyond the end are refused before the upgrade with a problem; at
 // shutdown attached clients are closed with 1001.
 func TestE2EAttachAuth(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -381,6 +382,7 @@ func TestE2EAttachAuth(t *testing.T) {
 // answers terminal queries itself is not answered twice; the end comes as
 // an exit frame and a normal close.
 func TestE2EAttachShell(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})

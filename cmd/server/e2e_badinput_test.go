@@ -26,6 +26,7 @@ var leakWords = regexp.MustCompile(`handlers\.|gateway\.|\[\]|map\[|uint|int8|in
 	`ERR_AGENTOS|serde|expected one of|native sidecar|sidecar path|storage stat|invalid_state|kernel_error|execution_error|node_modules`)
 
 func TestE2EBadInput(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	// A deadline against a hang, not a speed target: the test makes a few
 	// hundred calls and several VMs.

@@ -113,6 +113,7 @@ func weather(h *hookServer, echoURL string) client.BindingCollection {
 // with PUT, called from a guest command, signed, with their failures as the
 // command's error, each call a VM event; bad declarations, other tenants.
 func TestE2EBindings(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, "--webhook-allow", "127.0.0.1")
 	hooks := newHookServer(t)
 	tn, c := e.tenant(e.uniq("bind"), nil)
@@ -307,6 +308,7 @@ func TestE2EBindings(t *testing.T) {
 // and a name allowed by --webhook-allow that resolves to loopback is
 // refused when dialled (what a DNS rebinding would do).
 func TestE2EBindingsTargets(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, "--webhook-allow", "localhost")
 	hooks := newHookServer(t)
 	_, c := e.tenant(e.uniq("targets"), nil)
@@ -336,6 +338,7 @@ func TestE2EBindingsTargets(t *testing.T) {
 // TestE2EBindingsAgentPi has pi's bash tool run a binding's command: the
 // agent calls the host through the guest command like any other.
 func TestE2EBindingsAgentPi(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a real agent")
 	}
@@ -370,6 +373,7 @@ func TestE2EBindingsAgentPi(t *testing.T) {
 // then a failing webhook whose request falls back at once to the default
 // decision (reject), long before the default's timeout.
 func TestE2EBindingsPermissionWebhook(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a real agent")
 	}
@@ -523,6 +527,7 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 // asks it, so the owner makes the webhook call; every node gives a tenant
 // the same secret.
 func TestE2EBindingsCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs two gateway binaries")
 	}

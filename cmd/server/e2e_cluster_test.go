@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -104,7 +105,7 @@ func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	for i := range n {
 		node := &clusterNode{id: fmt.Sprintf("n%d", i+1), port: freePort(t), dataDir: t.TempDir(), extra: extra}
 		node.start(t, cl.bin, cl.dsn)
-		node.e = &e2e{t: t, gw: &gatewayProc{URL: node.url()}, doc: doc, tr: tr, hc: cl.hc}
+		node.e = &e2e{t: t, gw: &gatewayProc{URL: node.url()}, doc: doc, tr: tr, hc: cl.hc, n: new(atomic.Int64)}
 		node.c = mustClient(t, node.url(), testAdminKey, client.WithHTTPClient(cl.hc))
 		node.e.admin = node.c
 		cl.nodes = append(cl.nodes, node)
@@ -140,6 +141,7 @@ type nodeJSON struct {
 // quota from concurrent creates on all nodes, drains a node, SIGKILLs one
 // and restarts it, and leaves no process behind.
 func TestE2ECluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs three gateway binaries")
 	}

@@ -179,6 +179,7 @@ func codexCommand(cmd string, escalated bool) string {
 }
 
 func TestE2ECodex(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a real agent")
 	}

@@ -28,6 +28,7 @@ import (
 // fails it. Each page is photographed at 1280x800 and 390x844 into
 // web/screenshots (git-ignored; AGENTOS_GATEWAY_SCREENSHOTS elsewhere).
 func TestE2EConsole(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a browser and real agents")
 	}

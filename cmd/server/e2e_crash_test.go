@@ -17,6 +17,7 @@ import (
 )
 
 func TestE2ESidecarCrash(t *testing.T) {
+	t.Parallel()
 	// One VM per sidecar: tenant B's VM is on a sidecar of its own.
 	e := newE2E(t, "--vms-per-sidecar=1", "--max-sidecars=4")
 	ctx := ctxT(t)

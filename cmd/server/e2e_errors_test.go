@@ -18,6 +18,7 @@ import (
 )
 
 func TestE2EErrorCodes(t *testing.T) {
+	t.Parallel()
 	const maxBody, maxFile = 4096, 1024
 	e := newE2E(t, fmt.Sprintf("--max-body-bytes=%d", maxBody), fmt.Sprintf("--max-file-bytes=%d", maxFile))
 	ctx := ctxT(t)
@@ -277,6 +278,7 @@ func TestE2EErrorCodes(t *testing.T) {
 // TestE2EPoolFull: with one sidecar of one VM, a second create is
 // resource_exhausted until the first VM is gone.
 func TestE2EPoolFull(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, "--max-sidecars=1", "--vms-per-sidecar=1")
 	ctx := ctxT(t)
 	vm := e.vm(e.admin, client.CreateVMRequest{})

@@ -27,6 +27,7 @@ import (
 // what they say, shell scripts with any quoting run in exactly one shell,
 // and builtins go through the shell.
 func TestE2EExecCommandForms(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
@@ -161,6 +162,7 @@ func TestE2EExecCommandForms(t *testing.T) {
 // directories and missing programs are refused before anything runs, in
 // the gateway's words.
 func TestE2EExecBadRequests(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
@@ -227,6 +229,7 @@ func TestE2EExecBadRequests(t *testing.T) {
 // refused, and a keyed exec is bounded the same way and records the
 // deadline as its outcome.
 func TestE2EExecDeadlines(t *testing.T) {
+	t.Parallel()
 	const def, max = 2 * time.Second, 5 * time.Second
 	e := newE2E(t, "--exec-timeout-default="+def.String(), "--exec-timeout-max="+max.String())
 	c := e.admin
@@ -335,6 +338,7 @@ func TestE2EExecDeadlines(t *testing.T) {
 }
 
 func TestParseConfigExecTimeouts(t *testing.T) {
+	t.Parallel()
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	c, err := parseConfig(nil, env(nil))
 	if err != nil || c.execTimeoutDefault != 10*time.Minute || c.execTimeoutMax != time.Hour {
@@ -406,6 +410,7 @@ func heapAfterGC() uint64 {
 // huge answer nor leave the gateway's heap grown (the gateway runs in this
 // process, so its heap is this test's).
 func TestE2EExecBinaryOutput(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
@@ -505,6 +510,7 @@ func TestE2EExecBinaryOutput(t *testing.T) {
 // sequence of a process is refused, exited or running, and the exit event
 // of an exited process carries its last real sequence.
 func TestE2EProcessResumePastEnd(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})

@@ -27,6 +27,7 @@ func (e *e2e) fileGet(method, vm, path string, header map[string]string) (*http.
 // headers, a range outside the file is a 416 problem, several ranges get the
 // whole file, and typed clients read ranges too.
 func TestE2EFileRanges(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -121,6 +122,7 @@ func TestE2EFileRanges(t *testing.T) {
 // only while the file is unchanged, If-Match that fails is a 412 problem,
 // and rewriting the file changes the ETag.
 func TestE2EFileValidators(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -214,6 +216,7 @@ func TestE2EFileValidators(t *testing.T) {
 // TestE2EWriteFileOntoDirectory: PUT /files onto a directory is 409 and the
 // directory keeps its content.
 func TestE2EWriteFileOntoDirectory(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin

@@ -40,7 +40,17 @@ type e2e struct {
 	tr    *http.Transport
 	hc    *http.Client
 	admin *client.Client
-	n     atomic.Int64
+	n     *atomic.Int64
+}
+
+// sub returns e for a subtest: its helpers fail t, not the parent (a
+// parent's FailNow from a subtest's goroutine is not allowed), and their
+// deadlines start anew, so one subtest's spent time does not fail the
+// subtests after it.
+func (e *e2e) sub(t *testing.T) *e2e {
+	s := *e
+	s.t = t
+	return &s
 }
 
 // newE2E starts a gateway with args (flags of the server) and returns an
@@ -55,7 +65,7 @@ func newE2E(t *testing.T, args ...string) *e2e {
 	tr.MaxIdleConnsPerHost = 64
 	t.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
-	e := &e2e{t: t, gw: gw, doc: doc, tr: tr, hc: hc}
+	e := &e2e{t: t, gw: gw, doc: doc, tr: tr, hc: hc, n: new(atomic.Int64)}
 	e.admin = e.client(testAdminKey)
 	return e
 }

@@ -50,6 +50,7 @@ func problemCode(t *testing.T, b []byte) string {
 }
 
 func TestE2EMethodNotAllowed(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	tests := []struct {
 		method, path string
@@ -76,6 +77,7 @@ func TestE2EMethodNotAllowed(t *testing.T) {
 }
 
 func TestE2ELabelSelectors(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	_, key := e.tenantWithKey("labels", nil)
@@ -133,6 +135,7 @@ func TestE2ELabelSelectors(t *testing.T) {
 }
 
 func TestE2EDeleteVMIsIdempotent(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, "--vm-retention=3s")
 	ctx := ctxT(t)
 	_, c := e.tenant("deletes", nil)
@@ -201,6 +204,7 @@ func TestE2EDeleteVMIsIdempotent(t *testing.T) {
 }
 
 func TestE2ECORS(t *testing.T) {
+	t.Parallel()
 	const origin = "https://console.example"
 	e := newE2E(t, "--cors-origins=https://other.example, "+origin)
 	ctx := ctxT(t)
@@ -269,6 +273,7 @@ func TestE2ECORS(t *testing.T) {
 }
 
 func TestE2EBodyReadTimeout(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, "--body-read-timeout=1s")
 	vm := e.vm(e.admin, client.CreateVMRequest{})
 	addr := strings.TrimPrefix(e.gw.URL, "http://")
@@ -321,6 +326,7 @@ func TestE2EBodyReadTimeout(t *testing.T) {
 // TestE2EPlainHTTPErrors sends what net/http answers by itself and expects
 // problem documents from the real gateway.
 func TestE2EPlainHTTPErrors(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	addr := strings.TrimPrefix(e.gw.URL, "http://")
 	for _, tc := range []struct {
@@ -353,6 +359,7 @@ func TestE2EPlainHTTPErrors(t *testing.T) {
 }
 
 func TestE2ERateLimitHeaders(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	_, key := e.tenantWithKey("paced", &client.Quotas{RequestsPerSecond: 2})
 	req, _ := http.NewRequestWithContext(ctxT(t), "GET", e.gw.URL+"/v1/vms", nil)
@@ -373,6 +380,7 @@ func TestE2ERateLimitHeaders(t *testing.T) {
 // TestHelpListsEveryFlag runs the real binary with --help, and holds its
 // flags against the README's configuration table.
 func TestHelpListsEveryFlag(t *testing.T) {
+	t.Parallel()
 	bin := buildGateway(t)
 	out, err := exec.Command(bin, "--help").Output()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // VM route, B's list does not show it, and A's VM is untouched by B's
 // attempts.
 func TestE2ETenantIsolation(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	_, ca := e.tenant("tenant-a", nil)
@@ -229,6 +230,7 @@ func TestE2ETenantIsolation(t *testing.T) {
 // with resource_exhausted (429) and the quota named, and lifted when the
 // resource is given back or the quota raised.
 func TestE2EQuotas(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 

@@ -18,6 +18,7 @@ import (
 )
 
 func TestE2ELoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("load test")
 	}

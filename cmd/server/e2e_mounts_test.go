@@ -75,6 +75,7 @@ func fieldOf(ce *client.Error) string {
 // are listed and unmounted; another tenant's VM is 404 on every route; bad
 // input is 400 naming the field.
 func TestE2EMounts(t *testing.T) {
+	t.Parallel()
 	m := newMountTree(t)
 	e := newE2E(t, "--mount-allow", m.ro, "--mount-allow", m.rw+":rw")
 	ctx := ctxT(t)
@@ -315,6 +316,7 @@ func (e *e2e) mountErr(h *client.VMHandle, req client.MountRequest) error {
 // TestE2EMountsNotAllowed: a gateway without --mount-allow refuses every
 // host directory, and still mounts memory.
 func TestE2EMountsNotAllowed(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	vm := e.vm(e.admin, client.CreateVMRequest{})
@@ -333,6 +335,7 @@ func TestE2EMountsNotAllowed(t *testing.T) {
 // across a later mount); linking it again is 200; an unknown package is
 // 400; another tenant's VM is 404.
 func TestE2ESoftware(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	o := e.ownerAndOther("software")

@@ -15,6 +15,7 @@ import (
 // nobody answers, settled by the session's default decision, which picks the
 // option by its kind.
 func TestE2EAgentSessionOpenCode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a real agent")
 	}

@@ -17,6 +17,7 @@ import (
 // decision after its timeout. claude-code runs read-only commands without
 // asking, so every command writes a file.
 func TestE2EAgentPermissionsClaude(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a real agent")
 	}

@@ -161,6 +161,7 @@ func (f *portsFixture) problem(t *testing.T, resp *http.Response, err error, sta
 }
 
 func TestE2EGuestPorts(t *testing.T) {
+	t.Parallel()
 	f := newPortsFixture(t)
 	base := "/v1/vms/" + f.vm + "/ports/8080"
 
@@ -282,6 +283,7 @@ func streamIncrementally(t *testing.T, f *portsFixture, path, key string) {
 }
 
 func TestE2EPreviews(t *testing.T) {
+	t.Parallel()
 	const domain = "preview.test"
 	f := newPortsFixture(t, "--preview-domain="+domain)
 	ctx := ctxT(t)
@@ -487,6 +489,7 @@ func TestE2EPreviews(t *testing.T) {
 // the cluster's signature does not reach the guest, and a revoke on one
 // node is seen on the other.
 func TestE2EClusterPorts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs two gateway binaries")
 	}
@@ -538,6 +541,7 @@ func TestE2EClusterPorts(t *testing.T) {
 // neither the console's storage nor its cookies (the sandbox gives it an
 // opaque origin).
 func TestE2EPreviewInBrowserIframe(t *testing.T) {
+	t.Parallel()
 	f := newPortsFixture(t)
 	p, err := f.c.VM(f.vm).CreatePreview(ctxT(t), client.PreviewRequest{Port: 8080})
 	if err != nil {

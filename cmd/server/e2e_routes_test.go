@@ -21,6 +21,7 @@ import (
 // TestE2EVMs: create with labels/env/loopbackExemptPorts, get, list with
 // state and label filters and cursor pagination, delete.
 func TestE2EVMs(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -138,6 +139,7 @@ func TestE2EVMs(t *testing.T) {
 // process_exit event, and ends (error event, conflict) after the VM is
 // deleted.
 func TestE2EVMEvents(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -208,6 +210,7 @@ func TestE2EVMEvents(t *testing.T) {
 // stdin, cwd, env, duration, timeout), streamed exec, and Idempotency-Key
 // on exec and on process creation.
 func TestE2EExec(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -379,6 +382,7 @@ func TestE2EExec(t *testing.T) {
 // TestE2EProcesses: spawn, list (exited ones included), get, output stream
 // with stdout/stderr/exit, raw stdin, stdin close, signal, wait.
 func TestE2EProcesses(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -506,6 +510,7 @@ func TestE2EProcesses(t *testing.T) {
 // TestE2EShells: open with a size, resize, type a command (answering the
 // terminal's cursor queries), see its output in the output stream, close.
 func TestE2EShells(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -641,6 +646,7 @@ func (e *e2e) shellSession(t *testing.T, vm, line, want string) (bool, string) {
 // TestE2EFiles: write with mkdirs, read bytes and headers, HEAD, list
 // directories (recursive, maxDepth), mkdir, move, stat, delete recursive.
 func TestE2EFiles(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -799,6 +805,7 @@ func TestE2EFiles(t *testing.T) {
 // TestE2ETenants: the admin routes (tenants, keys, sidecars), and a deleted
 // key is refused at once.
 func TestE2ETenants(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	a := e.admin
@@ -911,6 +918,7 @@ func TestE2ETenants(t *testing.T) {
 
 // TestE2EOperations: /healthz, /readyz, /metrics, /v1/openapi.yaml.
 func TestE2EOperations(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	anon := e.client("")

@@ -30,6 +30,7 @@ func runsOf(t *testing.T, s *client.ScheduleHandle) []client.ScheduleRun {
 // overlap; another tenant gets 404 on every schedule route; bad input is
 // 400 naming the field; deleting the VM deletes its schedules.
 func TestE2ESchedules(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	_, keyA := e.tenantWithKey("sched-a", nil)
@@ -148,6 +149,7 @@ func TestE2ESchedules(t *testing.T) {
 // gateway marks it lost); its schedules end with it, and the gateway
 // removes them at start. Schedules of VMs created after the restart run.
 func TestE2ESchedulesAcrossRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

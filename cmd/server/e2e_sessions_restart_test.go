@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 // whole history, and a stream resumed with Last-Event-ID gets exactly the
 // events the client had not seen, then the session's end.
 func TestE2ESessionsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary with a real agent")
 	}
@@ -24,7 +26,7 @@ func TestE2ESessionsSurviveRestart(t *testing.T) {
 	mock := mockanthropic.Start(t)
 	doc := apispec.MustLoad(t)
 	hc := &http.Client{Transport: apispec.Transport(t, doc, nil)}
-	e := &e2e{t: t, doc: doc, hc: hc}
+	e := &e2e{t: t, doc: doc, hc: hc, n: new(atomic.Int64)}
 	ctx := ctxFor(t, 4*time.Minute)
 
 	cmd, base, logs := startBinary(t, bin, dataDir)

@@ -34,6 +34,7 @@ func step(t *testing.T, name string, fn func(t *testing.T)) {
 }
 
 func TestE2EAgentSessionPi(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a real agent")
 	}

@@ -164,6 +164,7 @@ func (e *e2e) engineLostAnswer(t testing.TB, c *client.Client, vm, id string, sc
 // wait for an answer, and ends with its exit status, which stays readable;
 // late requests are conflicts, DELETE removes the record.
 func TestE2EShellWithoutTerminal(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})

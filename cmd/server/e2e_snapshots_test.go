@@ -68,6 +68,7 @@ func checkVMTree(t *testing.T, c *client.Client, vm, dir string, es []treeEntry)
 // processes; 404 for another tenant's snapshot; quotas of bytes and VMs;
 // deleting a snapshot; bad input 400s naming the field.
 func TestE2ESnapshots(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxFor(t, 5*time.Minute)
 	_, keyA := e.tenantWithKey("snap-a", nil)
@@ -221,6 +222,7 @@ func TestE2ESnapshots(t *testing.T) {
 // maxSnapshotBytes quota, and a fork by its maxVms quota (a fork that does
 // not fit leaves no VM behind).
 func TestE2ESnapshotQuotas(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxFor(t, 5*time.Minute)
 
@@ -284,6 +286,7 @@ func TestE2ESnapshotQuotas(t *testing.T) {
 // of every byte would cost minutes. The data is streamed from a pattern,
 // never held whole.
 func TestE2EFork100MiB(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("100 MiB through two VMs")
 	}
@@ -408,6 +411,7 @@ func ptr[T any](v T) *T { return &v }
 // (least-loaded placement) with the files; a fork through the other node
 // runs on the VM's own node.
 func TestE2EClusterSnapshots(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs two gateway binaries")
 	}

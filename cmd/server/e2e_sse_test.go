@@ -30,6 +30,7 @@ func numbered(n int) (string, string) {
 // with Last-Event-ID: exactly the rest arrives, nothing twice, nothing
 // missing.
 func TestE2ESSEResume(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
@@ -169,6 +170,7 @@ func TestE2ESSEResume(t *testing.T) {
 // TestE2ESSEGap: with a 64-byte replay buffer, a reader that connects after
 // a process printed a lot is told with a gap event what it missed.
 func TestE2ESSEGap(t *testing.T) {
+	t.Parallel()
 	const buffer = 64
 	e := newE2E(t, fmt.Sprintf("--output-buffer-bytes=%d", buffer))
 	ctx := ctxT(t)
@@ -309,6 +311,7 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 // TestE2EIdleTimeout: a VM nobody uses is disposed after its idle timeout,
 // with the reason; an open stream keeps a VM busy.
 func TestE2EIdleTimeout(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin

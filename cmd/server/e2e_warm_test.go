@@ -44,6 +44,7 @@ func (e *e2e) warmCounts() (hits, misses float64) {
 // are refilled; a spec that needs a new VM is a miss that still works.
 // Either way the record names this node as the VM's owner.
 func TestE2EWarmVMs(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, "--warm-vms=1", "--node-id=warm-node")
 	e.waitWarm(1)
 	for i, tc := range []struct {
@@ -103,6 +104,7 @@ func TestE2EWarmVMs(t *testing.T) {
 // writes is seen by no other), at most the ready warm VMs are hits; and
 // warm VMs count against no tenant's quota until one is taken.
 func TestE2EWarmVMsNeverSharedAndFree(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, "--warm-vms=2")
 	e.waitWarm(2)
 
@@ -172,6 +174,7 @@ func TestE2EWarmVMsNeverSharedAndFree(t *testing.T) {
 // TestE2EWarmVMsShutdown stops a gateway holding warm VMs: the stop
 // succeeds, every sidecar is gone (the goroutines are checked by TestMain).
 func TestE2EWarmVMsShutdown(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, "--warm-vms=2")
 	e.waitWarm(2)
 	scs, err := e.admin.Sidecars(ctxT(t))
@@ -204,6 +207,7 @@ func processAlive(pid int) bool {
 // lands on, with a warm sidecar kept idle: pack puts every VM (and the warm
 // VM) on one sidecar, spread puts each on its own.
 func TestE2EPlacement(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		placement string
 		warm      string
@@ -244,6 +248,7 @@ func TestE2EPlacement(t *testing.T) {
 // sidecar, the live VM keeps working on the draining one, and the drained
 // sidecar is stopped once that VM is gone.
 func TestE2EMemoryHighWaterRecycle(t *testing.T) {
+	t.Parallel()
 	// 100 MiB: a fresh sidecar is about 21 MiB, one that ran a process
 	// about 250 MiB.
 	e := newE2E(t, "--memory-high-water=104857600", "--warm-vms=0", "--min-idle-sidecars=1")

@@ -12,6 +12,7 @@ import (
 // TestStreamedExecIdempotency: a streamed exec with an Idempotency-Key runs
 // once; its retry, streamed or buffered, gets the recorded result.
 func TestStreamedExecIdempotency(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "")
 	var vm struct{ ID string }
 	if st := call(t, "POST", g.URL+"/v1/vms", testAdminKey, map[string]any{}, &vm); st != 201 {

@@ -22,7 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(removesBinary{m},
 		// The HTTP client's idle keep-alive connections belong to
 		// http.DefaultTransport, not to the code under test.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
@@ -153,14 +153,46 @@ func call(t testing.TB, method, url, key string, body any, out any) int {
 	return resp.StatusCode
 }
 
+// gatewayBinary is the gateway binary the process-level tests run: built
+// once for the whole test process, since a build costs seconds of both
+// cores even when every package is cached (the link), and a dozen tests
+// each used to build their own. TestMain removes it.
+var gatewayBinary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// removesBinary runs the tests, then removes the gateway binary they built.
+type removesBinary struct{ m *testing.M }
+
+func (r removesBinary) Run() int {
+	code := r.m.Run()
+	if gatewayBinary.dir != "" {
+		os.RemoveAll(gatewayBinary.dir)
+	}
+	return code
+}
+
+// buildGateway returns the path of the gateway binary, building it on the
+// first call.
 func buildGateway(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentos-gateway")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	g := &gatewayBinary
+	g.once.Do(func() {
+		if g.dir, g.err = os.MkdirTemp("", "agentos-gateway-bin-"); g.err != nil {
+			return
+		}
+		g.path = filepath.Join(g.dir, "agentos-gateway")
+		if out, err := exec.Command("go", "build", "-o", g.path, ".").CombinedOutput(); err != nil {
+			g.err = fmt.Errorf("%w\n%s", err, out)
+		}
+	})
+	if g.err != nil {
+		t.Fatalf("build the gateway: %v", g.err)
 	}
-	return bin
+	return g.path
 }
 
 // TestSIGTERMShutdownAndRestart runs the real binary: SIGTERM ends a live
@@ -168,6 +200,7 @@ func buildGateway(t testing.TB) string {
 // 0 leaving no process behind; a restart on the same data directory shows
 // the VM that was live as lost.
 func TestSIGTERMShutdownAndRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -33,6 +33,7 @@ type walkCheck struct {
 // recognised by exactly one check and every check must recognise a step, so
 // an edited README fails here until this test is taught what it prints.
 func TestREADMEWalkthrough(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is needed (make test installs it): %v", tool, err)
