@@ -97,6 +97,11 @@ const (
 	EngineExecutionConflict EngineCode = "ERR_AGENTOS_VM_EXECUTION_CONFLICT"
 	// EngineTeardownDeadline: a VM's disposal outran the engine's deadline.
 	EngineTeardownDeadline EngineCode = "ERR_AGENTOS_VM_TEARDOWN_DEADLINE"
+	// EngineBridgeCallTimeout: a call between the engine's host and a
+	// guest runtime got no answer within the engine's 30 s, measured when a
+	// sidecar stalls (an idle shell's stdin wait, see the README): the call
+	// may or may not have taken effect, and the request was not at fault.
+	EngineBridgeCallTimeout EngineCode = "ERR_AGENTOS_BRIDGE_CALL_TIMEOUT"
 	// EngineCommandNotFound: the program of a launch is not in the guest's
 	// PATH ("command not found on native sidecar path: foo").
 	EngineCommandNotFound EngineCode = "command_not_found"

@@ -44,6 +44,10 @@ func EngineError(err error, what string) error {
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the sidecar hosting this VM is gone", what)
 	case errors.Is(err, agentos.ErrVMDisposed):
 		return gateway.Wrap(gateway.CodeConflict, err, "%s: the VM was disposed", what).WithDetail("state", gateway.VMDisposed)
+	case agentos.HasEngineCode(err, agentos.EngineBridgeCallTimeout):
+		// Checked before a launch's refusal: a launch that timed out inside
+		// the engine is a stall, not a bad command.
+		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the engine did not answer in time (its sidecar is busy or stalled); retry", what).WithDetail("reason", "engine_timeout")
 	case agentos.IsLaunchConflict(err):
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM stayed busy starting other processes; retry", what)
 	case errors.As(err, &launch):

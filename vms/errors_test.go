@@ -30,6 +30,8 @@ func TestEngineErrorWording(t *testing.T) {
 		{"odd errno", rejected("EXDEV"), gateway.CodeInternal, "read file: the engine refused the request (EXDEV)"},
 		{"launch", &agentos.LaunchError{Command: "nope", Err: &agentos.RejectedError{Message: hostText, Errno: "ENOENT"}}, gateway.CodeInvalidArgument, `read file: the VM could not start "nope": command not found`},
 		{"launch without errno", &agentos.LaunchError{Command: "nope", Err: &agentos.RejectedError{Message: hostText}}, gateway.CodeInvalidArgument, `read file: the VM could not start "nope": the engine refused to start it`},
+		{"launch that timed out in the engine", &agentos.LaunchError{Command: "echo hi", Err: &agentos.RejectedError{Code: "execution_error", Message: "ERR_AGENTOS_BRIDGE_CALL_TIMEOUT: " + hostText, EngineCode: agentos.EngineBridgeCallTimeout}}, gateway.CodeUnavailable, "read file: the engine did not answer in time (its sidecar is busy or stalled); retry"},
+		{"call that timed out in the engine", &agentos.RejectedError{Code: "execution_error", Message: hostText, EngineCode: agentos.EngineBridgeCallTimeout}, gateway.CodeUnavailable, "read file: the engine did not answer in time (its sidecar is busy or stalled); retry"},
 		{"acp", &agentos.ACPError{Code: "invalid_state", Message: hostText}, gateway.CodeConflict, "read file: the agent refused the request (invalid_state)"},
 		{"sidecar exited", &agentos.SidecarExitedError{Pid: 1, StderrTail: hostText}, gateway.CodeUnavailable, "read file: the sidecar hosting this VM is gone"},
 		{"unknown", errors.New(hostText), gateway.CodeInternal, "read file failed"},
