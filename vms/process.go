@@ -57,21 +57,30 @@ func (s *Service) ExecTimeout(requested time.Duration) (time.Duration, error) {
 // not a directory, so that nothing runs in a place the caller did not mean.
 // An empty cwd (the default, /workspace) is accepted.
 func (s *Service) CheckCwd(ctx context.Context, tenantID, vmID, cwd string) error {
-	_, err := s.lookupAt(ctx, tenantID, vmID, cwd)
-	return err
+	_, release, err := s.lookupAt(ctx, tenantID, vmID, cwd)
+	if err != nil {
+		return err
+	}
+	release()
+	return nil
 }
 
 // lookupAt is lookup for a call that runs something in cwd: it also checks
-// that cwd is a directory of the VM (see CheckCwd).
-func (s *Service) lookupAt(ctx context.Context, tenantID, vmID, cwd string) (*liveVM, error) {
-	lv, err := s.lookup(ctx, tenantID, vmID)
+// that cwd is a directory of the VM (see CheckCwd). The VM is held busy
+// from the check on until release is called, so the idle reaper cannot
+// dispose of it while the call launches its process (a launch cut short
+// that way was answered as a bad command).
+func (s *Service) lookupAt(ctx context.Context, tenantID, vmID, cwd string) (lv *liveVM, release func(), err error) {
+	lv, err = s.lookup(ctx, tenantID, vmID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	release = lv.hold(s.cfg.Now())
 	if err := checkCwd(ctx, lv.vm, cwd); err != nil {
-		return nil, err
+		release()
+		return nil, nil, err
 	}
-	return lv, nil
+	return lv, release, nil
 }
 
 func checkCwd(ctx context.Context, vm *agentos.VM, cwd string) error {
@@ -138,16 +147,16 @@ func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, 
 	if err != nil {
 		return nil, err
 	}
-	lv, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
+	lv, unhold, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
 		return nil, err
 	}
+	defer unhold()
 	release, err := s.countProcess(tenant)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	defer lv.hold(s.cfg.Now())()
 	maxOut := req.MaxOutputBytes
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutputBytes
@@ -245,10 +254,11 @@ func (p *Process) Info() gateway.ProcessInfo {
 // Spawn starts a process whose output is kept in a bounded log for
 // streaming and resuming.
 func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string, req SpawnRequest) (gateway.ProcessInfo, error) {
-	lv, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
+	lv, unhold, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
 		return gateway.ProcessInfo{}, err
 	}
+	defer unhold()
 	release, err := s.countProcess(tenant)
 	if err != nil {
 		return gateway.ProcessInfo{}, err

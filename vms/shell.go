@@ -91,10 +91,11 @@ func (sh *Shell) AttachTerminal() (detach func()) { return sh.term.Attach() }
 
 // OpenShell starts a shell.
 func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID string, req ShellRequest) (*Shell, error) {
-	lv, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
+	lv, unhold, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
 		return nil, err
 	}
+	defer unhold()
 	release, err := s.countProcess(tenant)
 	if err != nil {
 		return nil, err

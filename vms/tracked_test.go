@@ -44,3 +44,29 @@ func TestGoTrackedAfterShutdown(t *testing.T) {
 		t.Fatalf("finished %v, ran after shutdown %v", finished.Load(), ran.Load())
 	}
 }
+
+// TestLaunchHoldsTheVM: a call that launches something holds its VM from
+// the lookup on, so the idle reaper cannot dispose of it mid-launch (on a
+// loaded machine a spawn outlasted a 3 s idle timeout and was cut short by
+// the reaper, then answered as a bad command). The VM has no engine here:
+// an empty cwd needs none, and idleness is the VM's own bookkeeping.
+func TestLaunchHoldsTheVM(t *testing.T) {
+	past := time.Now().Add(-time.Hour)
+	lv := &liveVM{id: "vm1", tenantID: "t1", idle: time.Second, lastActive: past, procs: map[uint32]*Process{}, shells: map[string]*Shell{}}
+	s := &Service{cfg: Config{Now: func() time.Time { return past }}, live: map[string]*liveVM{lv.id: lv}}
+	later := time.Now()
+	if !lv.idleSince(later) {
+		t.Fatal("the VM is not idle before the call")
+	}
+	got, release, err := s.lookupAt(t.Context(), "t1", "vm1", "")
+	if err != nil || got != lv {
+		t.Fatalf("lookupAt = %v, %v", got, err)
+	}
+	if lv.idleSince(later.Add(time.Hour)) {
+		t.Fatal("the VM counts as idle while a launch holds it")
+	}
+	release()
+	if !lv.idleSince(time.Now().Add(2 * time.Second)) {
+		t.Fatal("the VM is not idle once the launch let it go")
+	}
+}

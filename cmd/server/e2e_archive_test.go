@@ -297,7 +297,11 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 		t.Parallel()
 	}
 	e := newE2E(t)
-	ctx := ctxFor(t, 10*time.Minute)
+	// The engine's cost per call grows with the tree (see the copy below),
+	// and more than threefold when the suite's other tests load the cores:
+	// the upload took 34 s alone and 186 s under that load, a download 45 s
+	// and 151 s.
+	ctx := ctxFor(t, 20*time.Minute)
 	c := e.admin
 	// The default filesystem limit of a VM is below the tree's size.
 	vm := e.vm(c, client.CreateVMRequest{Limits: map[string]any{"resources": map[string]any{"maxFilesystemBytes": 512 << 20}}})
@@ -398,15 +402,16 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 	// is what was sent.
 	//
 	// The copy itself pays the walk on each file it opens: 53 s measured on
-	// an idle 2-core machine, beyond the 60 s of one e2e call once another
-	// test shares the cores (the fresh-clone failure of issue 19). It gets
-	// four times that; no guest tool makes the copy cheaper (the guest's tar
-	// keeps neither modes nor times, a checksum of every file exceeds the
-	// guest's CPU budget).
-	cpCtx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	// an idle 2-core machine, 174 s while the suite's other tests ran, far
+	// beyond the 60 s of one e2e call (the fresh-clone failure of issue 19).
+	// No guest tool makes the copy cheaper (the guest's tar keeps neither
+	// modes nor times, a checksum of every file exceeds the guest's CPU
+	// budget), so it gets a budget of its own.
+	const copyBudget = 8 * time.Minute
+	cpCtx, cancel := context.WithTimeout(ctx, copyBudget)
 	defer cancel()
 	start := time.Now()
-	if res, err := c.VM(vm.ID).Exec(cpCtx, client.ExecRequest{Command: "cp -R -P --preserve=mode,timestamps /workspace/tree /workspace/copy", Timeout: 4 * time.Minute}); err != nil || res.ExitCode != 0 {
+	if res, err := c.VM(vm.ID).Exec(cpCtx, client.ExecRequest{Command: "cp -R -P --preserve=mode,timestamps /workspace/tree /workspace/copy", Timeout: copyBudget}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("the guest's copy of the tree: %+v %v", res, err)
 	}
 	t.Logf("the guest's copy of the uploaded tree: %s", time.Since(start).Round(time.Millisecond))
@@ -415,7 +420,7 @@ func TestE2EArchiveRoundTrip(t *testing.T) {
 	}
 	for _, gz := range []bool{false, true} {
 		t.Run(fmt.Sprintf("download gzip=%v", gz), func(t *testing.T) {
-			ctx := ctxFor(t, 4*time.Minute)
+			ctx := ctxFor(t, 8*time.Minute)
 			growth := peakGrowth(t, func() {
 				r, err := raw.VM(vm.ID).DownloadArchive(ctx, "/workspace/copy", client.ArchiveOptions{Gzip: gz})
 				if err != nil {
@@ -537,6 +542,7 @@ func TestE2EArchiveRefused(t *testing.T) {
 		{"target is a file", tarBytes(t, []treeEntry{file("fine.txt", "x")}, false), "/workspace/outside.txt", false, 409, client.CodeConflict, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxFor(t, 3*time.Minute)
 			before := snapshotFS(t, ctx, c, vm.ID)
 			_, err := c.VM(vm.ID).UploadArchive(ctx, tc.target, bytes.NewReader(tc.body), client.ArchiveOptions{Mkdirs: tc.mkdirs})
 			ce := wantCode(t, err, tc.code, tc.status)
@@ -566,7 +572,6 @@ func (zeroReader) Read(b []byte) (int, error) {
 func TestE2EArchiveFormats(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	ctx := ctxT(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
 	es := []treeEntry{
@@ -586,6 +591,7 @@ func TestE2EArchiveFormats(t *testing.T) {
 		{"gzip by Content-Encoding", true, "", map[string]string{"Content-Encoding": "gzip"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			e := e.sub(t)
 			dir := fmt.Sprintf("/workspace/f%d", i)
 			err := e.raw("PUT", "/v1/vms/"+vm.ID+"/archive?mkdirs=true&path="+dir+tc.format, testAdminKey, bytes.NewReader(tarBytes(t, es, tc.gz)), tc.header)
 			if err != nil {
@@ -598,6 +604,7 @@ func TestE2EArchiveFormats(t *testing.T) {
 	}
 
 	t.Run("merge", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		const dir = "/workspace/merge"
 		if _, err := c.VM(vm.ID).WriteFile(ctx, dir+"/m/old.txt", strings.NewReader("old"), client.WriteFileOptions{Mkdirs: true}); err != nil {
 			t.Fatal(err)
@@ -627,6 +634,7 @@ func TestE2EArchiveFormats(t *testing.T) {
 	})
 
 	t.Run("missing path", func(t *testing.T) {
+		ctx := ctxT(t)
 		_, err := c.VM(vm.ID).DownloadArchive(ctx, "/workspace/none", client.ArchiveOptions{})
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	})

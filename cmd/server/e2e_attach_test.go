@@ -309,6 +309,7 @@ func TestE2EAttachAuth(t *testing.T) {
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
+			e, ctx := e.sub(t), ctxT(t)
 			conn, resp, err := websocket.Dial(ctx, e.wsURL(path), &websocket.DialOptions{
 				HTTPClient: &http.Client{Transport: e.tr}, Subprotocols: tt.protocols, HTTPHeader: tt.header})
 			if err == nil {
@@ -333,6 +334,7 @@ func TestE2EAttachAuth(t *testing.T) {
 	}
 	for _, tt := range accepted {
 		t.Run(tt.name, func(t *testing.T) {
+			e, ctx := e.sub(t), ctxT(t)
 			conn, resp, err := websocket.Dial(ctx, e.wsURL(path), &websocket.DialOptions{
 				HTTPClient: &http.Client{Transport: e.tr}, Subprotocols: tt.protocols, HTTPHeader: tt.header})
 			if err != nil {
@@ -547,6 +549,7 @@ func TestE2EAttachProcess(t *testing.T) {
 	}
 
 	t.Run("stdin, stdout, stderr, resume", func(t *testing.T) {
+		e := e.sub(t)
 		ctx := ctxT(t)
 		pid := spawn("sh", "-c", `read a; echo "out $a"; read b; echo "err $b" >&2; exit 5`)
 		a := e.attach(t, procPath(pid), true, false)
@@ -584,6 +587,7 @@ func TestE2EAttachProcess(t *testing.T) {
 	})
 
 	t.Run("close_stdin", func(t *testing.T) {
+		e := e.sub(t)
 		pid := spawn("cat")
 		a := e.attach(t, procPath(pid), true, false)
 		a.waitHello()
@@ -596,6 +600,7 @@ func TestE2EAttachProcess(t *testing.T) {
 	})
 
 	t.Run("signal", func(t *testing.T) {
+		e := e.sub(t)
 		pid := spawn("sleep", "600")
 		a := e.attach(t, procPath(pid), true, false)
 		a.waitHello()
@@ -611,6 +616,7 @@ func TestE2EAttachProcess(t *testing.T) {
 	})
 
 	t.Run("refused frames", func(t *testing.T) {
+		e := e.sub(t)
 		ctx := ctxT(t)
 		pid := spawn("sleep", "600")
 		tests := []struct {
@@ -641,6 +647,7 @@ func TestE2EAttachProcess(t *testing.T) {
 	})
 
 	t.Run("goroutines", func(t *testing.T) {
+		e := e.sub(t)
 		ctx := ctxT(t)
 		pid := spawn("sh", "-c", "while true; do echo tick; sleep 0.05; done")
 		shell, err := c.VM(vm.ID).OpenShell(ctx, client.ShellRequest{})
@@ -651,7 +658,7 @@ func TestE2EAttachProcess(t *testing.T) {
 		warm.waitHello()
 		warm.drop()
 		time.Sleep(200 * time.Millisecond)
-		baseline := e.settledGoroutines()
+		baseline := e.baselineGoroutines(t)
 		const n = 10
 		var conns []*attachClient
 		for i := range n {

@@ -155,6 +155,7 @@ func TestE2EBadInput(t *testing.T) {
 
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
+			e := e.sub(t)
 			header := map[string]string{"Content-Type": "application/json"}
 			for k, v := range c.header {
 				header[k] = v
@@ -181,6 +182,7 @@ func TestE2EBadInput(t *testing.T) {
 	// Failed creates leave disposed records whose reasons are shown to
 	// clients too.
 	t.Run("reasons of failed creates", func(t *testing.T) {
+		ctx := ctxFor(t, 3*e2eTimeout)
 		l, err := a.ListVMs(ctx, client.ListVMsOptions{States: []client.VMState{client.VMDisposed}, Limit: 500})
 		if err != nil {
 			t.Fatal(err)
@@ -194,6 +196,7 @@ func TestE2EBadInput(t *testing.T) {
 	})
 
 	t.Run("valid odd input arrives intact", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxFor(t, 3*e2eTimeout)
 		odd := e.vm(a, client.CreateVMRequest{Env: map[string]string{"B": "p=q", "C": "spaces and = and \"quotes\""}})
 		for _, c := range []struct {
 			req  client.ExecRequest

@@ -188,6 +188,7 @@ func TestE2EBindings(t *testing.T) {
 	})
 
 	t.Run("Events", func(t *testing.T) {
+		ctx := ctxT(t)
 		want := map[string]string{"weather.get": "ok", "weather.slow": "timeout", "weather.fail": "http_error", "weather.gone": "unreachable"}
 		events, cancel := context.WithTimeout(ctx, e2eTimeout)
 		defer cancel()
@@ -215,6 +216,7 @@ func TestE2EBindings(t *testing.T) {
 	})
 
 	t.Run("Put", func(t *testing.T) {
+		ctx := ctxT(t)
 		notes := client.BindingCollection{Name: "notes", Description: "Notes kept by the host", Bindings: []client.Binding{
 			{Name: "add", Description: "Add a note", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`), WebhookURL: hooks.URL + "/echo"},
 		}}
@@ -253,6 +255,7 @@ func TestE2EBindings(t *testing.T) {
 	})
 
 	t.Run("BadInput", func(t *testing.T) {
+		ctx := ctxT(t)
 		good := weather(hooks, hooks.URL+"/echo")
 		with := func(edit func(*client.BindingCollection)) *client.Bindings {
 			col := good
@@ -293,6 +296,7 @@ func TestE2EBindings(t *testing.T) {
 	})
 
 	t.Run("OtherTenant", func(t *testing.T) {
+		ctx := ctxT(t)
 		_, err := other.VM(vm.ID).Bindings(ctx)
 		wantCode(t, err, "not_found", 404)
 		_, err = other.VM(vm.ID).PutBindings(ctx, client.Bindings{Collections: []client.BindingCollection{weather(hooks, hooks.URL+"/echo")}})

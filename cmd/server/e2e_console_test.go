@@ -82,6 +82,7 @@ func TestE2EConsole(t *testing.T) {
 	// on its stdin (the Processes step runs one, and so is a shell at its
 	// prompt) slows every shell and launch of its sidecar on 0.2.21.
 	t.Run("Terminal", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxFor(t, 10*time.Minute)
 		// Closing a shell whose kill the engine takes over 10 s to confirm
 		// answers 504 (README, known limits), maybe during a later step; the
 		// page goes on regardless.
@@ -130,6 +131,11 @@ func TestE2EConsole(t *testing.T) {
 	b.checkProblems(t)
 
 	step(t, "EditFile", func(t *testing.T) {
+		// The list drops the terminal's VM when its deletion lands, which
+		// moves the rows: a click meanwhile hits where the link was (seen
+		// on a loaded machine, the page stayed on the list).
+		b.waitJS(t, browserStep, "the list to hold the console's VM alone", fmt.Sprintf(
+			`document.querySelectorAll('[data-vm-state]').length === 1 && !!document.querySelector('[data-vm-state=%q]')`, vmID))
 		b.click(t, "link", vmID)
 		b.visible(t, "tab", "Files")
 		b.fill(t, "New file name", "hello.txt")

@@ -126,6 +126,7 @@ func TestE2EExecCommandForms(t *testing.T) {
 	})
 
 	t.Run("the README's process example", func(t *testing.T) {
+		e := e.sub(t)
 		ctx := ctxT(t)
 		h, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: `sh -c "while read l; do echo got $l; done"`})
 		if err != nil {
@@ -250,6 +251,7 @@ func TestE2EExecDeadlines(t *testing.T) {
 		killedWithin(t, start, def)
 	})
 	t.Run("zero is the default", func(t *testing.T) {
+		e := e.sub(t)
 		start := time.Now()
 		err := e.raw("POST", "/v1/vms/"+vm.ID+"/exec", testAdminKey, strings.NewReader(`{"command":"sleep 30","timeoutMs":0}`), nil)
 		wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout)
@@ -262,6 +264,7 @@ func TestE2EExecDeadlines(t *testing.T) {
 		killedWithin(t, start, 3*time.Second)
 	})
 	t.Run("above the maximum", func(t *testing.T) {
+		e := e.sub(t)
 		for _, stream := range []bool{false, true} {
 			req := client.ExecRequest{Command: "touch /tmp/ran", Timeout: max + time.Millisecond}
 			var err error
@@ -280,6 +283,7 @@ func TestE2EExecDeadlines(t *testing.T) {
 		}
 	})
 	t.Run("keyed buffered exec", func(t *testing.T) {
+		e := e.sub(t)
 		key := e.uniq("keyed-buffered")
 		start := time.Now()
 		_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep}, client.WithIdempotencyKey(key))
@@ -292,6 +296,7 @@ func TestE2EExecDeadlines(t *testing.T) {
 		}
 	})
 	t.Run("keyed streamed exec", func(t *testing.T) {
+		e := e.sub(t)
 		key := e.uniq("keyed-streamed")
 		body := `{"command":"sleep 30"}`
 		open := func() *http.Response {
@@ -324,6 +329,7 @@ func TestE2EExecDeadlines(t *testing.T) {
 		}
 	})
 	t.Run("streamed exec", func(t *testing.T) {
+		e := e.sub(t)
 		start := time.Now()
 		s, err := c.VM(vm.ID).ExecStream(ctxT(t), client.ExecRequest{Command: sleep})
 		if err != nil {
@@ -427,6 +433,7 @@ func TestE2EExecBinaryOutput(t *testing.T) {
 		{"printf 'héllo <b>'", "utf8", "héllo <b>"},
 	} {
 		t.Run(tc.command, func(t *testing.T) {
+			e := e.sub(t)
 			res := e.execWire(t, vm.ID, client.ExecRequest{Command: tc.command})
 			if out := res.stdout(t); res.Encoding != tc.encoding || string(out) != tc.stdout {
 				t.Fatalf("%s %q, want %s %q", res.Encoding, out, tc.encoding, tc.stdout)
@@ -440,6 +447,7 @@ func TestE2EExecBinaryOutput(t *testing.T) {
 	})
 
 	t.Run("20 MB of NUL bytes", func(t *testing.T) {
+		e := e.sub(t)
 		const n = 20_000_000
 		before := heapAfterGC()
 		h := sampleHeap(t)
@@ -484,6 +492,7 @@ func TestE2EExecBinaryOutput(t *testing.T) {
 	})
 
 	t.Run("streamed binary output", func(t *testing.T) {
+		e := e.sub(t)
 		const n = 3_000_000
 		s, err := c.VM(vm.ID).ExecStream(ctxT(t), client.ExecRequest{Command: fmt.Sprintf("head -c %d /dev/zero", n)})
 		if err != nil {
@@ -519,6 +528,7 @@ func TestE2EProcessResumePastEnd(t *testing.T) {
 	}
 
 	t.Run("exited", func(t *testing.T) {
+		e := e.sub(t)
 		ctx := ctxT(t)
 		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "echo one"})
 		if err != nil {
@@ -555,6 +565,7 @@ func TestE2EProcessResumePastEnd(t *testing.T) {
 	})
 
 	t.Run("running", func(t *testing.T) {
+		e := e.sub(t)
 		ctx := ctxT(t)
 		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: `sh -c "echo start; read x; echo after $x"`})
 		if err != nil {

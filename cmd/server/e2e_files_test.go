@@ -57,6 +57,7 @@ func TestE2EFileRanges(t *testing.T) {
 		{"bytes=-20000", 0, size}, // a suffix longer than the file is all of it
 	} {
 		t.Run(tc.rng, func(t *testing.T) {
+			e := e.sub(t)
 			resp, body := e.fileGet("GET", vm.ID, "/workspace/r.bin", map[string]string{"Range": tc.rng})
 			wantRange := "bytes " + strconv.Itoa(tc.first) + "-" + strconv.Itoa(tc.end-1) + "/" + strconv.Itoa(size)
 			if resp.StatusCode != http.StatusPartialContent || resp.Header.Get("Content-Range") != wantRange ||
@@ -70,6 +71,7 @@ func TestE2EFileRanges(t *testing.T) {
 	}
 
 	t.Run("unsatisfiable", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		for _, rng := range []string{"bytes=10000-", "bytes=20000-30000"} {
 			resp, body := e.fileGet("GET", vm.ID, "/workspace/r.bin", map[string]string{"Range": rng})
 			var p struct {
@@ -89,6 +91,7 @@ func TestE2EFileRanges(t *testing.T) {
 	})
 
 	t.Run("several ranges get the whole file", func(t *testing.T) {
+		e := e.sub(t)
 		resp, body := e.fileGet("GET", vm.ID, "/workspace/r.bin", map[string]string{"Range": "bytes=0-1,5-6"})
 		if resp.StatusCode != http.StatusOK || !bytes.Equal(body, content) {
 			t.Fatalf("%d, %d bytes", resp.StatusCode, len(body))
@@ -96,6 +99,7 @@ func TestE2EFileRanges(t *testing.T) {
 	})
 
 	t.Run("empty file ignores Range", func(t *testing.T) {
+		e := e.sub(t)
 		resp, body := e.fileGet("GET", vm.ID, "/workspace/empty.bin", map[string]string{"Range": "bytes=0-10"})
 		if resp.StatusCode != http.StatusOK || len(body) != 0 {
 			t.Fatalf("%d, %d bytes", resp.StatusCode, len(body))
@@ -103,6 +107,7 @@ func TestE2EFileRanges(t *testing.T) {
 	})
 
 	t.Run("typed client", func(t *testing.T) {
+		ctx := ctxT(t)
 		for _, o := range []client.ReadRangeOptions{{Offset: 100, Length: 50}, {Offset: 9500}, {Offset: -7}} {
 			fr, err := c.VM(vm.ID).ReadFileRange(ctx, "/workspace/r.bin", o)
 			if err != nil {
@@ -138,6 +143,7 @@ func TestE2EFileValidators(t *testing.T) {
 	}
 
 	t.Run("HEAD", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		resp, _ := e.fileGet("HEAD", vm.ID, p, nil)
 		if resp.StatusCode != 200 || resp.Header.Get("ETag") != etag || resp.Header.Get("Last-Modified") != lastMod ||
 			resp.Header.Get("Content-Length") != "12" || resp.Header.Get("Accept-Ranges") != "bytes" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
@@ -169,6 +175,7 @@ func TestE2EFileValidators(t *testing.T) {
 		{"If-Match", map[string]string{"If-Match": etag}, http.StatusOK, "version one\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			e := e.sub(t)
 			resp, body := e.fileGet("GET", vm.ID, p, tc.header)
 			if resp.StatusCode != tc.status || string(body) != tc.body {
 				t.Fatalf("%d %q, want %d %q", resp.StatusCode, body, tc.status, tc.body)
@@ -179,11 +186,13 @@ func TestE2EFileValidators(t *testing.T) {
 		})
 	}
 	t.Run("If-Match failing", func(t *testing.T) {
+		e := e.sub(t)
 		err := e.raw("GET", "/v1/vms/"+vm.ID+"/files?path="+p, testAdminKey, nil, map[string]string{"If-Match": `"other"`})
 		wantCode(t, err, client.CodePreconditionFailed, http.StatusPreconditionFailed)
 	})
 
 	t.Run("a rewrite changes the ETag", func(t *testing.T) {
+		ctx := ctxT(t)
 		if _, err := c.VM(vm.ID).WriteFile(ctx, p, strings.NewReader("version two, longer\n"), client.WriteFileOptions{}); err != nil {
 			t.Fatal(err)
 		}

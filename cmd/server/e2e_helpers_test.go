@@ -390,6 +390,30 @@ func (e *e2e) settledGoroutines() int {
 	return runtime.NumGoroutine()
 }
 
+// baselineGoroutines is settledGoroutines once the gateway is at rest: no
+// sidecar is starting and the count held for a second. When a VM takes the
+// pool's idle sidecar, the pool starts another in the background, which
+// adds its goroutines only once it is ready: a count taken meanwhile is too
+// low (seen on a loaded machine, 7 goroutines short).
+func (e *e2e) baselineGoroutines(t testing.TB) int {
+	t.Helper()
+	eventually(t, 60*time.Second, "no sidecar starting", func() bool {
+		return e.metric("agentos_gateway_sidecars", `state="starting"`) == 0
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	n, same := e.settledGoroutines(), 0
+	for same < 4 && time.Now().Before(deadline) {
+		time.Sleep(250 * time.Millisecond)
+		m := e.settledGoroutines()
+		if m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
+}
+
 // goroutinesBack waits until the goroutine count is back near baseline once
 // n streams (or connections) that raised it to open have gone, and fails
 // with every goroutine's stack if it is not within 15 s.

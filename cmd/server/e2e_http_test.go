@@ -65,6 +65,7 @@ func TestE2EMethodNotAllowed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			e := e.sub(t)
 			req, _ := http.NewRequestWithContext(ctxT(t), tc.method, e.gw.URL+tc.path, strings.NewReader("{}"))
 			req.Header.Set("Authorization", "Bearer "+testAdminKey)
 			resp, b := e.plainDo(req)
@@ -79,7 +80,6 @@ func TestE2EMethodNotAllowed(t *testing.T) {
 func TestE2ELabelSelectors(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	ctx := ctxT(t)
 	_, key := e.tenantWithKey("labels", nil)
 	c := e.client(key)
 	docs := e.vm(c, client.CreateVMRequest{Labels: map[string]string{"team": "docs", "env": "prod"}})
@@ -100,6 +100,7 @@ func TestE2ELabelSelectors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.query, func(t *testing.T) {
+			e, ctx := e.sub(t), ctxT(t)
 			req, _ := http.NewRequestWithContext(ctx, "GET", e.gw.URL+"/v1/vms?"+tc.query, nil)
 			req.Header.Set("Authorization", "Bearer "+key)
 			resp, b := e.plainDo(req)
@@ -113,6 +114,7 @@ func TestE2ELabelSelectors(t *testing.T) {
 		})
 	}
 	t.Run("typed client", func(t *testing.T) {
+		ctx := ctxT(t)
 		l, err := c.ListVMs(ctx, client.ListVMsOptions{Labels: map[string]string{"env": "prod"}, NotLabels: map[string]string{"team": "docs"}})
 		if err != nil || !sameSet(vmIDs(l.Items), []string{ml.ID}) {
 			t.Fatalf("%+v %v", l, err)
@@ -124,6 +126,7 @@ func TestE2ELabelSelectors(t *testing.T) {
 			name = fmt.Sprintf("%d selectors", strings.Count(q, "label="))
 		}
 		t.Run("refused "+name, func(t *testing.T) {
+			e, ctx := e.sub(t), ctxT(t)
 			req, _ := http.NewRequestWithContext(ctx, "GET", e.gw.URL+"/v1/vms?"+q, nil)
 			req.Header.Set("Authorization", "Bearer "+key)
 			resp, b := e.plainDo(req)
@@ -137,10 +140,10 @@ func TestE2ELabelSelectors(t *testing.T) {
 func TestE2EDeleteVMIsIdempotent(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, "--vm-retention=3s")
-	ctx := ctxT(t)
 	_, c := e.tenant("deletes", nil)
 
 	t.Run("live, then its record, then nothing", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		vm := e.vm(c, client.CreateVMRequest{})
 		got, err := c.VM(vm.ID).Delete(ctx)
 		if err != nil || got == nil || got.State != client.VMDisposed {
@@ -165,6 +168,7 @@ func TestE2EDeleteVMIsIdempotent(t *testing.T) {
 	})
 
 	t.Run("lost", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		vm := e.vm(c, client.CreateVMRequest{Labels: map[string]string{"fate": "lost"}})
 		if err := syscall.Kill(e.sidecarPid(vm), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -186,6 +190,7 @@ func TestE2EDeleteVMIsIdempotent(t *testing.T) {
 	})
 
 	t.Run("retention purges ended records", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		vm := e.vm(c, client.CreateVMRequest{})
 		live := e.vm(c, client.CreateVMRequest{})
 		if _, err := c.VM(vm.ID).Delete(ctx); err != nil {
@@ -207,10 +212,10 @@ func TestE2ECORS(t *testing.T) {
 	t.Parallel()
 	const origin = "https://console.example"
 	e := newE2E(t, "--cors-origins=https://other.example, "+origin)
-	ctx := ctxT(t)
 	vm := e.vm(e.admin, client.CreateVMRequest{})
 
 	t.Run("preflight", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		req, _ := http.NewRequestWithContext(ctx, "OPTIONS", e.gw.URL+"/v1/vms/"+vm.ID+"/exec", nil)
 		req.Header.Set("Origin", origin)
 		req.Header.Set("Access-Control-Request-Method", "POST")
@@ -229,6 +234,7 @@ func TestE2ECORS(t *testing.T) {
 		}
 	})
 	t.Run("preflight from another origin", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		req, _ := http.NewRequestWithContext(ctx, "OPTIONS", e.gw.URL+"/v1/vms", nil)
 		req.Header.Set("Origin", "https://evil.example")
 		req.Header.Set("Access-Control-Request-Method", "POST")
@@ -238,6 +244,7 @@ func TestE2ECORS(t *testing.T) {
 		}
 	})
 	t.Run("cross-origin create exposes Location", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		req, _ := http.NewRequestWithContext(ctx, "POST", e.gw.URL+"/v1/vms", strings.NewReader(`{}`))
 		req.Header.Set("Origin", origin)
 		req.Header.Set("Authorization", "Bearer "+testAdminKey)
@@ -252,6 +259,7 @@ func TestE2ECORS(t *testing.T) {
 		_, _ = e.admin.VM(created.ID).Delete(ctx)
 	})
 	t.Run("cross-origin SSE", func(t *testing.T) {
+		e := e.sub(t)
 		req, _ := http.NewRequestWithContext(ctxFor(t, e2eTimeout), "GET", e.gw.URL+"/v1/vms/"+vm.ID+"/events", nil)
 		req.Header.Set("Origin", origin)
 		req.Header.Set("Authorization", "Bearer "+testAdminKey)
@@ -303,6 +311,7 @@ func TestE2EBodyReadTimeout(t *testing.T) {
 	// A body that keeps arriving, slower than the deadline as a whole but
 	// never idle for as long, is read whole.
 	t.Run("slow but steady", func(t *testing.T) {
+		e := e.sub(t)
 		pr, pw := io.Pipe()
 		go func() {
 			for i := range 6 {

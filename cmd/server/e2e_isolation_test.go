@@ -162,6 +162,7 @@ func TestE2ETenantIsolation(t *testing.T) {
 	}
 
 	t.Run("lists", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		lb, err := cb.ListVMs(ctx, client.ListVMsOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -188,6 +189,7 @@ func TestE2ETenantIsolation(t *testing.T) {
 	})
 
 	t.Run("A's VM untouched", func(t *testing.T) {
+		ctx := ctxT(t)
 		got, err := ca.VM(vm.ID).Get(ctx)
 		if err != nil || got.State != client.VMReady {
 			t.Fatalf("%+v %v", got, err)
@@ -232,9 +234,9 @@ func TestE2ETenantIsolation(t *testing.T) {
 func TestE2EQuotas(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	ctx := ctxT(t)
 
 	t.Run("maxVms", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		tn, c := e.tenant("vms-2", &client.Quotas{MaxVMs: 2})
 		v1 := e.vm(c, client.CreateVMRequest{})
 		e.vm(c, client.CreateVMRequest{})
@@ -254,6 +256,7 @@ func TestE2EQuotas(t *testing.T) {
 	})
 
 	t.Run("maxVms under concurrency", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		_, c := e.tenant("vms-1", &client.Quotas{MaxVMs: 1})
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -282,6 +285,7 @@ func TestE2EQuotas(t *testing.T) {
 	})
 
 	t.Run("maxProcesses", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		_, c := e.tenant("procs-2", &client.Quotas{MaxProcesses: 2})
 		vm := e.vm(c, client.CreateVMRequest{})
 		var pids []uint32
@@ -321,6 +325,7 @@ func TestE2EQuotas(t *testing.T) {
 	})
 
 	t.Run("requestsPerSecond", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		tn, key := e.tenantWithKey("rps-2", &client.Quotas{RequestsPerSecond: 2})
 		// No retries: each 429 is to be seen, not waited out.
 		c := e.client(key, client.WithRetryPolicy(client.RetryPolicy{MaxAttempts: 1}))

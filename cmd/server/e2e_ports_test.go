@@ -341,6 +341,7 @@ func TestE2EPreviews(t *testing.T) {
 	})
 
 	t.Run("list, get and revoke", func(t *testing.T) {
+		ctx := ctxT(t)
 		list, err := vm.Previews(ctx)
 		if err != nil || len(list) != 1 || list[0].ID != p.ID || list[0].URL != "" || list[0].Port != 8080 {
 			t.Fatalf("Previews: %+v %v", list, err)
@@ -368,6 +369,7 @@ func TestE2EPreviews(t *testing.T) {
 	})
 
 	t.Run("expiry", func(t *testing.T) {
+		ctx := ctxT(t)
 		q, err := vm.CreatePreview(ctx, client.PreviewRequest{Port: 8080, TTL: time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -387,6 +389,7 @@ func TestE2EPreviews(t *testing.T) {
 	})
 
 	t.Run("per-VM bound", func(t *testing.T) {
+		ctx := ctxT(t)
 		var made []string
 		for {
 			q, err := vm.CreatePreview(ctx, client.PreviewRequest{Port: 3000})
@@ -447,6 +450,7 @@ func TestE2EPreviews(t *testing.T) {
 	})
 
 	t.Run("preview traffic counts against the tenant's rate limit", func(t *testing.T) {
+		ctx := ctxT(t)
 		set := func(rps float64) {
 			if _, err := f.e.admin.UpdateTenant(ctx, f.tenant, client.TenantUpdate{Quotas: &client.QuotasUpdate{RequestsPerSecond: &rps}}); err != nil {
 				t.Fatal(err)
@@ -474,6 +478,7 @@ func TestE2EPreviews(t *testing.T) {
 	})
 
 	t.Run("the VM's deletion ends its previews", func(t *testing.T) {
+		ctx := ctxT(t)
 		if _, err := vm.Delete(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -59,6 +59,7 @@ func TestE2EVMs(t *testing.T) {
 	}
 
 	t.Run("label filter", func(t *testing.T) {
+		ctx := ctxT(t)
 		tests := []struct {
 			labels map[string]string
 			want   []string
@@ -81,6 +82,7 @@ func TestE2EVMs(t *testing.T) {
 	})
 
 	t.Run("cursor pagination", func(t *testing.T) {
+		ctx := ctxT(t)
 		var seen []string
 		cursor := ""
 		pages := 0
@@ -108,6 +110,7 @@ func TestE2EVMs(t *testing.T) {
 	})
 
 	t.Run("delete and state filter", func(t *testing.T) {
+		ctx := ctxT(t)
 		del, err := c.VM(batch[0]).Delete(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -212,11 +215,11 @@ func TestE2EVMEvents(t *testing.T) {
 func TestE2EExec(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	ctx := ctxT(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
 
 	t.Run("buffered", func(t *testing.T) {
+		ctx := ctxT(t)
 		tests := []struct {
 			name  string
 			req   client.ExecRequest
@@ -282,6 +285,7 @@ func TestE2EExec(t *testing.T) {
 	})
 
 	t.Run("timeout", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		start := time.Now()
 		_, err := c.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "sleep 30", Timeout: 500 * time.Millisecond})
 		wantCode(t, err, client.CodeDeadlineExceeded, http.StatusGatewayTimeout)
@@ -295,6 +299,7 @@ func TestE2EExec(t *testing.T) {
 	})
 
 	t.Run("streamed", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		s, err := c.VM(vm.ID).ExecStream(ctx, client.ExecRequest{Command: `sh -c 'echo out; echo err >&2; exit 4'`})
 		if err != nil {
 			t.Fatal(err)
@@ -319,6 +324,7 @@ func TestE2EExec(t *testing.T) {
 	})
 
 	t.Run("idempotent exec", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		req := client.ExecRequest{Command: `sh -c 'echo x >> /workspace/count; wc -l < /workspace/count'`}
 		key := client.WithIdempotencyKey(e.uniq("exec-key"))
 		first, err := c.VM(vm.ID).Exec(ctx, req, key)
@@ -347,6 +353,7 @@ func TestE2EExec(t *testing.T) {
 	})
 
 	t.Run("idempotent spawn", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		key := client.WithIdempotencyKey(e.uniq("spawn-key"))
 		req := client.SpawnRequest{Command: "sleep 60"}
 		first, err := c.VM(vm.ID).Spawn(ctx, req, key)
@@ -384,7 +391,6 @@ func TestE2EExec(t *testing.T) {
 func TestE2EProcesses(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	ctx := ctxT(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
 	outReq := func(pid uint32) *http.Request {
@@ -392,6 +398,7 @@ func TestE2EProcesses(t *testing.T) {
 	}
 
 	t.Run("output stdout stderr exit", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: `sh -c 'echo to-out; echo to-err >&2; exit 5'`})
 		if err != nil {
 			t.Fatal(err)
@@ -421,6 +428,7 @@ func TestE2EProcesses(t *testing.T) {
 	})
 
 	t.Run("stdin and close", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Argv: []string{"cat"}})
 		if err != nil {
 			t.Fatal(err)
@@ -453,6 +461,7 @@ func TestE2EProcesses(t *testing.T) {
 	})
 
 	t.Run("signal and wait", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 60"})
 		if err != nil {
 			t.Fatal(err)
@@ -478,6 +487,7 @@ func TestE2EProcesses(t *testing.T) {
 	})
 
 	t.Run("list includes exited", func(t *testing.T) {
+		ctx := ctxT(t)
 		running, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: "sleep 60"})
 		if err != nil {
 			t.Fatal(err)
@@ -512,12 +522,12 @@ func TestE2EProcesses(t *testing.T) {
 func TestE2EShells(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	ctx := ctxT(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
 	e.exec(c, vm.ID, "true") // warm the VM: its first process is slow to start
 
 	t.Run("type a command", func(t *testing.T) {
+		e := e.sub(t)
 		// On the pinned engine the guest shell gives up (and exits) when a
 		// cursor query stays unanswered for 2 s, and the sidecar holds input
 		// to a shell while it waits for that answer; on a busy machine an
@@ -537,6 +547,7 @@ func TestE2EShells(t *testing.T) {
 	})
 
 	t.Run("close", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		id, err := c.VM(vm.ID).OpenShell(ctx, client.ShellRequest{Shell: "bash"})
 		if err != nil {
 			t.Fatal(err)
@@ -666,6 +677,7 @@ func TestE2EFiles(t *testing.T) {
 	}
 
 	t.Run("GET bytes and headers", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		for _, f := range []struct {
 			path, ctype string
 			want        []byte
@@ -698,6 +710,7 @@ func TestE2EFiles(t *testing.T) {
 	})
 
 	t.Run("HEAD", func(t *testing.T) {
+		ctx := ctxT(t)
 		h, err := c.VM(vm.ID).HeadFile(ctx, "/workspace/a/b/hello.txt")
 		if err != nil {
 			t.Fatal(err)
@@ -714,6 +727,7 @@ func TestE2EFiles(t *testing.T) {
 	})
 
 	t.Run("mkdir, list, stat, move", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		if err := c.VM(vm.ID).Mkdir(ctx, "/workspace/a/c/d/e"); err != nil {
 			t.Fatal(err)
 		}
@@ -786,6 +800,7 @@ func TestE2EFiles(t *testing.T) {
 	})
 
 	t.Run("delete", func(t *testing.T) {
+		ctx := ctxT(t)
 		if err := c.VM(vm.ID).DeleteFile(ctx, "/workspace/a/blob.bin", client.DeleteFileOptions{Recursive: false}); err != nil {
 			t.Fatal(err)
 		}

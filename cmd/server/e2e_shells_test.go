@@ -172,6 +172,7 @@ func TestE2EShellWithoutTerminal(t *testing.T) {
 
 	for _, shell := range []string{"sh", "bash"} {
 		t.Run(shell, func(t *testing.T) {
+			e := e.sub(t)
 			// The engine can lose an answer in the middle of a session too;
 			// such a run is started again with a new shell (see
 			// engineLostAnswer), a few times at most.
@@ -190,6 +191,7 @@ func TestE2EShellWithoutTerminal(t *testing.T) {
 	}
 
 	t.Run("VM disposed", func(t *testing.T) {
+		e := e.sub(t)
 		ctx := ctxT(t)
 		vm2 := e.vm(c, client.CreateVMRequest{})
 		id, err := c.VM(vm2.ID).OpenShell(ctx, client.ShellRequest{})

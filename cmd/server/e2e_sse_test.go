@@ -98,6 +98,7 @@ func TestE2ESSEResume(t *testing.T) {
 	}
 
 	t.Run("lastEventId query parameter", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		// For clients that cannot set headers (EventSource).
 		mid := seqs[len(seqs)/2]
 		r, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/vms/%s/processes/%d/output?lastEventId=%d", e.gw.URL, vm.ID, p.Pid(), mid), nil)
@@ -114,6 +115,7 @@ func TestE2ESSEResume(t *testing.T) {
 	})
 
 	t.Run("resume after the exit", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		// Resuming from the last output event gives just the exit event.
 		s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: strconv.FormatUint(seqs[len(seqs)-1], 10)})
 		if err != nil {
@@ -126,6 +128,7 @@ func TestE2ESSEResume(t *testing.T) {
 	})
 
 	t.Run("Follow", func(t *testing.T) {
+		ctx := ctxT(t)
 		var all strings.Builder
 		var last client.Event
 		for ev, err := range c.VM(vm.ID).Process(p.Pid()).Follow(ctx) {
@@ -143,6 +146,7 @@ func TestE2ESSEResume(t *testing.T) {
 	})
 
 	t.Run("VM events", func(t *testing.T) {
+		e, ctx := e.sub(t), ctxT(t)
 		s, err := c.VM(vm.ID).Events(ctx, client.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -186,6 +190,7 @@ func TestE2ESSEGap(t *testing.T) {
 	req := e.eventReq("GET", fmt.Sprintf("/v1/vms/%s/processes/%d/output", vm.ID, p.Pid()))
 	for _, from := range []string{"", "0", "1"} {
 		t.Run("from "+strconv.Quote(from), func(t *testing.T) {
+			e, ctx := e.sub(t), ctxT(t)
 			s, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: from})
 			if err != nil {
 				t.Fatal(err)
@@ -256,7 +261,7 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 	s.Close()
 	eventually(t, 10*time.Second, "the warm-up stream to end", func() bool { return e.metric("agentos_gateway_sse_subscribers") == 0 })
 	time.Sleep(200 * time.Millisecond)
-	baseline := e.settledGoroutines()
+	baseline := e.baselineGoroutines(t)
 
 	const n = 20
 	var streams []*client.Stream
@@ -315,14 +320,19 @@ func TestE2EIdleTimeout(t *testing.T) {
 	e := newE2E(t)
 	ctx := ctxT(t)
 	c := e.admin
-	idle := e.vm(c, client.CreateVMRequest{IdleTimeout: 1 * time.Second})
-	watched := e.vm(c, client.CreateVMRequest{IdleTimeout: 1 * time.Second})
-	keep := e.vm(c, client.CreateVMRequest{})
+	// The watched VM's stream opens right after its creation, and its
+	// timeout leaves room for that on a loaded machine: created before the
+	// others with 1 s, it once timed out while they were being created.
+	const watchedTimeout = 3 * time.Second
+	watched := e.vm(c, client.CreateVMRequest{IdleTimeout: watchedTimeout})
 	evs, err := c.VM(watched.ID).Events(ctx, client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer evs.Close()
+	watchedAt := time.Now()
+	idle := e.vm(c, client.CreateVMRequest{IdleTimeout: 1 * time.Second})
+	keep := e.vm(c, client.CreateVMRequest{})
 	created := time.Now()
 
 	var got *client.VM
@@ -343,7 +353,7 @@ func TestE2EIdleTimeout(t *testing.T) {
 
 	// The VM with an open event stream is still there, well past its
 	// timeout; once the stream is closed it goes too.
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(time.Until(watchedAt.Add(2 * watchedTimeout)))
 	if v, err := c.VM(watched.ID).Get(ctx); err != nil || v.State != client.VMReady {
 		t.Fatalf("a VM with an open stream: %+v %v", v, err)
 	}

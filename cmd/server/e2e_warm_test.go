@@ -59,6 +59,7 @@ func TestE2EWarmVMs(t *testing.T) {
 		{name: "limits need a new VM", req: client.CreateVMRequest{Limits: map[string]any{"resources": map[string]any{"maxProcesses": 64}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			e := e.sub(t)
 			e.t = t
 			if tc.hit {
 				e.waitWarm(1)
@@ -109,6 +110,7 @@ func TestE2EWarmVMsNeverSharedAndFree(t *testing.T) {
 	e.waitWarm(2)
 
 	t.Run("concurrent creates", func(t *testing.T) {
+		e := e.sub(t)
 		e.t = t
 		defer func() { e.t = t }()
 		const n = 6
@@ -142,6 +144,7 @@ func TestE2EWarmVMsNeverSharedAndFree(t *testing.T) {
 	})
 
 	t.Run("quota", func(t *testing.T) {
+		e := e.sub(t)
 		e.t = t
 		defer func() { e.t = t }()
 		e.waitWarm(2)

@@ -74,7 +74,7 @@ func TestE2EWatch(t *testing.T) {
 	h := c.VM(vm.ID)
 	e.exec(c, vm.ID, "mkdir -p /workspace/w/old")
 	req := e.eventReq("GET", "/v1/vms/"+vm.ID+"/watch")
-	baseline := e.settledGoroutines()
+	baseline := e.baselineGoroutines(t)
 
 	s, err := h.Watch(ctx, "/workspace/w", client.WatchOptions{Recursive: true, Interval: 500 * time.Millisecond})
 	if err != nil {
