@@ -35,12 +35,17 @@ type screen struct {
 // stream ends or the test does.
 func (e *e2e) followScreen(t testing.TB, c *client.Client, vm, shell string) *screen {
 	t.Helper()
-	s, err := c.VM(vm).Shell(shell).Output(ctxT(t), client.StreamOptions{})
+	// The stream lives as long as the screen follows it: a stream bound to
+	// one call's 60 s ended in the middle of a scenario that a loaded
+	// machine made longer, and the screen then missed the shell's last
+	// words.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*e2eTimeout)
+	s, err := c.VM(vm).Shell(shell).Output(ctx, client.StreamOptions{})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	sc := &screen{t: t, s: s, req: e.eventReq("GET", "/v1/vms/"+vm+"/shells/"+shell+"/output"), ended: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*e2eTimeout)
 	sc.wg.Add(1)
 	go func() {
 		defer sc.wg.Done()
