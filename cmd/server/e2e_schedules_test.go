@@ -53,8 +53,23 @@ func TestE2ESchedules(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eventually(t, e2eTimeout, "two runs of echo", func() bool { return len(runsOf(t, h.Schedule(echo.ID))) >= 2 })
+	// A tick that comes while the last run still runs is skipped (the
+	// default overlap policy): on a loaded machine an echo can take over
+	// the 2 s between ticks, so a skipped run is no failure; every run that
+	// ran must have succeeded.
+	succeeded := func(rs []client.ScheduleRun) (n int) {
+		for _, r := range rs {
+			if r.Outcome == client.RunSucceeded {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, e2eTimeout, "two runs of echo", func() bool { return succeeded(runsOf(t, h.Schedule(echo.ID))) >= 2 })
 	for _, r := range runsOf(t, h.Schedule(echo.ID)) {
+		if r.Outcome == client.RunSkipped && r.ExitCode == nil && r.EndedAt.Equal(r.StartedAt) {
+			continue
+		}
 		if r.Outcome != client.RunSucceeded || r.ExitCode == nil || *r.ExitCode != 0 || r.Stdout != "tick\n" || r.EndedAt.Before(r.StartedAt) {
 			t.Errorf("echo run %+v", r)
 		}
@@ -74,7 +89,7 @@ func TestE2ESchedules(t *testing.T) {
 		if err != nil {
 			t.Fatalf("vm events: %v", err)
 		}
-		if v, ok := ev.(*client.VMEvent); ok && v.Type == client.VMEventScheduleRun && v.Name == echo.ID {
+		if v, ok := ev.(*client.VMEvent); ok && v.Type == client.VMEventScheduleRun && v.Name == echo.ID && v.Detail["outcome"] != string(client.RunSkipped) {
 			if v.Detail["outcome"] != string(client.RunSucceeded) || v.Detail["exitCode"] != "0" || v.Detail["run"] == "" {
 				t.Errorf("schedule_run event %+v", v)
 			}
