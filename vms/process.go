@@ -57,12 +57,11 @@ func (s *Service) ExecTimeout(requested time.Duration) (time.Duration, error) {
 // not a directory, so that nothing runs in a place the caller did not mean.
 // An empty cwd (the default, /workspace) is accepted.
 func (s *Service) CheckCwd(ctx context.Context, tenantID, vmID, cwd string) error {
-	_, release, err := s.lookupAt(ctx, tenantID, vmID, cwd)
+	lv, err := s.lookup(ctx, tenantID, vmID)
 	if err != nil {
 		return err
 	}
-	release()
-	return nil
+	return checkCwd(ctx, lv.vm, cwd)
 }
 
 // lookupAt is lookup for a call that runs something in cwd: it also checks
