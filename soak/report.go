@@ -92,6 +92,11 @@ type Report struct {
 	// WrongResults counts 2xx answers that were not what the operation
 	// must give.
 	WrongResults int `json:"wrongResults"`
+	// AgentRetries counts pi turns that ended well after pi retried a
+	// failed model request on its own; their text carries the failed
+	// attempt's partial reply before the whole one, as the engine reports
+	// it. Not a failure of the gateway, but a sign of engine stalls.
+	AgentRetries int `json:"agentRetries"`
 	// GoroutinesBaseline and GoroutinesAfter are the gateway's
 	// go_goroutines before the load and once it settled after it.
 	GoroutinesBaseline int `json:"goroutinesBaseline"`
@@ -131,7 +136,10 @@ type recorder struct {
 	lostWrites int
 	hung       int
 	wrong      int
-	samples    []string
+	// agentRetries counts pi turns that passed after pi retried the model
+	// request itself.
+	agentRetries int
+	samples      []string
 }
 
 func newRecorder() *recorder {
@@ -264,7 +272,7 @@ func (r *recorder) fill(rep *Report) {
 	}
 	rep.SidecarKills, rep.VMsLost = r.kills, r.vmsLost
 	rep.AckedWrites, rep.VerifiedReads, rep.LostWrites = r.acked, r.verified, r.lostWrites
-	rep.HungStreams, rep.WrongResults = r.hung, r.wrong
+	rep.HungStreams, rep.WrongResults, rep.AgentRetries = r.hung, r.wrong, r.agentRetries
 	rep.Samples = slices.Clone(r.samples)
 }
 
@@ -342,6 +350,9 @@ func (rep *Report) Print(w io.Writer) error {
 		fmt.Fprintf(&b, "  temporary: %s\n", p)
 	}
 	fmt.Fprintf(&b, "gateway exit after SIGTERM: %s\n", rep.GatewayExit)
+	if rep.AgentRetries > 0 {
+		fmt.Fprintf(&b, "pi turns that passed after pi retried its model request: %d\n", rep.AgentRetries)
+	}
 	if len(rep.Samples) > 0 {
 		b.WriteString("\nfailures not caused by a kill (first ones):\n")
 		for _, s := range rep.Samples {

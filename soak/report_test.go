@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
+	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
 )
 
 func TestPercentile(t *testing.T) {
@@ -100,6 +101,34 @@ func TestJudge(t *testing.T) {
 			rep.judge()
 			if rep.Passed() != tc.pass {
 				t.Fatalf("passed %v, want %v: %v", rep.Passed(), tc.pass, rep.Failures)
+			}
+		})
+	}
+}
+
+// TestAgentRetried checks which pi turn texts pass as pi's own retry of a
+// failed model request, given how many requests the model received.
+func TestAgentRetried(t *testing.T) {
+	const hello = mockanthropic.HelloText
+	for _, tc := range []struct {
+		name     string
+		text     string
+		attempts int
+		want     bool
+	}{
+		{"the text the run showed, two attempts", "Hello from" + hello, 2, true},
+		{"two failed attempts", "HelloHello from the" + hello, 3, true},
+		{"a failed attempt that streamed it all", hello + hello, 2, true},
+		{"more partial replies than failed attempts", "HelloHello from" + hello, 2, false},
+		{"a repeated chunk without a second request", "Hello from" + hello, 1, false},
+		{"the whole reply alone is not a retry", hello, 2, false},
+		{"a partial reply that is not a prefix", "Hello there" + hello, 2, false},
+		{"text before the first attempt", "oops Hello" + hello, 2, false},
+		{"a reply cut at its end", "Hello from" + "Hello from the mock", 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := agentRetried(tc.text, tc.attempts); got != tc.want {
+				t.Errorf("agentRetried(%q, %d) = %v, want %v", tc.text, tc.attempts, got, tc.want)
 			}
 		})
 	}

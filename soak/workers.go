@@ -108,6 +108,8 @@ type worker struct {
 	rng    *rand.Rand
 	vm     *client.VMHandle
 	sessID string
+	// turns counts the worker's pi turns, to name each prompt.
+	turns int
 	// ledger is what every file slot of the VM holds, by the writes the
 	// gateway acknowledged: the SHA-256 of the content.
 	ledger map[string][32]byte
@@ -534,18 +536,59 @@ func readOutput(ctx context.Context, s *client.Stream, out *bytes.Buffer, budget
 }
 
 // piTurn prompts the worker's pi session and checks the mock model's
-// reply.
+// reply. Each prompt names its turn, so that the mock's request log tells
+// how many model requests the turn made.
 func (w *worker) piTurn(ctx context.Context) {
+	w.turns++
+	prompt := fmt.Sprintf("hello (turn %d of %s)", w.turns, w.name)
 	w.do(ctx, KindPiTurn, turnDeadline, func(ctx context.Context) error {
-		res, err := w.vm.Session(w.sessID).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
+		res, err := w.vm.Session(w.sessID).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt(prompt)})
 		if err != nil {
 			return err
 		}
-		if text := messageText(res.Message); res.StopReason != "end_turn" || text != mockanthropic.HelloText {
-			return &wrongResult{fmt.Sprintf("pi turn: stop %q, text %q", res.StopReason, text)}
+		text := messageText(res.Message)
+		switch {
+		case res.StopReason == "end_turn" && text == mockanthropic.HelloText:
+			return nil
+		case res.StopReason == "end_turn" && agentRetried(text, w.r.mock.RequestsWithPrompt(prompt)):
+			w.r.rec.count(&w.r.rec.agentRetries)
+			return nil
 		}
-		return nil
+		return &wrongResult{fmt.Sprintf("pi turn: stop %q, text %q", res.StopReason, text)}
 	})
+}
+
+// agentRetried reports whether text is the reply of a turn whose model
+// request pi itself retried: the partial replies of failed attempts, then
+// the whole reply, with no more attempts than the model received. Pi
+// retries a request that fails mid-stream (a network error or timeout,
+// such as the engine's bridge call timing out under load), and the engine
+// builds the turn's message from every chunk the agent streamed, the
+// failed attempt's too.
+func agentRetried(text string, attempts int) bool {
+	failed, ok := strings.CutSuffix(text, mockanthropic.HelloText)
+	if !ok || attempts < 2 {
+		return false
+	}
+	// The reply's first word starts each attempt and appears nowhere
+	// else in it, so it splits the failed attempts apart.
+	first, _, _ := strings.Cut(mockanthropic.HelloText, " ")
+	n := 0
+	for failed != "" {
+		if !strings.HasPrefix(failed, first) {
+			return false
+		}
+		piece := failed
+		if next := strings.Index(failed[len(first):], first); next >= 0 {
+			piece = failed[:len(first)+next]
+		}
+		if !strings.HasPrefix(mockanthropic.HelloText, piece) {
+			return false
+		}
+		failed = failed[len(piece):]
+		n++
+	}
+	return n > 0 && n < attempts
 }
 
 // messageText is the text of an ACP message: its text content blocks,

@@ -154,6 +154,20 @@ func (s *Server) Requests() []Request {
 	return out
 }
 
+// RequestsWithPrompt counts the requests whose prompt (the last line of
+// the last message) is prompt: the attempts an agent made at one turn.
+func (s *Server) RequestsWithPrompt(prompt string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.reqs {
+		if r.Prompt == prompt {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *Server) record(r Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, r)

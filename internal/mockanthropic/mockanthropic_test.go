@@ -169,6 +169,9 @@ func TestSessionMockTranscriptPrompt(t *testing.T) {
 	if r := s.Requests(); r[0].Prompt != "hello again" || r[0].Reply != ReplyHello || r[1].Reply != ReplyToolUse || !strings.HasPrefix(r[0].LastText, "You are continuing") {
 		t.Fatalf("requests = %+v", r)
 	}
+	if n := s.RequestsWithPrompt("hello again"); n != 1 {
+		t.Fatalf("%d requests with the prompt %q, want 1", n, "hello again")
+	}
 }
 
 func TestSessionMockToolUse(t *testing.T) {
