@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -467,5 +469,41 @@ func TestStdinLimit(t *testing.T) {
 	}
 	if _, err := vm.Exec(ctx, "wc -c", ExecOptions{Stdin: make([]byte, MaxStdinWrite+1)}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("over the limit: %v", err)
+	}
+}
+
+// TestSessionDatabasePath: a VM's session database works from a relative
+// data directory (the engine refuses a relative path, so CreateVM resolves
+// it), and a create the engine refuses leaves no database file behind.
+func TestSessionDatabasePath(t *testing.T) {
+	s := sharedSidecar(t)
+	ctx := testContext(t, 60*time.Second)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(wd, dir)
+	if err != nil || filepath.IsAbs(rel) {
+		t.Fatalf("no relative path to %s from %s: %q %v", dir, wd, rel, err)
+	}
+	vm, err := s.CreateVM(ctx, VMOptions{Database: true, DataDir: rel})
+	if err != nil {
+		t.Fatalf("create with the relative data directory %q: %v", rel, err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "agentos-vm-*.db")); len(files) != 1 {
+		t.Errorf("session databases while the VM runs: %q, want one", files)
+	}
+	if err := vm.Dispose(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// An unknown limits section: the engine refuses the create after the
+	// database file was made for it.
+	if vm, err := s.CreateVM(ctx, VMOptions{Database: true, DataDir: dir, Limits: map[string]any{"nosuch": map[string]any{}}}); err == nil {
+		vm.Dispose(ctx)
+		t.Fatal("the engine took an unknown limits section")
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("files left in the data directory: %v", left)
 	}
 }

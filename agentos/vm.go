@@ -231,17 +231,24 @@ func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (_ *VM, err erro
 		if dir == "" {
 			dir = os.TempDir()
 		}
-		f, err := os.CreateTemp(dir, "agentos-vm-*.db")
-		if err != nil {
-			return nil, fmt.Errorf("agentos: session database: %w", err)
+		f, ferr := os.CreateTemp(dir, "agentos-vm-*.db")
+		if ferr != nil {
+			return nil, fmt.Errorf("agentos: session database: %w", ferr)
 		}
 		f.Close()
 		// The sidecar creates the database itself; an empty file is fine.
-		dbPath = f.Name()
+		// It opens the path from its own working directory and refuses a
+		// relative one.
+		if dbPath, ferr = filepath.Abs(f.Name()); ferr != nil {
+			os.Remove(f.Name())
+			return nil, fmt.Errorf("agentos: session database: %w", ferr)
+		}
 		cfg.Database = &vmDatabaseJSON{Type: "sqlite_file", Path: dbPath}
+		// err is the function's result: a create that fails anywhere
+		// after this point leaves no database behind.
 		defer func() {
 			if err != nil {
-				os.Remove(dbPath)
+				removeDatabase(dbPath)
 			}
 		}()
 	}
@@ -605,9 +612,15 @@ func (vm *VM) finish(state VMState, err error) {
 
 func (vm *VM) cleanupFiles() {
 	if vm.dbPath != "" {
-		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
-			os.Remove(vm.dbPath + suffix)
-		}
+		removeDatabase(vm.dbPath)
+	}
+}
+
+// removeDatabase removes a VM's SQLite session database and the files
+// SQLite keeps beside it.
+func removeDatabase(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		os.Remove(path + suffix)
 	}
 }
 

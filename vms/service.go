@@ -251,13 +251,17 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	}
 
 	fail := func(err error) (gateway.VM, error) {
-		// The record stays, disposed, with why: a client polling the id
-		// learns what happened. The store needs a context that outlives a
-		// cancelled request.
+		// A failed create leaves nothing behind: the caller got the error
+		// and never learned the id. The record is ended first, since only
+		// an ended VM's record may be deleted; if the delete fails, the
+		// record stays disposed and says why. The store needs a context
+		// that outlives a cancelled request.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
 		defer cancel()
 		if _, serr := s.store.SetVMState(sctx, rec.ID, gateway.VMDisposed, "create failed: "+gateway.ErrorMessage(err), ""); serr != nil {
 			s.log.Error().Err(serr).Str("vm", rec.ID).Msg("record failed create")
+		} else if derr := s.store.DeleteVM(sctx, tenant.ID, rec.ID); derr != nil {
+			s.log.Error().Err(derr).Str("vm", rec.ID).Msg("delete the record of a failed create")
 		}
 		return gateway.VM{}, err
 	}

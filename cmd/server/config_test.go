@@ -3,12 +3,17 @@ package main
 import (
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestParseConfig(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	tests := []struct {
 		name    string
@@ -20,7 +25,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "defaults", check: func(t *testing.T, c config) {
 			if c.addr != "127.0.0.1:8080" || c.maxSidecars != 4 || c.vmsPerSidecar != 64 || c.minIdleSidecars != 1 ||
 				c.sidecarIdleTimeout != 5*time.Minute || c.shutdownGrace != 20*time.Second || c.heartbeat != 15*time.Second ||
-				c.storeDSN != "data/gateway.db" || c.logFormat != "json" {
+				c.dataDir != filepath.Join(wd, "data") || c.storeDSN != filepath.Join(wd, "data", "gateway.db") || c.logFormat != "json" {
 				t.Fatalf("%+v", c)
 			}
 		}},
@@ -30,6 +35,11 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("%+v", c)
 				}
 			}},
+		{name: "relative data dir made absolute", args: []string{"--data-dir", "x/../state"}, check: func(t *testing.T, c config) {
+			if c.dataDir != filepath.Join(wd, "state") || c.storeDSN != filepath.Join(wd, "state", "gateway.db") {
+				t.Fatalf("dataDir %q, storeDSN %q", c.dataDir, c.storeDSN)
+			}
+		}},
 		{name: "flag beats env", args: []string{"--max-sidecars", "2"}, env: map[string]string{"AGENTOS_GATEWAY_MAX_SIDECARS": "7"},
 			check: func(t *testing.T, c config) {
 				if c.maxSidecars != 2 {

@@ -290,6 +290,14 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if c.previewDomain != "" && !validPreviewDomain(c.previewDomain) {
 		err = errors.Join(err, fmt.Errorf("--preview-domain: %q is not a domain name such as preview.example.com", c.previewDomain))
 	}
+	// The engine opens the session databases under the data directory from
+	// its own working directory and refuses a relative path, so a relative
+	// --data-dir is resolved here, once, against the gateway's.
+	if abs, e := filepath.Abs(c.dataDir); e != nil {
+		err = errors.Join(err, fmt.Errorf("--data-dir: %w", e))
+	} else {
+		c.dataDir = abs
+	}
 	if c.storeDSN == "" {
 		c.storeDSN = filepath.Join(c.dataDir, "gateway.db")
 	}
