@@ -17,10 +17,12 @@ TEST_TIMEOUT ?= 40m
 # TEST_PARALLEL of the tests marked t.Parallel run at once in a package.
 TEST_PARALLEL ?= 4
 
-.PHONY: help setup run test test-short bench soak fuzz vet fmt generate tidy-check
+.PHONY: help setup build run test test-short bench soak fuzz vet fmt generate tidy-check
 
 help:
-	@echo "make run    start the gateway (installs everything through make setup)"
+	@echo "make run    start the gateway (installs everything through make setup);"
+	@echo "            flags go in ARGS, such as make run ARGS=\"--addr 127.0.0.1:9090\""
+	@echo "make build  build the gateway binary, bin/agentos-gateway"
 	@echo "make test   run the whole test suite (what .ci/run calls)"
 	@echo "make bench  run the benchmarks side by side with the official SDK"
 	@echo "make soak   run the gateway under load for SOAK_MINUTES (10) while killing sidecars"
@@ -41,8 +43,17 @@ $(WEB_STAMP): web/package.json web/package-lock.json
 	@cd web && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
 	@touch $@
 
+# Flags for the gateway, such as ARGS="--addr 127.0.0.1:9090 --log-format console".
+ARGS ?=
+
 run: setup
-	$(GO) run ./cmd/server
+	$(GO) run ./cmd/server $(ARGS)
+
+## build: the gateway binary, bin/agentos-gateway. Run it from the checkout (it
+## finds the engine under deps/ from its working directory) or point
+## AGENTOS_SIDECAR_BIN and AGENTOS_PACKAGES_DIR at an engine installed elsewhere.
+build: setup
+	$(GO) build -o bin/agentos-gateway ./cmd/server
 
 # The store's tests run against SQLite and a throwaway PostgreSQL server that
 # this target installs (apt) and starts, and always stops, even on failure.

@@ -236,7 +236,11 @@ func (vm *VM) Mkdir(ctx context.Context, p string, parents bool) error {
 
 // ReadDir lists a directory.
 func (vm *VM) ReadDir(ctx context.Context, p string) ([]gateway.DirEntry, error) {
-	r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationReadDir, Path: p})
+	// The engine's READ_DIR leaves every entry's size 0; its recursive
+	// listing, held to depth 0, gives the same entries with their sizes,
+	// and the same errors, in one call.
+	depth := uint32(0)
+	r, err := vm.fsCall(ctx, protocol.GuestFilesystemCallRequest{Operation: protocol.GuestFilesystemOperationReadDirRecursive, Path: p, MaxDepth: &depth})
 	if err != nil {
 		return nil, err
 	}

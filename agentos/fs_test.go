@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"path"
 	"slices"
 	"testing"
 	"time"
@@ -76,6 +77,16 @@ func TestFilesystem(t *testing.T) {
 	for _, want := range []string{"a.txt", "b.bin", "x"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("readdir = %v, missing %s", names, want)
+		}
+	}
+	// A plain listing holds the directory's children only, with their
+	// sizes.
+	for _, e := range entries {
+		if path.Dir(e.Path) != "/workspace" {
+			t.Errorf("readdir of /workspace lists %s", e.Path)
+		}
+		if e.Name == "a.txt" && e.Size != int64(len("hello\n")) {
+			t.Errorf("readdir gives a.txt the size %d", e.Size)
 		}
 	}
 	all, err := vm.ReadDirRecursive(ctx, "/workspace/x", ReadDirOptions{})

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"strconv"
 	"time"
 
@@ -24,6 +25,10 @@ func (c *Client) CreateVM(ctx context.Context, req CreateVMRequest) (*VM, error)
 
 func (o ListVMsOptions) withCursor(c string) ListVMsOptions { o.Cursor = c; return o }
 
+// selectorEscaper escapes what a label selector reads as a separator: a
+// comma ends a requirement, and a backslash escapes the character after it.
+var selectorEscaper = strings.NewReplacer(`\`, `\\`, ",", `\,`)
+
 // ListVMs returns one page of the caller's VMs.
 func (c *Client) ListVMs(ctx context.Context, opts ListVMsOptions) (*List[VM], error) {
 	q := url.Values{}
@@ -35,10 +40,10 @@ func (c *Client) ListVMs(ctx context.Context, opts ListVMsOptions) (*List[VM], e
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
-		q.Add("label", k+"="+opts.Labels[k])
+		q.Add("label", selectorEscaper.Replace(k)+"="+selectorEscaper.Replace(opts.Labels[k]))
 	}
 	for _, k := range slices.Sorted(maps.Keys(opts.NotLabels)) {
-		q.Add("label", k+"!="+opts.NotLabels[k])
+		q.Add("label", selectorEscaper.Replace(k)+"!="+selectorEscaper.Replace(opts.NotLabels[k]))
 	}
 	setPage(q, opts.Cursor, opts.Limit)
 	return get[List[VM]](ctx, c, "/v1/vms", q)

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -11,25 +10,6 @@ import (
 
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 )
-
-// chiParam matches a chi path parameter, with or without a regexp:
-// {vm} or {pid:[0-9]+}.
-var chiParam = regexp.MustCompile(`\{([^{}:]+)(:[^{}]*)?\}`)
-
-// normalizeRoute turns a chi pattern into the OpenAPI path it serves:
-// "/v1/vms/{vm}/" (a subrouter's "/") is "/v1/vms/{vm}", a parameter's
-// regexp is dropped, and a trailing wildcard (the rest of a guest port's
-// path) is the parameter {path}.
-func normalizeRoute(pattern string) string {
-	p := chiParam.ReplaceAllString(pattern, "{$1}")
-	if rest, ok := strings.CutSuffix(p, "/*"); ok {
-		p = rest + "/{path}"
-	}
-	for len(p) > 1 && strings.HasSuffix(p, "/") {
-		p = strings.TrimSuffix(p, "/")
-	}
-	return p
-}
 
 // routerRoutes returns "METHOD /path" for every route of the router.
 func routerRoutes(t *testing.T, r chi.Routes) map[string]bool {

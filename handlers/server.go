@@ -184,7 +184,7 @@ func (s *Server) routes() chi.Router {
 	s.previewPathRoutes(r)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.authenticate, s.refuseUnknownQuery)
 		r.Get("/me", s.me)
 		r.Get("/webhook-secret", s.webhookSecret)
 		r.With(s.placeCreate).Post("/vms", s.createVM)

@@ -120,16 +120,20 @@ func newSpecEnv(t *testing.T) *specEnv {
 		slowKey: slowKey, slowTent: slow.ID,
 		client: &http.Client{Transport: apispec.Transport(t, doc, nil), Timeout: 30 * time.Second}}
 
-	// A create that fails leaves a disposed record.
+	// A create that fails leaves no record.
 	status, _, body := e.do("POST", "/v1/vms", specAdminKey, nil, `{"labels":{"k":"v"}}`)
 	if status != http.StatusTooManyRequests {
 		t.Fatalf("create with a full pool: %d %s", status, body)
 	}
-	page, err := db.ListVMs(ctx, gateway.VMFilter{TenantID: gateway.DefaultTenantID, States: []gateway.VMState{gateway.VMDisposed}, Limit: 10})
-	if err != nil || len(page.Items) != 1 {
-		t.Fatalf("disposed VM after a failed create: %v %v", page.Items, err)
+	page, err := db.ListVMs(ctx, gateway.VMFilter{TenantID: gateway.DefaultTenantID, States: gateway.AllStates, Limit: 10})
+	if err != nil || len(page.Items) != 1 || page.Items[0].ID != lost.ID {
+		t.Fatalf("VMs after a failed create: %v %v", page.Items, err)
 	}
-	e.goneVM = page.Items[0].ID
+	gone := gateway.VM{ID: "vm_0000000000000000gone", TenantID: gateway.DefaultTenantID, State: gateway.VMDisposed, Reason: "deleted"}
+	if err := db.CreateVM(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	e.goneVM = gone.ID
 	return e
 }
 
@@ -786,5 +790,38 @@ func TestSessionRoutesAnswerTheSpec(t *testing.T) {
 	}
 	if status, _, _ := e.do("GET", ses, specAdminKey, nil, ""); status != 404 {
 		t.Errorf("deleted session: %d, want 404", status)
+	}
+}
+
+// TestUnknownQueryParameter: a query parameter the operation does not take
+// is 400 naming it, after authentication; a guest port's query is the
+// guest's.
+func TestUnknownQueryParameter(t *testing.T) {
+	e := newSpecEnv(t)
+	for _, tc := range []struct {
+		name, path, key string
+		status          int
+		field           string
+	}{
+		{"a misspelt filter", "/v1/vms?labelSelector=team%3Ddocs", specAdminKey, http.StatusBadRequest, "labelSelector"},
+		{"the filter spelt right", "/v1/vms?label=team%3Ddocs", specAdminKey, http.StatusOK, ""},
+		{"an operation without query parameters", "/v1/me?verbose=1", specAdminKey, http.StatusBadRequest, "verbose"},
+		{"a parameter of another operation", "/v1/vms/" + e.lostVM + "?recursive=true", specAdminKey, http.StatusBadRequest, "recursive"},
+		{"authentication first", "/v1/vms?labelSelector=x", "", http.StatusUnauthorized, ""},
+		{"a guest port's query is not checked", "/v1/vms/" + e.lostVM + "/ports/8080/x?anything=1", specAdminKey, http.StatusConflict, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := e.do("GET", tc.path, tc.key, nil, "")
+			if status != tc.status {
+				t.Fatalf("%d %s, want %d", status, body, tc.status)
+			}
+			if tc.field == "" {
+				return
+			}
+			var p api.Problem
+			if err := json.Unmarshal(body, &p); err != nil || p.Code != "invalid_argument" || p.Details["field"] != tc.field || !strings.Contains(p.Detail, tc.field) {
+				t.Fatalf("problem %s", body)
+			}
+		})
 	}
 }

@@ -111,14 +111,25 @@ func parseStates(values []string) ([]gateway.VMState, error) {
 	return out, nil
 }
 
-// parseLabelSelectors reads label selectors: key=value and key!=value, as
-// Kubernetes and Docker spell them, and key:value, the gateway's first
-// spelling. Each key may be named once per operator.
+// parseLabelSelectors reads label selectors: each value is one or more
+// requirements separated by commas, as Kubernetes spells them (k=v,k2!=v2),
+// and the label parameter may repeat; every requirement must hold. A
+// requirement is key=value, key!=value, or key:value (the gateway's first
+// spelling of key=value). A comma or backslash inside a value is written
+// with a backslash before it. Each key may be named once per operator.
 func parseLabelSelectors(values []string) (eq, ne map[string]string, err error) {
-	if len(values) > gateway.MaxLabelSelectors {
-		return nil, nil, gateway.Errorf(gateway.CodeInvalidArgument, "%d label selectors; at most %d are allowed", len(values), gateway.MaxLabelSelectors).WithDetail("field", "label")
+	var reqs []string
+	for _, v := range values {
+		parts, err := splitSelector(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		reqs = append(reqs, parts...)
+		if len(reqs) > gateway.MaxLabelSelectors {
+			return nil, nil, gateway.Errorf(gateway.CodeInvalidArgument, "more than %d label selectors", gateway.MaxLabelSelectors).WithDetail("field", "label")
+		}
 	}
-	for _, sel := range values {
+	for _, sel := range reqs {
 		var k, v string
 		var neg, ok bool
 		if i := strings.IndexAny(sel, "=:"); i > 0 {
@@ -143,6 +154,36 @@ func parseLabelSelectors(values []string) (eq, ne map[string]string, err error) 
 		(*dst)[k] = v
 	}
 	return eq, ne, nil
+}
+
+// splitSelector splits one label parameter into its comma-separated
+// requirements, taking a backslash as escaping the character after it. An
+// empty requirement (a doubled or trailing comma) is refused rather than
+// ignored: it is most likely a typing slip.
+func splitSelector(v string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\' && i+1 < len(v):
+			i++
+			cur.WriteByte(v[i])
+		case c == '\\':
+			return nil, gateway.Errorf(gateway.CodeInvalidArgument, "label selector %q ends with a lone backslash", v).WithDetail("field", "label")
+		case c == ',':
+			out = append(out, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	out = append(out, cur.String())
+	for _, r := range out {
+		if r == "" {
+			return nil, gateway.Errorf(gateway.CodeInvalidArgument, "label selector %q has an empty requirement between commas", v).WithDetail("field", "label")
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) getVM(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package sessions
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -323,5 +324,28 @@ func TestRecorderWatchUnwatchUnregister(t *testing.T) {
 	r.ensure(gateway.Session{ID: "s3"})
 	if _, ok := r.sessions["s3"]; ok {
 		t.Error("an ended recorder registered a session")
+	}
+}
+
+func TestMissingCredentials(t *testing.T) {
+	claude := agentCredentials["claude"]
+	for _, tc := range []struct {
+		name  string
+		agent string
+		envs  []map[string]string
+		want  []string
+	}{
+		{"claude without any", "claude", []map[string]string{nil, {"HOME": "/x"}}, claude},
+		{"claude with an API key in the session's env", "claude", []map[string]string{{"ANTHROPIC_API_KEY": "k"}, nil}, nil},
+		{"claude with an OAuth token in the VM's env", "claude", []map[string]string{nil, {"CLAUDE_CODE_OAUTH_TOKEN": "t"}}, nil},
+		{"claude with an empty key", "claude", []map[string]string{{"ANTHROPIC_API_KEY": ""}}, claude},
+		{"claude on Bedrock", "claude", []map[string]string{{"CLAUDE_CODE_USE_BEDROCK": "1"}}, nil},
+		{"an agent the gateway knows no credentials of", "pi", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := missingCredentials(tc.agent, tc.envs...); !slices.Equal(got, tc.want) {
+				t.Fatalf("= %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

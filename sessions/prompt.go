@@ -55,6 +55,10 @@ func (s *Service) Prompt(ctx context.Context, tenantID, vmID, id string, req Pro
 	if err != nil {
 		return PromptOutcome{}, err
 	}
+	if agent, vars := ls.r.noCredentials(id); vars != nil {
+		release()
+		return PromptOutcome{}, errNoCredentials(agent, vars)
+	}
 	var claim *idempotency.Claim
 	if req.IdempotencyKey != "" {
 		if s.cfg.Idempotency == nil {

@@ -39,6 +39,9 @@ type sessionState struct {
 	turn     *turn  // the running prompt, or nil
 	watchers map[*watcher]struct{}
 	pending  map[string]*pendingPermission // by request id
+	// noCredentials, when set, are the variables of which the agent
+	// needed one at the open and had none: its prompts are refused.
+	noCredentials []string
 }
 
 // recorderBuffer bounds the events waiting between the engine and the
@@ -72,6 +75,27 @@ func (r *recorder) ensure(rec gateway.Session) {
 		rec: rec, lastSeq: rec.LatestSequence,
 		watchers: map[*watcher]struct{}{}, pending: map[string]*pendingPermission{},
 	}
+}
+
+// setNoCredentials records that the session's agent was opened without
+// the model credentials it needs (vars, of which one is needed).
+func (r *recorder) setNoCredentials(id string, vars []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.sessions[id]; st != nil {
+		st.noCredentials = vars
+	}
+}
+
+// noCredentials returns what setNoCredentials recorded of a session, with
+// its agent.
+func (r *recorder) noCredentials(id string) (agent string, vars []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.sessions[id]; st != nil {
+		return st.rec.Agent, st.noCredentials
+	}
+	return "", nil
 }
 
 // unregister forgets a session (its open failed, or it was deleted) and

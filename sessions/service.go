@@ -302,8 +302,28 @@ func (s *Service) Open(ctx context.Context, tenant gateway.Tenant, vmID string, 
 		}
 		return gateway.Session{}, vms.EngineError(err, "open session")
 	}
+	if vars := s.missingCredentials(ctx, tenant.ID, vmID, req); vars != nil {
+		r.setNoCredentials(req.SessionID, vars)
+	}
 	rec.PendingPermissions = []gateway.Permission{}
 	return rec, nil
+}
+
+// missingCredentials returns the variables of which the session's agent
+// needs one for its model when neither the session's env nor the VM's
+// sets any; nil when it has them, or needs none the gateway knows of.
+func (s *Service) missingCredentials(ctx context.Context, tenantID, vmID string, req OpenRequest) []string {
+	if missingCredentials(req.Agent, req.Env) == nil {
+		return nil
+	}
+	vm, err := s.store.GetVM(ctx, tenantID, vmID)
+	if err != nil {
+		// The VM's env cannot be read: the prompt is let through, as
+		// before the check existed, rather than refused on a guess.
+		s.log.Warn().Err(err).Str("vm", vmID).Msg("read the VM's env for the agent's credentials")
+		return nil
+	}
+	return missingCredentials(req.Agent, req.Env, vm.Spec.Env)
 }
 
 // checkAgent refuses an agent the VM does not know (400), has not

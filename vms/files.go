@@ -149,13 +149,21 @@ func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs 
 		return 0, gateway.Errorf(gateway.CodeConflict, "%s is a directory; a file cannot replace it", clean).WithDetail("field", "path")
 	}
 	var changes []FileChange
-	if mkdirs {
-		if dir := path.Dir(clean); dir != "/" {
-			created, err := f.mkdirAll(ctx, dir)
-			if err != nil {
-				return 0, err
-			}
-			changes = created
+	switch dir := path.Dir(clean); {
+	case dir == "/" || serr == nil:
+		// The root, or the directory of a file that exists, is there.
+	case mkdirs:
+		created, err := f.mkdirAll(ctx, dir)
+		if err != nil {
+			return 0, err
+		}
+		changes = created
+	default:
+		// The engine would create the missing directories itself; the
+		// rule is the archive upload's: a missing directory is created
+		// only when asked for.
+		if err := f.requireDir(ctx, dir); err != nil {
+			return 0, err
 		}
 	}
 	tmp := clean + uploadInfix + newID("")
@@ -176,6 +184,21 @@ func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs 
 	}
 	f.notify(append(changes, FileChange{Op: op, Path: clean})...)
 	return n, nil
+}
+
+// requireDir answers not_found unless dir exists, and conflict unless it
+// is a directory.
+func (f *Files) requireDir(ctx context.Context, dir string) error {
+	info, err := f.vm.Stat(ctx, dir)
+	switch {
+	case err != nil && errors.Is(err, agentos.ErrNotFound):
+		return gateway.Errorf(gateway.CodeNotFound, "the directory %s does not exist; mkdirs=true creates it", dir).WithDetail("field", "path")
+	case err != nil:
+		return EngineError(err, "stat")
+	case !info.IsDir:
+		return gateway.Errorf(gateway.CodeConflict, "%s is not a directory", dir).WithDetail("field", "path")
+	}
+	return nil
 }
 
 // mkdirAll creates the directory dir and its parents, and returns the

@@ -252,3 +252,31 @@ func TestE2EWriteFileOntoDirectory(t *testing.T) {
 		t.Fatalf("the directory's file reads %q", out)
 	}
 }
+
+// TestE2EWriteFileMissingDirectory: a file PUT follows the archive upload's
+// rule for a missing directory: 404 unless mkdirs=true, and nothing is
+// written; a directory that is a file is 409.
+func TestE2EWriteFileMissingDirectory(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	ctx := ctxT(t)
+	vm := e.admin.VM(e.vm(e.admin, client.CreateVMRequest{}).ID)
+	_, err := vm.WriteFile(ctx, "/workspace/new/sub/f.txt", strings.NewReader("x"), client.WriteFileOptions{})
+	wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
+	if _, err := vm.Stat(ctx, "/workspace/new"); !client.IsCode(err, client.CodeNotFound) {
+		t.Fatalf("a refused PUT left /workspace/new behind: %v", err)
+	}
+	_, err = vm.UploadArchive(ctx, "/workspace/new", bytes.NewReader(tarOf(t, "f.txt", "x")), client.ArchiveOptions{})
+	wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
+	if _, err := vm.WriteFile(ctx, "/workspace/plain", strings.NewReader("x"), client.WriteFileOptions{}); err != nil {
+		t.Fatalf("a PUT into an existing directory: %v", err)
+	}
+	_, err = vm.WriteFile(ctx, "/workspace/plain/f.txt", strings.NewReader("x"), client.WriteFileOptions{})
+	wantCode(t, err, client.CodeConflict, http.StatusConflict)
+	if _, err := vm.WriteFile(ctx, "/workspace/new/sub/f.txt", strings.NewReader("x"), client.WriteFileOptions{Mkdirs: true}); err != nil {
+		t.Fatalf("with mkdirs=true: %v", err)
+	}
+	if out := e.exec(e.admin, vm.ID(), "cat /workspace/new/sub/f.txt"); out != "x" {
+		t.Fatalf("the file reads %q", out)
+	}
+}

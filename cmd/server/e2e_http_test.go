@@ -82,7 +82,7 @@ func TestE2ELabelSelectors(t *testing.T) {
 	e := newE2E(t)
 	_, key := e.tenantWithKey("labels", nil)
 	c := e.client(key)
-	docs := e.vm(c, client.CreateVMRequest{Labels: map[string]string{"team": "docs", "env": "prod"}})
+	docs := e.vm(c, client.CreateVMRequest{Labels: map[string]string{"team": "docs", "env": "prod", "note": `a,b\c`}})
 	ml := e.vm(c, client.CreateVMRequest{Labels: map[string]string{"team": "ml", "env": "prod"}})
 	bare := e.vm(c, client.CreateVMRequest{})
 
@@ -96,6 +96,9 @@ func TestE2ELabelSelectors(t *testing.T) {
 		{"label=env=prod&label=team!=ml", []string{docs.ID}},
 		{"label=env%3Dprod", []string{docs.ID, ml.ID}},
 		{"label=team=nobody", []string{}},
+		{"label=team=ml,env=prod", []string{ml.ID}},
+		{"label=env=prod,team!=ml", []string{docs.ID}},
+		{"label=note=a%5C,b%5C%5Cc", []string{docs.ID}},
 		{"", []string{docs.ID, ml.ID, bare.ID}},
 	}
 	for _, tc := range tests {
@@ -119,8 +122,13 @@ func TestE2ELabelSelectors(t *testing.T) {
 		if err != nil || !sameSet(vmIDs(l.Items), []string{ml.ID}) {
 			t.Fatalf("%+v %v", l, err)
 		}
+		// The client escapes a value's comma and backslash.
+		l, err = c.ListVMs(ctx, client.ListVMsOptions{Labels: map[string]string{"note": `a,b\c`}})
+		if err != nil || !sameSet(vmIDs(l.Items), []string{docs.ID}) {
+			t.Fatalf("%+v %v", l, err)
+		}
 	})
-	for _, q := range []string{"label=noop", "label==x", "label=!=x", "label=a=1&label=a=2", strings.Repeat("label=k=v&", 65), strings.Repeat("label=k=v&", 1000), "state=sleeping"} {
+	for _, q := range []string{"label=noop", "label==x", "label=!=x", "label=a=1&label=a=2", "label=team=ml,", "label=team=ml,env", strings.Repeat("label=k=v&", 65), strings.Repeat("label=k=v&", 1000), "state=sleeping"} {
 		name := q
 		if len(name) > 40 {
 			name = fmt.Sprintf("%d selectors", strings.Count(q, "label="))

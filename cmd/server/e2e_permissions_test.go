@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -223,6 +224,23 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	if n := e.metric("agentos_gateway_agent_permissions_pending"); n != 0 {
 		t.Errorf("pending permissions metric %v, want 0", n)
 	}
+
+	step(t, "no model credentials", func(t *testing.T) {
+		// Without a key, Claude Code would answer with a successful turn
+		// asking to log in; the prompt is refused, saying what is missing.
+		if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: "no-key", Agent: "claude"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.VM(vm.ID).Session("no-key").Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
+		ce := wantCode(t, err, "unprocessable", 422)
+		if ce.Details["reason"] != "agent_credentials_missing" || !strings.Contains(fmt.Sprint(ce.Details["env"]), "ANTHROPIC_API_KEY") ||
+			!strings.Contains(ce.Detail, "ANTHROPIC_API_KEY") {
+			t.Fatalf("problem %+v", ce)
+		}
+		if err := c.VM(vm.ID).Session("no-key").Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	step(t, "DeleteVM", func(t *testing.T) {
 		// The VM goes; the session's record and history stay, and its
