@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/api"
