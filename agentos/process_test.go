@@ -265,16 +265,15 @@ func TestOutputOverflowIsExplicit(t *testing.T) {
 }
 
 func TestShellOnPTY(t *testing.T) {
-	// A sidecar of its own: the shell gives up on the terminal after 2 s,
-	// so it must not queue behind other tests' VMs.
+	// A sidecar of its own: a shell idle at its prompt slows its sidecar,
+	// which other tests' VMs must not share.
 	s := ownSidecar(t, Options{})
 	vm, err := s.CreateVM(testContext(t, 30*time.Second), VMOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The shell asks the terminal for the cursor position at start and gives
-	// up after 2 s; warm the VM's runtime first so that start-up is not also
-	// the first process the VM ever runs.
+	// Warm the VM's runtime first, so that start-up is not also the first
+	// process the VM ever runs.
 	if _, err := vm.Exec(testContext(t, 30*time.Second), "true", ExecOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,14 +290,27 @@ func TestShellOnPTY(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Measured on 0.2.21: input sent while the shell waits for its
-			// cursor report is held by the sidecar until the shell's 2 s read
-			// timeout, while input already queued on the terminal is read at
-			// once; so the test types the reports ahead, with a newline (the
-			// terminal starts in canonical mode, where only whole lines are
-			// read), as a fast terminal would. Typing commands through the
-			// line editor is covered end to end (cmd/server TestE2EShells).
-			if _, err := sh.Write(ctx, []byte(strings.Repeat("\x1b[1;1R", 4)+"\n")); err != nil {
+			// Lines typed before the first prompt are kept and run in
+			// their turn, state lasts from line to line, and Ctrl-D at an
+			// empty prompt ends the shell with the last command's status.
+			if _, err := sh.Write(ctx, []byte("cd /tmp; export A=1\recho \"$A in $PWD\"\rfalse\r\x04")); err != nil {
+				t.Fatal(err)
+			}
+			st, err := sh.Wait(ctx)
+			mu.Lock()
+			typed := screen.String()
+			screen.Reset()
+			mu.Unlock()
+			if err != nil || st.ExitCode != 1 || !strings.Contains(typed, "1 in /tmp") {
+				t.Fatalf("typed ahead, then Ctrl-D: %+v, %v; screen %q", st, err, typed)
+			}
+			// A shell at its prompt is killed.
+			sh, err = vm.OpenShell(ctx, ShellOptions{Shell: shell, Cols: 80, Rows: 24, OnOutput: func(o Output) {
+				mu.Lock()
+				screen.Write(o.Data)
+				mu.Unlock()
+			}})
+			if err != nil {
 				t.Fatal(err)
 			}
 			if err := sh.Resize(ctx, 120, 40); err != nil {
@@ -322,7 +334,7 @@ func TestShellOnPTY(t *testing.T) {
 			if err := sh.Kill(ctx); err != nil {
 				t.Fatal(err)
 			}
-			st, err := sh.Wait(ctx)
+			st, err = sh.Wait(ctx)
 			if err != nil || st.ExitCode != 137 {
 				t.Fatalf("after kill: %+v, %v", st, err)
 			}

@@ -37,7 +37,15 @@ func (vm *VM) OpenShell(ctx context.Context, o ShellOptions) (*Process, error) {
 	for k, v := range o.Env {
 		env[k] = v
 	}
-	p, err := vm.Spawn(ctx, []string{shell, "-i"}, SpawnOptions{Cwd: o.Cwd, Env: env, TTY: true, OnOutput: o.OnOutput})
+	// brush, the guest's sh and bash, runs with its minimal input backend:
+	// it reads whole lines from the terminal in canonical mode, where the
+	// kernel echoes and edits them, and never switches to raw mode or asks
+	// the terminal for the cursor position. Its default line editor does
+	// both, and on agentOS 0.2.21 that loses lines typed before a prompt
+	// (the engine's terminal keeps canonical input it has not delivered
+	// when raw mode starts) and ends one shell start in ten waiting for a
+	// cursor answer the engine holds back.
+	p, err := vm.Spawn(ctx, []string{shell, "-i", "--input-backend", "minimal"}, SpawnOptions{Cwd: o.Cwd, Env: env, TTY: true, OnOutput: o.OnOutput})
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,17 @@ func EngineError(err error, what string) error {
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the engine did not answer in time (its sidecar is busy or stalled); retry", what).WithDetail("reason", "engine_timeout")
 	case agentos.IsLaunchConflict(err):
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM stayed busy starting other processes; retry", what)
+	case errors.As(err, &launch) && !errors.As(launch.Err, &rej):
+		// A launch the engine failed without refusing it (its answer never
+		// came, or was not a refusal) says nothing against the command.
+		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM could not start %q: the engine did not start it; retry", what, launch.Command)
+	case errors.As(err, &launch) && rej.Errno == "":
+		// Measured on 0.2.21: a launch refused with no errno comes after
+		// the engine stalled for its 30 s bridge timeout, not from a bad
+		// command (those carry ENOENT or EACCES): the caller should retry,
+		// not fix the request.
+		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM could not start %q: the engine refused to start it without saying why (its sidecar may be busy or stalled); retry", what, launch.Command).
+			WithDetail("reason", "engine_refused")
 	case errors.As(err, &launch):
 		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: the VM could not start %q: %s", what, launch.Command, launchReason(launch.Err))
 	case errors.Is(err, agentos.ErrOutputOverflow):
@@ -159,16 +170,14 @@ func errnoWords(errno string) string {
 	return "the engine refused the request (" + errno + ")"
 }
 
-// launchReason says why a process could not start.
+// launchReason says why a process could not start, from the errno of the
+// engine's refusal.
 func launchReason(err error) string {
 	var rej *agentos.RejectedError
-	if !errors.As(err, &rej) {
-		return "the engine refused to start it"
-	}
-	if rej.Errno == "ENOENT" {
+	if errors.As(err, &rej) && rej.Errno == "ENOENT" {
 		return "command not found"
 	}
-	if rej.Errno == "" {
+	if rej == nil {
 		return "the engine refused to start it"
 	}
 	return errnoWords(rej.Errno)

@@ -157,6 +157,14 @@ const (
 	disposeTimeout    = 30 * time.Second
 	// killTimeout bounds killing a process nobody will watch.
 	killTimeout = 10 * time.Second
+	// shellKillTimeout bounds the wait for a killed shell's exit. A shell
+	// at its prompt is a guest blocked reading its terminal, which the
+	// engine (0.2.21) wakes in 10 s slices, and every call on that process
+	// (a signal, a stdin write) waits for the end of the slice: a kill 3 s
+	// into it was confirmed 7.2 s later, alone on the machine, and more
+	// than 20 s later beside the test suite. A shell running a command is
+	// killed in milliseconds.
+	shellKillTimeout = 45 * time.Second
 )
 
 // liveVM is a VM the gateway runs right now.

@@ -248,7 +248,7 @@ func (s *Service) DeleteShell(ctx context.Context, tenantID, vmID, id string) er
 	if sh.running() {
 		// The engine can hold a kill for a while: the wait is bounded, so
 		// that a client is told instead of left hanging.
-		kctx, cancel := context.WithTimeout(ctx, killTimeout)
+		kctx, cancel := context.WithTimeout(ctx, shellKillTimeout)
 		defer cancel()
 		if err := sh.p.Kill(kctx); err != nil && sh.running() {
 			return EngineError(err, "close shell")
@@ -256,7 +256,7 @@ func (s *Service) DeleteShell(ctx context.Context, tenantID, vmID, id string) er
 		select {
 		case <-sh.done:
 		case <-kctx.Done():
-			return gateway.Wrap(gateway.CodeDeadlineExceeded, kctx.Err(), "shell %s did not end within %s of SIGKILL; it may still end", id, killTimeout)
+			return gateway.Wrap(gateway.CodeDeadlineExceeded, kctx.Err(), "shell %s did not end within %s of SIGKILL; it may still end", id, shellKillTimeout)
 		}
 	}
 	lv, err := s.lookup(ctx, tenantID, vmID)

@@ -230,6 +230,13 @@ func TestE2EConsole(t *testing.T) {
 		sid := openSession(t, "pi", "allow_all")
 		send(t, "hello")
 		b.waitText(t, turnTimeout, ".chat", mockanthropic.HelloText)
+		// The reply's text shows while it streams, before the turn ends;
+		// the next message waits for the end, or it is refused as a turn
+		// that is already running.
+		eventually(t, turnTimeout, "the first turn to end", func() bool {
+			s, err := e.admin.VM(vmID).Session(sid).Get(ctx)
+			return err == nil && s.State == client.SessionIdle
+		})
 		// A slow reply shows while it streams; Cancel ends the turn.
 		send(t, "SLOW please")
 		b.waitJS(t, turnTimeout, "the slow reply to stream in", fmt.Sprintf(`(t => t.length > 0 && !t.includes(%q))(%s)`, mockanthropic.HelloText, lastAgentText))

@@ -418,3 +418,20 @@ func (s *softT) Fatalf(format string, args ...any) {
 	s.fail(fmt.Sprintf(format, args...))
 	runtime.Goexit()
 }
+
+// TestE2EDeleteShellAtItsPrompt: DELETE of a shell idle at its prompt
+// answers once the kill is confirmed. The engine confirms it only at the
+// end of the guest's 10 s terminal read, which the wait must outlast.
+func TestE2EDeleteShellAtItsPrompt(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	ctx := ctxT(t)
+	c := e.admin
+	vm := e.vm(c, client.CreateVMRequest{})
+	id, _ := e.openLiveShell(t, c, vm.ID, client.ShellRequest{Shell: "bash"})
+	if err := c.VM(vm.ID).Shell(id).Close(ctx); err != nil {
+		t.Fatalf("DELETE of a shell at its prompt: %v", err)
+	}
+	_, err := c.VM(vm.ID).Shell(id).Get(ctx)
+	wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
+}
