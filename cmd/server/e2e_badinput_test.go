@@ -179,19 +179,18 @@ func TestE2EBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Failed creates leave disposed records whose reasons are shown to
-	// clients too.
-	t.Run("reasons of failed creates", func(t *testing.T) {
+	// Failed creates leave no record behind: their callers got the
+	// problem, and never learned an id.
+	t.Run("failed creates leave no record", func(t *testing.T) {
 		ctx := ctxFor(t, 3*e2eTimeout)
 		l, err := a.ListVMs(ctx, client.ListVMsOptions{States: []client.VMState{client.VMDisposed}, Limit: 500})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(l.Items) == 0 {
-			t.Fatal("no failed create left a record")
-		}
 		for _, v := range l.Items {
-			checkProblemWords(t, v.Reason, hostPaths)
+			if strings.Contains(v.Reason, "create failed") {
+				t.Errorf("a failed create left the record %s (%s)", v.ID, v.Reason)
+			}
 		}
 	})
 
