@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -94,7 +95,9 @@ func (s *Server) refuseUnknownQuery(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		for name := range r.URL.Query() {
+		// Sorted, so that of several unknown parameters the same one is
+		// named every time.
+		for _, name := range slices.Sorted(maps.Keys(r.URL.Query())) {
 			if slices.Contains(allowed, name) {
 				continue
 			}
