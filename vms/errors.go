@@ -54,6 +54,8 @@ func EngineError(err error, what string) error {
 		// A launch the engine failed without refusing it (its answer never
 		// came, or was not a refusal) says nothing against the command.
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM could not start %q: the engine did not start it; retry", what, launch.Command)
+	// Past the case above, a launch's error holds the engine's refusal,
+	// and rej is it.
 	case errors.As(err, &launch) && rej.Errno == "":
 		// Measured on 0.2.21: a launch refused with no errno comes after
 		// the engine stalled for its 30 s bridge timeout, not from a bad
@@ -62,7 +64,7 @@ func EngineError(err error, what string) error {
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM could not start %q: the engine refused to start it without saying why (its sidecar may be busy or stalled); retry", what, launch.Command).
 			WithDetail("reason", "engine_refused")
 	case errors.As(err, &launch):
-		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: the VM could not start %q: %s", what, launch.Command, launchReason(launch.Err))
+		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: the VM could not start %q: %s", what, launch.Command, launchReason(rej.Errno))
 	case errors.Is(err, agentos.ErrOutputOverflow):
 		return gateway.Wrap(gateway.CodeResourceExhausted, err, "%s: output buffer overflow", what)
 	case errors.As(err, &acp):
@@ -172,15 +174,11 @@ func errnoWords(errno string) string {
 
 // launchReason says why a process could not start, from the errno of the
 // engine's refusal.
-func launchReason(err error) string {
-	var rej *agentos.RejectedError
-	if errors.As(err, &rej) && rej.Errno == "ENOENT" {
+func launchReason(errno string) string {
+	if errno == "ENOENT" {
 		return "command not found"
 	}
-	if rej == nil {
-		return "the engine refused to start it"
-	}
-	return errnoWords(rej.Errno)
+	return errnoWords(errno)
 }
 
 func stripPrefix(err error) string {
