@@ -60,7 +60,8 @@ func EngineError(err error, what string) error {
 		// Measured on 0.2.21: a launch refused with no errno comes after
 		// the engine stalled for its 30 s bridge timeout, not from a bad
 		// command (those carry ENOENT or EACCES): the caller should retry,
-		// not fix the request.
+		// not fix the request. The exec and spawn paths tried it twice
+		// already (launching).
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM could not start %q: the engine refused to start it without saying why (its sidecar may be busy or stalled); retry", what, launch.Command).
 			WithDetail("reason", "engine_refused")
 	case errors.As(err, &launch):
@@ -189,3 +190,33 @@ func stripPrefix(err error) string {
 	}
 	return msg
 }
+
+// refusedWithoutReason reports whether err is a launch the engine refused
+// with no errno and not for its own bridge timeout: on 0.2.21 such a
+// refusal follows a stall of the engine's, and the process never started.
+func refusedWithoutReason(err error) bool {
+	var (
+		launch *agentos.LaunchError
+		rej    *agentos.RejectedError
+	)
+	return errors.As(err, &launch) && errors.As(launch.Err, &rej) && rej.Errno == "" &&
+		!agentos.HasEngineCode(err, agentos.EngineBridgeCallTimeout)
+}
+
+// launchAttempts is how many times a launch is tried while the engine
+// refuses it without a reason. The process never started, so trying again
+// is safe, and the try after a stall usually starts it: the gateway does
+// what it would otherwise tell the caller to do.
+const launchAttempts = 2
+
+// launching runs launch until it succeeds, fails otherwise than by a
+// refusal without a reason, or has been tried launchAttempts times, and
+// returns its last error.
+func launching(ctx context.Context, launch func() error) error {
+	err := launch()
+	for try := 1; try < launchAttempts && refusedWithoutReason(err) && ctx.Err() == nil; try++ {
+		err = launch()
+	}
+	return err
+}
+

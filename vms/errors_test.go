@@ -1,6 +1,7 @@
 package vms
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -114,4 +115,46 @@ func TestVMOptionsSoftware(t *testing.T) {
 			t.Errorf("%v %v: %v, want invalid_argument on %s", c.software, c.agents, err, c.field)
 		}
 	}
+}
+
+// A launch the engine refused without a reason never started, and is tried
+// once more; every other failure is the caller's at once. The errors are
+// built by hand: the engine refuses so only while it stalls.
+func TestLaunchingRetriesARefusalWithoutAReason(t *testing.T) {
+	refused := &agentos.LaunchError{Command: "echo hi", Err: &agentos.RejectedError{Code: "execution_error", Message: "refused"}}
+	enoent := &agentos.LaunchError{Command: "nope", Err: &agentos.RejectedError{Errno: "ENOENT"}}
+	timedOut := &agentos.LaunchError{Command: "echo hi", Err: &agentos.RejectedError{EngineCode: agentos.EngineBridgeCallTimeout}}
+	unanswered := &agentos.LaunchError{Command: "echo hi", Err: errors.New("no answer")}
+	for _, c := range []struct {
+		name    string
+		results []error // what each try returns, in order
+		tries   int
+		want    error
+	}{
+		{"starts", []error{nil}, 1, nil},
+		{"refused, then starts", []error{refused, nil}, 2, nil},
+		{"refused twice", []error{refused, refused, nil}, launchAttempts, refused},
+		{"command not found", []error{enoent, nil}, 1, enoent},
+		{"timed out in the engine: it may have started", []error{timedOut, nil}, 1, timedOut},
+		{"never answered: it may have started", []error{unanswered, nil}, 1, unanswered},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tries := 0
+			err := launching(t.Context(), func() error {
+				tries++
+				return c.results[tries-1]
+			})
+			if tries != c.tries || err != c.want {
+				t.Fatalf("%d tries, %v; want %d, %v", tries, err, c.tries, c.want)
+			}
+		})
+	}
+	t.Run("a cancelled request is not tried again", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		tries := 0
+		err := launching(ctx, func() error { tries++; cancel(); return refused })
+		if tries != 1 || err != refused {
+			t.Fatalf("%d tries, %v", tries, err)
+		}
+	})
 }

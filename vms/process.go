@@ -165,11 +165,14 @@ func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, 
 		opts.OnOutput = func(o agentos.Output) { onOutput(Chunk{Stream: o.Stream.String(), Data: o.Data, Time: o.Time}) }
 	}
 	var res *agentos.ExecResult
-	if len(req.Argv) > 0 {
-		res, err = lv.vm.ExecArgv(ctx, req.Argv, opts)
-	} else {
-		res, err = lv.vm.Exec(ctx, req.Command, opts)
-	}
+	err = launching(ctx, func() (err error) {
+		if len(req.Argv) > 0 {
+			res, err = lv.vm.ExecArgv(ctx, req.Argv, opts)
+		} else {
+			res, err = lv.vm.Exec(ctx, req.Command, opts)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, launchError(err, "exec")
 	}
@@ -267,11 +270,14 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 		out.Append(o.Seq, len(o.Data), Chunk{Stream: o.Stream.String(), Data: o.Data, Time: o.Time})
 	}}
 	var ap *agentos.Process
-	if len(req.Argv) > 0 {
-		ap, err = lv.vm.Spawn(ctx, req.Argv, opts)
-	} else {
-		ap, err = lv.vm.SpawnCommand(ctx, req.Command, opts)
-	}
+	err = launching(ctx, func() (err error) {
+		if len(req.Argv) > 0 {
+			ap, err = lv.vm.Spawn(ctx, req.Argv, opts)
+		} else {
+			ap, err = lv.vm.SpawnCommand(ctx, req.Command, opts)
+		}
+		return err
+	})
 	if err != nil {
 		release()
 		return gateway.ProcessInfo{}, launchError(err, "spawn")

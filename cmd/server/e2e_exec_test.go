@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -238,30 +239,23 @@ func TestE2EExecDeadlines(t *testing.T) {
 
 	// sleep 30 outlives every deadline here: ending before it is the kill.
 	const sleep = "sleep 30"
-	killedWithin := func(t *testing.T, start time.Time, deadline time.Duration) {
-		t.Helper()
-		if took := time.Since(start); took < deadline || took > 25*time.Second {
-			t.Fatalf("ended after %s, want the %s deadline", took, deadline)
-		}
-	}
 	t.Run("default deadline", func(t *testing.T) {
-		start := time.Now()
-		_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep})
-		wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout)
-		killedWithin(t, start, def)
+		killedAt(t, def, func() error {
+			_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep})
+			return err
+		})
 	})
 	t.Run("zero is the default", func(t *testing.T) {
 		e := e.sub(t)
-		start := time.Now()
-		err := e.raw("POST", "/v1/vms/"+vm.ID+"/exec", testAdminKey, strings.NewReader(`{"command":"sleep 30","timeoutMs":0}`), nil)
-		wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout)
-		killedWithin(t, start, def)
+		killedAt(t, def, func() error {
+			return e.raw("POST", "/v1/vms/"+vm.ID+"/exec", testAdminKey, strings.NewReader(`{"command":"sleep 30","timeoutMs":0}`), nil)
+		})
 	})
 	t.Run("a deadline within the maximum", func(t *testing.T) {
-		start := time.Now()
-		_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep, Timeout: 3000 * time.Millisecond})
-		wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout)
-		killedWithin(t, start, 3*time.Second)
+		killedAt(t, 3*time.Second, func() error {
+			_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep, Timeout: 3000 * time.Millisecond})
+			return err
+		})
 	})
 	t.Run("above the maximum", func(t *testing.T) {
 		e := e.sub(t)
@@ -284,45 +278,47 @@ func TestE2EExecDeadlines(t *testing.T) {
 	})
 	t.Run("keyed buffered exec", func(t *testing.T) {
 		e := e.sub(t)
-		key := e.uniq("keyed-buffered")
-		start := time.Now()
-		_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep}, client.WithIdempotencyKey(key))
-		first := wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout)
-		killedWithin(t, start, def)
+		var key string
+		first := killedAt(t, def, func() error {
+			key = e.uniq("keyed-buffered") // a stalled attempt's outcome is recorded too
+			_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep}, client.WithIdempotencyKey(key))
+			return err
+		})
 		// The retry gets the recorded outcome: the deadline.
-		_, err = c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep}, client.WithIdempotencyKey(key))
+		_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: sleep}, client.WithIdempotencyKey(key))
 		if again := wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout); again.Detail != first.Detail {
 			t.Fatalf("replayed %q, first %q", again.Detail, first.Detail)
 		}
 	})
+	// streamed runs a streamed sleep and returns its final event's problem.
+	streamed := func(t *testing.T, e *e2e, opts ...client.CallOption) error {
+		s, err := c.VM(vm.ID).ExecStream(ctxT(t), client.ExecRequest{Command: sleep}, opts...)
+		if err != nil {
+			return err
+		}
+		evs := e.collect(s, e.eventReq("POST", "/v1/vms/"+vm.ID+"/exec"), e2eTimeout)
+		p, err := evs[len(evs)-1].Problem()
+		if err != nil {
+			t.Fatalf("final event %s: %v", summarize(evs), err)
+		}
+		return p
+	}
 	t.Run("keyed streamed exec", func(t *testing.T) {
 		e := e.sub(t)
-		key := e.uniq("keyed-streamed")
-		body := `{"command":"sleep 30"}`
-		open := func() *http.Response {
-			req, _ := http.NewRequestWithContext(ctxT(t), "POST", e.gw.URL+"/v1/vms/"+vm.ID+"/exec", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+testAdminKey)
-			req.Header.Set("Accept", "text/event-stream")
-			req.Header.Set("Idempotency-Key", key)
-			resp, err := e.hc.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return resp
-		}
-		start := time.Now()
-		s, err := c.VM(vm.ID).ExecStream(ctxT(t), client.ExecRequest{Command: "sleep 30"}, client.WithIdempotencyKey(key))
+		var key string
+		killedAt(t, def, func() error {
+			key = e.uniq("keyed-streamed")
+			return streamed(t, e, client.WithIdempotencyKey(key))
+		})
+		// The retry answers the recorded deadline, and runs nothing.
+		req, _ := http.NewRequestWithContext(ctxT(t), "POST", e.gw.URL+"/v1/vms/"+vm.ID+"/exec", strings.NewReader(`{"command":"sleep 30"}`))
+		req.Header.Set("Authorization", "Bearer "+testAdminKey)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := e.hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs := e.collect(s, e.eventReq("POST", "/v1/vms/"+vm.ID+"/exec"), e2eTimeout)
-		last := evs[len(evs)-1]
-		if p, err := last.Problem(); err != nil || p.Code != "deadline_exceeded" {
-			t.Fatalf("final event %s", summarize(evs))
-		}
-		killedWithin(t, start, def)
-		// The retry answers the recorded deadline, and runs nothing.
-		resp := open()
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("retry: %d replayed %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
@@ -330,17 +326,38 @@ func TestE2EExecDeadlines(t *testing.T) {
 	})
 	t.Run("streamed exec", func(t *testing.T) {
 		e := e.sub(t)
-		start := time.Now()
-		s, err := c.VM(vm.ID).ExecStream(ctxT(t), client.ExecRequest{Command: sleep})
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs := e.collect(s, e.eventReq("POST", "/v1/vms/"+vm.ID+"/exec"), e2eTimeout)
-		if p, err := evs[len(evs)-1].Problem(); err != nil || p.Code != "deadline_exceeded" {
-			t.Fatalf("final event %s", summarize(evs))
-		}
-		killedWithin(t, start, def)
+		killedAt(t, def, func() error { return streamed(t, e) })
 	})
+}
+
+// killedAt runs attempt, which starts a command that outlives its deadline
+// and returns the problem it ended with, and checks that the problem is
+// the deadline and came after it (and well before the command's end). An
+// attempt the engine stalled on instead (503 engine_refused or
+// engine_timeout, or a launch it never answered: seen on a loaded CI
+// machine, 30 s, the engine's bridge timeout) is the engine's stall, not
+// this test's subject: it is logged and run again, at most twice. Returns
+// the deadline's problem.
+func killedAt(t *testing.T, deadline time.Duration, attempt func() error) *client.Error {
+	t.Helper()
+	for try := 1; ; try++ {
+		start := time.Now()
+		err := attempt()
+		took := time.Since(start)
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Code == "unavailable" && try < 3 && strings.Contains(ce.Detail, "the engine") {
+			t.Logf("attempt %d: the engine stalled after %s (%s); again", try, took.Round(time.Millisecond), ce.Detail)
+			continue
+		}
+		// A stream's final event carries the problem without a status.
+		if !errors.As(err, &ce) || ce.Code != "deadline_exceeded" || (ce.Status != 0 && ce.Status != http.StatusGatewayTimeout) {
+			t.Fatalf("want deadline_exceeded (504), got %v", err)
+		}
+		if took < deadline || took > 25*time.Second {
+			t.Fatalf("ended after %s, want the %s deadline", took, deadline)
+		}
+		return ce
+	}
 }
 
 func TestParseConfigExecTimeouts(t *testing.T) {
