@@ -219,4 +219,3 @@ func launching(ctx context.Context, launch func() error) error {
 	}
 	return err
 }
-
