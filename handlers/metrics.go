@@ -60,10 +60,11 @@ var (
 	descCrashes    = prometheus.NewDesc("agentos_gateway_sidecar_crashes_total", "Sidecars that died unexpectedly.", nil, nil)
 	descRestarts   = prometheus.NewDesc("agentos_gateway_sidecar_restarts_total", "Sidecars started to replace one that crashed.", nil, nil)
 	descRetired    = prometheus.NewDesc("agentos_gateway_sidecar_retired_total", "Sidecars stopped for idleness or memory.", nil, nil)
+	descShared     = prometheus.NewDesc("agentos_gateway_sidecar_shared_placements_total", "VMs placed on a sidecar holding another tenant's VMs for want of room for one of their own (--tenant-affinity).", nil, nil)
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSidecars, descSidecarRSS, descVMs, descSpawned, descSpawnFail, descCrashes, descRestarts, descRetired} {
+	for _, d := range []*prometheus.Desc{descSidecars, descSidecarRSS, descVMs, descSpawned, descSpawnFail, descCrashes, descRestarts, descRetired, descShared} {
 		ch <- d
 	}
 }
@@ -86,6 +87,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCrashes, prometheus.CounterValue, float64(st.Crashes))
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(st.Restarts))
 	ch <- prometheus.MustNewConstMetric(descRetired, prometheus.CounterValue, float64(st.Retired))
+	ch <- prometheus.MustNewConstMetric(descShared, prometheus.CounterValue, float64(st.SharedPlacements))
 }
 
 // sessionsCollector reads the agent sessions' state at scrape time.

@@ -69,6 +69,15 @@ type Config struct {
 	MemoryHighWater int64
 	// Placement chooses among the sidecars with room (default PlacementPack).
 	Placement Placement
+	// TenantAffinity keeps a tenant's VMs off the shared sidecars that hold
+	// another tenant's, as long as a sidecar can be started for it: on the
+	// pinned engine one VM can stall every other VM of its sidecar (a
+	// process waiting on stdin, a shell at its prompt), so tenants that
+	// share no sidecar cannot slow each other. When MaxSidecars are
+	// running, a VM shares with another tenant rather than fail (counted in
+	// Stats.SharedPlacements). VMs placed for no tenant (warm VMs) go
+	// where Placement says.
+	TenantAffinity bool
 	// Options are passed to Start for every sidecar.
 	Options agentos.Options
 	// Start spawns a sidecar; nil means agentos.Start. Tests inject failures.
@@ -130,7 +139,10 @@ type Stats struct {
 	Crashes       uint64 // sidecars that died without being asked to
 	Restarts      uint64 // successful spawns that replaced a crashed sidecar
 	Retired       uint64 // sidecars stopped for being idle or over the memory high-water
-	Live          int    // sidecars counted against MaxSidecars, in any state
+	// SharedPlacements counts holds that TenantAffinity put on a sidecar
+	// holding another tenant's VMs, for want of room for one of its own.
+	SharedPlacements uint64
+	Live             int // sidecars counted against MaxSidecars, in any state
 	Idle          int    // ready sidecars with no holds
 }
 
@@ -316,9 +328,16 @@ func (p *Pool) placeLocked(tenant string, isolated bool) (placement, error) {
 	if isolated {
 		owner = tenant
 	}
-	var best *sidecar
+	affine := p.cfg.TenantAffinity && owner == "" && tenant != ""
+	var best, shared *sidecar
 	for _, e := range p.sidecars {
 		if e.owner != owner || (e.state != StateReady && e.state != StateStarting) || e.holds >= p.cfg.VMsPerSidecar {
+			continue
+		}
+		if affine && e.foreign(tenant) {
+			if shared == nil || p.cfg.Placement.better(e, shared) {
+				shared = e
+			}
 			continue
 		}
 		if best == nil || p.cfg.Placement.better(e, best) {
@@ -326,6 +345,12 @@ func (p *Pool) placeLocked(tenant string, isolated bool) (placement, error) {
 		}
 	}
 	now := p.cfg.Now()
+	if best == nil && shared != nil && (len(p.sidecars) >= p.cfg.MaxSidecars || !p.tracker.allow(now)) {
+		// No sidecar of the tenant's own can be started: sharing one beats
+		// refusing the VM.
+		best = shared
+		p.stats.SharedPlacements++
+	}
 	if best == nil {
 		if len(p.sidecars) >= p.cfg.MaxSidecars {
 			return placement{}, gateway.Errorf(gateway.CodeResourceExhausted,
@@ -349,6 +374,28 @@ func (p *Pool) placeLocked(tenant string, isolated bool) (placement, error) {
 	best.served++
 	best.tenants[tenant]++
 	return pl, nil
+}
+
+// foreign reports whether e holds VMs of a tenant other than tenant (warm
+// VMs, held for no tenant, do not count). The pool's mutex must be held.
+func (e *sidecar) foreign(tenant string) bool {
+	for t, n := range e.tenants {
+		if n > 0 && t != tenant && t != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Foreign reports whether, under the pool's TenantAffinity, tenantID should
+// not be handed a VM on the leased sidecar: it holds another tenant's VMs.
+// It is always false without TenantAffinity and for an isolated tenant's
+// sidecar.
+func (l *Lease) Foreign(tenantID string) bool {
+	p := l.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.TenantAffinity && l.e.owner == "" && l.e.foreign(tenantID)
 }
 
 // backoffErrLocked returns the error for an attempt to spawn during backoff,

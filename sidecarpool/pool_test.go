@@ -331,6 +331,51 @@ func TestIsolatedTenants(t *testing.T) {
 	wantCode(t, err, gateway.CodeInvalidArgument)
 }
 
+// TestTenantAffinity checks, on real sidecars, that with TenantAffinity a
+// tenant's VM goes to a sidecar holding no other tenant's while one can be
+// started, shares one only once MaxSidecars run (counted), and that warm
+// holds (no tenant) count for nobody until assigned.
+func TestTenantAffinity(t *testing.T) {
+	p := newPool(t, Config{MaxSidecars: 2, VMsPerSidecar: 3, TenantAffinity: true})
+	leases := runScript(t, p, []step{
+		{op: "acquire", lease: "a1", tenant: "a", want: "sc-1"},
+		{op: "acquire", lease: "a2", tenant: "a", want: "sc-1"}, // its own: packed
+		{op: "acquire", lease: "b1", tenant: "b", want: "sc-2"}, // sc-1 has room but is a's: spawn
+		{op: "acquire", lease: "w1", tenant: "", want: "sc-1"},  // a warm hold goes where pack says
+		{op: "acquire", lease: "b2", tenant: "b", want: "sc-2"},
+		{op: "acquire", lease: "c1", tenant: "c", want: "sc-2", holds: map[string]int{"sc-1": 3, "sc-2": 3}}, // no spawn left: shares
+		{op: "release", lease: "a1"},
+		{op: "release", lease: "a2"},
+	})
+	if st := p.Stats(); st.SharedPlacements != 1 {
+		t.Fatalf("stats %+v: want 1 shared placement", st)
+	}
+	// sc-1 holds only the warm hold: it is nobody's, so b may have it.
+	w := leases["w1"]
+	if w.Foreign("b") {
+		t.Fatalf("a warm hold alone makes sc-1 foreign to b; pool %s", describe(p.Sidecars()))
+	}
+	w.Assign("a")
+	if !w.Foreign("b") || w.Foreign("a") {
+		t.Fatalf("sc-1 holds a's VM: Foreign(b) = %v, Foreign(a) = %v", w.Foreign("b"), w.Foreign("a"))
+	}
+	runScript(t, p, []step{
+		{op: "acquire", lease: "a3", tenant: "a", want: "sc-1"},
+		{op: "acquire", lease: "d1", tenant: "d", want: "sc-1"}, // the only room left, a's: shared
+	})
+	if st := p.Stats(); st.SharedPlacements != 2 {
+		t.Fatalf("stats %+v: want 2 shared placements", st)
+	}
+	off := newPool(t, Config{MaxSidecars: 2, VMsPerSidecar: 3})
+	offLeases := runScript(t, off, []step{
+		{op: "acquire", lease: "a1", tenant: "a", want: "sc-1"},
+		{op: "acquire", lease: "b1", tenant: "b", want: "sc-1"}, // without affinity tenants share
+	})
+	if offLeases["a1"].Foreign("b") {
+		t.Fatal("Foreign is true without TenantAffinity")
+	}
+}
+
 // TestConcurrentAcquireNeverOvershoots starts 20 Acquires at once against
 // MaxSidecars=2, VMsPerSidecar=3: exactly 6 get a lease, 3 per sidecar, and
 // only 2 processes are ever spawned. Start is wrapped only to count calls.

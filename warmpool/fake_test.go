@@ -222,6 +222,8 @@ type fakeLease struct {
 	draining bool
 	released int
 	assigned []string
+	// foreign are the tenants the sidecar is another tenant's to.
+	foreign map[string]bool
 }
 
 func (l *fakeLease) Sidecar() *agentos.Sidecar { return nil }
@@ -243,6 +245,22 @@ func (l *fakeLease) Draining() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.draining
+}
+
+func (l *fakeLease) Foreign(tenantID string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.foreign[tenantID]
+}
+
+// keepFrom marks the sidecar as another tenant's to tenantID.
+func (l *fakeLease) keepFrom(tenantID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.foreign == nil {
+		l.foreign = map[string]bool{}
+	}
+	l.foreign[tenantID] = true
 }
 
 func (l *fakeLease) drain() {

@@ -31,6 +31,10 @@ type Lease interface {
 	Release()
 	// Assign lists the hold under the tenant the VM was handed to.
 	Assign(tenantID string)
+	// Foreign reports that the sidecar holds VMs of tenants other than
+	// tenantID that the placement keeps tenantID apart from: such a warm VM
+	// is left for another tenant.
+	Foreign(tenantID string) bool
 	// Draining reports that the sidecar takes no new VMs (it is over its
 	// memory high-water mark or going away): a warm VM there would keep it
 	// alive for nothing.
@@ -233,15 +237,22 @@ func (p *Pool[V]) Take(tenantID string, isolated bool) (V, Lease, bool) {
 	c := p.wantLocked(keyOf(tenantID, isolated))
 	var got *warmVM[V]
 	var stale []*warmVM[V]
-	for len(c.ready) > 0 && got == nil {
-		w := c.ready[0]
-		c.ready = c.ready[1:]
-		if w.usable() {
-			got = w
-		} else {
+	kept := c.ready[:0]
+	for _, w := range c.ready {
+		switch {
+		case got != nil:
+			kept = append(kept, w)
+		case !w.usable():
 			stale = append(stale, w)
+		case w.lease.Foreign(tenantID):
+			// On another tenant's sidecar: kept for a tenant it suits.
+			kept = append(kept, w)
+		default:
+			got = w
 		}
 	}
+	clear(c.ready[len(kept):])
+	c.ready = kept
 	if got != nil {
 		p.stats.Hits++
 	} else {

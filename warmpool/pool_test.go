@@ -631,3 +631,38 @@ func TestEvict(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeSkipsAnotherTenantsSidecar: a warm VM on a sidecar that holds
+// another tenant's VMs is not handed to a tenant the placement keeps apart
+// from them; it stays warm for a tenant it suits, and the take goes on to
+// the next warm VM or misses.
+func TestTakeSkipsAnotherTenantsSidecar(t *testing.T) {
+	clk := newFakeClock()
+	cfg := fakeConfig(2, clk)
+	cfg.Quiet = time.Hour // no refill: the two warm VMs are all there is
+	eng := &fakeEngine{}
+	var taken takeList
+	p := newTestPool(t, cfg, eng, taken.all)
+	waitReady(t, p, eng, 2)
+	vms, _, _ := eng.snapshot()
+	vms[0].lease.keepFrom("b")
+	vms[1].lease.keepFrom("b")
+	if vm, _, ok := p.Take("b", false); ok {
+		taken.add(vm)
+		t.Fatalf("tenant b was handed the VM on %s, a sidecar of another tenant's", vm.lease.id)
+	}
+	vm, lease, ok := p.Take("a", false)
+	if !ok || vm != vms[0] {
+		t.Fatalf("Take(a) = %v, %v; want the oldest warm VM", vm, ok)
+	}
+	taken.add(vm)
+	checkTaken(t, vm, lease, "a")
+	if st := p.Stats(); st.Hits != 1 || st.Misses != 1 || st.Discarded != 0 {
+		t.Fatalf("stats %+v: want 1 hit, 1 miss, nothing discarded", st)
+	}
+	vm, _, ok = p.Take("a", false)
+	if !ok || vm != vms[1] {
+		t.Fatalf("second Take(a) = %v, %v; want the warm VM b left", vm, ok)
+	}
+	taken.add(vm)
+}

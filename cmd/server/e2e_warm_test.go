@@ -285,3 +285,58 @@ func TestE2EMemoryHighWaterRecycle(t *testing.T) {
 		t.Fatalf("b after the recycle: %q", got)
 	}
 }
+
+// TestE2ETenantAffinity: by default each tenant's VMs go to sidecars that
+// hold no other tenant's (so that one tenant's stalled sidecar cannot slow
+// another's VMs), a warm VM included, until --max-sidecars is reached, when
+// a VM shares rather than fail, counted; --tenant-affinity=false packs
+// tenants together.
+func TestE2ETenantAffinity(t *testing.T) {
+	t.Parallel()
+	t.Run("default", func(t *testing.T) {
+		e := newE2E(t, "--max-sidecars=2", "--warm-vms=1")
+		e.waitWarm(1)
+		_, a := e.tenant("affine-a", nil)
+		_, b := e.tenant("affine-b", nil)
+		_, c := e.tenant("affine-c", nil)
+		va := e.vm(a, client.CreateVMRequest{}) // takes the warm VM
+		e.waitWarm(1)                           // the refill packs onto a's sidecar
+		vb := e.vm(b, client.CreateVMRequest{}) // leaves it: a's sidecar is not b's
+		if vb.SidecarID == va.SidecarID {
+			t.Fatalf("b's VM placed on %s with a's", vb.SidecarID)
+		}
+		if got := e.metric("agentos_gateway_sidecar_shared_placements_total"); got != 0 {
+			t.Fatalf("shared placements %v before the cap", got)
+		}
+		va2 := e.vm(a, client.CreateVMRequest{}) // the warm VM on a's sidecar suits a
+		if va2.SidecarID != va.SidecarID {
+			t.Fatalf("a's second VM on %s, its first on %s", va2.SidecarID, va.SidecarID)
+		}
+		// Two sidecars run, each another tenant's to c: c shares one.
+		vc := e.vm(c, client.CreateVMRequest{})
+		if vc.SidecarID != va.SidecarID && vc.SidecarID != vb.SidecarID {
+			t.Fatalf("c's VM on %s, a third sidecar past --max-sidecars=2", vc.SidecarID)
+		}
+		if got := e.metric("agentos_gateway_sidecar_shared_placements_total"); got != 1 {
+			t.Fatalf("shared placements %v, want 1", got)
+		}
+		for _, v := range []struct {
+			c  *client.Client
+			id string
+		}{{a, va.ID}, {b, vb.ID}, {a, va2.ID}, {c, vc.ID}} {
+			if got := e.exec(v.c, v.id, "echo hi"); got != "hi\n" {
+				t.Fatalf("exec in %s: %q", v.id, got)
+			}
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		e := newE2E(t, "--max-sidecars=2", "--warm-vms=0", "--tenant-affinity=false")
+		_, a := e.tenant("packed-a", nil)
+		_, b := e.tenant("packed-b", nil)
+		va := e.vm(a, client.CreateVMRequest{})
+		vb := e.vm(b, client.CreateVMRequest{})
+		if vb.SidecarID != va.SidecarID {
+			t.Fatalf("without affinity b's VM went to %s, a's is on %s with room", vb.SidecarID, va.SidecarID)
+		}
+	})
+}

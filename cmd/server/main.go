@@ -103,6 +103,7 @@ type config struct {
 	memoryHighWater    int64
 	warmVMs            int
 	placement          sidecarpool.Placement
+	tenantAffinity     bool
 	maxBodyBytes       int64
 	maxFileBytes       int64
 	maxArchiveEntries  int
@@ -162,6 +163,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("warm-vms", "1", "VMs kept created and warmed up ahead of demand, per isolation class (0: none)")
 	var placement string
 	str(&placement, "placement", "pack", "where new VMs go: pack fills a sidecar up to --vms-per-sidecar before using another, spread takes the least-loaded one")
+	var affinity string
+	str(&affinity, "tenant-affinity", "true", "keep each tenant's VMs on sidecars holding no other tenant's while --max-sidecars allows one more, so that one tenant's stalled sidecar (a process waiting on stdin, a shell at its prompt) cannot slow another's VMs; false packs tenants together")
 	num("max-body-bytes", "1048576", "largest JSON body or stdin upload")
 	num("max-file-bytes", "1073741824", "largest file upload, and largest extracted total of an archive upload")
 	num("max-archive-entries", "100000", "most entries of an archive upload")
@@ -241,6 +244,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		err = errors.Join(err, fmt.Errorf("--placement: %w", e))
 	} else {
 		c.placement = pl
+	}
+	if b, e := strconv.ParseBool(affinity); e != nil {
+		err = errors.Join(err, fmt.Errorf("--tenant-affinity: %q is neither true nor false", affinity))
+	} else {
+		c.tenantAffinity = b
 	}
 	c.maxBodyBytes = int64(atoi("max-body-bytes"))
 	c.maxFileBytes = int64(atoi("max-file-bytes"))
@@ -398,7 +406,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	pool := sidecarpool.New(sidecarpool.Config{
 		MaxSidecars: c.maxSidecars, VMsPerSidecar: c.vmsPerSidecar, MinIdleSidecars: c.minIdleSidecars,
 		IdleTimeout: c.sidecarIdleTimeout, MemoryHighWater: c.memoryHighWater, Placement: c.placement,
-		Options: agentos.Options{Engine: engine},
+		TenantAffinity: c.tenantAffinity,
+		Options:        agentos.Options{Engine: engine},
 		OnExit: func(info sidecarpool.SidecarInfo, err error) {
 			log.Error().Err(err).Str("sidecar", info.ID).Int("pid", info.Pid).Msg("sidecar died; its VMs are lost")
 		},
