@@ -143,7 +143,7 @@ type Stats struct {
 	// holding another tenant's VMs, for want of room for one of its own.
 	SharedPlacements uint64
 	Live             int // sidecars counted against MaxSidecars, in any state
-	Idle          int    // ready sidecars with no holds
+	Idle             int // ready sidecars with no holds
 }
 
 // Pool places VMs on a bounded set of sidecar processes.
