@@ -99,7 +99,8 @@ FUZZ_TARGETS := \
 	./internal/mockopenai:FuzzDescribe \
 	./handlers:FuzzParsePreviewHost \
 	./vms:FuzzAllowHostDir \
-	./webhook:FuzzVerify ./bindings:FuzzValidate
+	./webhook:FuzzVerify ./bindings:FuzzValidate \
+	./lineshell:FuzzEditor ./lineshell:FuzzParseState
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

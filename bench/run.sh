@@ -120,6 +120,14 @@ gobench '^BenchmarkExecEchoHiHTTP$' "$EXEC_N" ./cmd/server/
 # Placement: exec throughput of 8 clients (EXEC_N rounds) and node memory
 # at 16 and 64 idle VMs, under pack and under spread.
 gobench '^BenchmarkPlacement(Pack|Spread)$' "$EXEC_N" ./cmd/server/
+# One tenant's VMs against another's (issue 20): tenant B's exec p50 while
+# tenant A holds idle shells, stdin readers or a CPU loop, on one shared
+# sidecar and under the default tenant affinity. NEIGHBOUR_EXECS execs per
+# case (default 5); a stalled exec counts as the 30 s cap.
+gobench '^BenchmarkNeighbours(Shared|Affinity)$' 1 ./cmd/server/
+# Shell starts over the WebSocket attach: each types a line at its first
+# prompt (SHELL_STARTS of them, default 200).
+gobench '^BenchmarkShellStarts$' 1 ./cmd/server/
 # One pi turn against the offline mock model, direct and through the gateway
 # (with its durable record); the official SDK has no offline model here.
 gobench '^BenchmarkPromptHello$' "$EXEC_N"
@@ -238,6 +246,37 @@ if (pp && ps) {
 		console.log(`| ${name} | ${fmt(r["exec/s"])} exec/s | ${fmt(r["MiB/VM@16"])} MiB | ${fmt(r["MiB/VM@64"])} MiB | ${r["sidecars@16"]} / ${r["sidecars@64"]} | ${fmt(r["base-MiB"])} / ${fmt(r["after-MiB"])} MiB |`);
 	}
 	console.log(`| pack/spread | ${(pp["exec/s"] / ps["exec/s"]).toFixed(2)} (throughput) | ${(pp["MiB/VM@16"] / ps["MiB/VM@16"]).toFixed(2)} | ${(pp["MiB/VM@64"] / ps["MiB/VM@64"]).toFixed(2)} | | |`);
+}
+// Neighbours: tenant B's exec p50 as a ratio to its baseline in the same
+// run, with tenant A's load on the same sidecar and under tenant affinity.
+const nsh = goRes["NeighboursShared"], naf = goRes["NeighboursAffinity"];
+if (!nsh) missing.push("Go BenchmarkNeighboursShared");
+if (!naf) missing.push("Go BenchmarkNeighboursAffinity");
+if (nsh && naf) {
+	const cell = (r, c) => c === "base"
+		? `${fmt(r["base-ms"])} ms`
+		: `${fmt(r[c + "-ms"])} ms, ${r[c + "-x"].toFixed(2)}x${r[c + "-capped"] > 0 ? ` (${r[c + "-capped"]} at the 30 s cap)` : ""}`;
+	console.log("\n| tenant B's exec `echo hi` p50, while | one shared sidecar (engine) | tenant affinity (default) | target |\n|---|---|---|---|");
+	for (const [c, what, target] of [
+		["base", "nothing else runs (baseline)", ""],
+		["shells1", "A holds 1 idle shell", "<= 1.25x"],
+		["shells4", "A holds 4 idle shells", "<= 1.25x"],
+		["shells8", "A holds 8 idle shells", "<= 1.25x"],
+		["cat1", "A holds 1 `cat` waiting on stdin", "<= 1.25x"],
+		["cat8", "A holds 8 `cat` waiting on stdin", "<= 1.25x"],
+		["cpu", "A runs a CPU-bound loop", "<= 1.5x"],
+		["own-shell", "B's own VM holds an idle shell", "<= 1.25x"],
+	]) {
+		console.log(`| ${what} | ${cell(nsh, c)} | ${cell(naf, c)} | ${target} |`);
+	}
+}
+// Shell starts: every one must run the line typed at its first prompt.
+const ss = goRes["ShellStarts"];
+if (!ss) missing.push("Go BenchmarkShellStarts");
+else {
+	console.log("\n| shell starts over the WebSocket attach | value | target |\n|---|---|---|");
+	console.log(`| ran the line typed at the first prompt | ${ss.ran} of ${ss.starts} | all |`);
+	console.log(`| open to the line's output, p50 | ${fmt(ss["p50-ms"])} ms (p95 ${fmt(ss["p95-ms"])}) | |`);
 }
 // An agent turn: what the gateway (HTTP, store writes, fan-out) adds.
 const ph = goRes["PromptHelloHTTP"], pd = goRes["PromptHello"];

@@ -253,9 +253,13 @@ func (t *Terminal) sendAnswers() {
 		a, wait := t.next()
 		if a != nil {
 			ctx, cancel := context.WithTimeout(t.ctx, replyTimeout)
-			// An answer that cannot be written (the shell ended) is simply
-			// lost: the program it was for is gone too.
-			_ = t.cfg.Reply(ctx, a.data)
+			// An answer that cannot be written (the shell ended, or it has
+			// no terminal to answer) is simply lost, and not counted.
+			if t.cfg.Reply(ctx, a.data) == nil {
+				t.qmu.Lock()
+				t.sent++
+				t.qmu.Unlock()
+			}
 			cancel()
 			continue
 		}
@@ -275,8 +279,8 @@ func (t *Terminal) sendAnswers() {
 	}
 }
 
-// next pops the oldest answer if it is due (counting it as sent), or
-// returns how long to wait for it. An answer waiting for clients falls due
+// next pops the oldest answer if it is due, or returns how long to wait
+// for it. An answer waiting for clients falls due
 // at once when the last one detaches.
 func (t *Terminal) next() (*answer, time.Duration) {
 	t.qmu.Lock()
@@ -290,6 +294,5 @@ func (t *Terminal) next() (*answer, time.Duration) {
 		return nil, wait
 	}
 	t.pending = t.pending[1:]
-	t.sent++
 	return a, 0
 }

@@ -2,12 +2,14 @@ package vms
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/lineshell"
 	"github.com/agentos-gateway/agentos-gateway/terminal"
 )
 
@@ -19,14 +21,15 @@ type ShellRequest struct {
 	Env        map[string]string
 }
 
-// Shell is an interactive shell on a PTY in a VM, with a model of its
-// terminal that answers the shell's terminal queries for clients that are
-// not terminal emulators.
+// Shell is an interactive shell of a VM: a lineshell.Shell, whose line
+// editing happens in the gateway so that no guest process waits on stdin
+// while it sits at its prompt (on the pinned engine such a wait stalls
+// every VM of the sidecar), with a model of its terminal for its size.
 type Shell struct {
 	id        string
 	shell     string
 	startedAt time.Time
-	p         *agentos.Process
+	p         shellProcess
 	out       *Log[Chunk]
 	term      *terminal.Terminal
 	done      chan struct{}
@@ -35,6 +38,20 @@ type Shell struct {
 	exitedAt time.Time
 	exit     *gateway.ExitStatus
 	err      error
+}
+
+// errNoTerminal refuses the terminal model's answers: a shell's lines run
+// without a terminal, so no program of theirs waits for one.
+var errNoTerminal = errors.New("vms: a shell's lines have no terminal to answer")
+
+// shellProcess is what a Shell needs of the shell it runs.
+type shellProcess interface {
+	Write(ctx context.Context, data []byte) (int, error)
+	Resize(ctx context.Context, cols, rows uint16) error
+	Kill(ctx context.Context) error
+	Wait(ctx context.Context) (gateway.ExitStatus, error)
+	// Abandon ends the shell because its VM ended; Wait returns err.
+	Abandon(err error)
 }
 
 // ID returns the shell id.
@@ -106,35 +123,22 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	}
 	sh := &Shell{id: newID("sh_"), shell: shell, startedAt: s.cfg.Now().UTC(), out: NewLog[Chunk](s.cfg.OutputBufferBytes),
 		done: make(chan struct{})}
-	// The terminal's answers go to the process, which exists only once
-	// OpenShell returns: an answer to a query in the first output waits
-	// for it.
-	var started sync.WaitGroup
-	started.Add(1)
-	sh.term = terminal.New(terminal.Config{Cols: int(req.Cols), Rows: int(req.Rows), Reply: func(ctx context.Context, b []byte) error {
-		started.Wait()
-		if sh.p == nil {
-			return nil
-		}
-		_, err := sh.p.Write(ctx, b)
-		return err
-	}})
-	p, err := lv.vm.OpenShell(ctx, agentos.ShellOptions{
-		Shell: req.Shell, Cols: req.Cols, Rows: req.Rows, Cwd: req.Cwd, Env: req.Env,
+	// A line's process has no terminal, so nothing waits for the answer to
+	// a terminal query: the model keeps the size and answers no one.
+	sh.term = terminal.New(terminal.Config{Cols: int(req.Cols), Rows: int(req.Rows), Reply: func(context.Context, []byte) error { return errNoTerminal }})
+	p, err := lineshell.Start(lv.vm, lineshell.Options{
+		ID: sh.id, Shell: req.Shell, Cols: req.Cols, Rows: req.Rows, Cwd: req.Cwd, Env: req.Env,
 		OnOutput: func(o agentos.Output) {
-			// The model sees the output before any client can: a client's
-			// answer to a query is then always matched with it.
 			sh.term.Output(o.Data)
 			sh.out.Append(o.Seq, len(o.Data), Chunk{Stream: "stdout", Data: o.Data, Time: o.Time})
 		},
 	})
-	sh.p = p
-	started.Done()
 	if err != nil {
 		sh.term.Close()
 		release()
 		return nil, EngineError(err, "open shell")
 	}
+	sh.p = p
 	lv.mu.Lock()
 	lv.shells[sh.id] = sh
 	lv.mu.Unlock()
@@ -143,6 +147,7 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 		// the shell with it, and no watcher may start after its Wait.
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 		_ = p.Kill(kctx)
+		_, _ = p.Wait(kctx)
 		cancel()
 		sh.term.Close()
 		release()
@@ -193,6 +198,7 @@ func (sh *Shell) vmEnded(err error) {
 		sh.err = err
 	}
 	sh.mu.Unlock()
+	sh.p.Abandon(err)
 	sh.out.Close(err)
 }
 
@@ -301,7 +307,7 @@ func (sh *Shell) WriteInput(ctx context.Context, data []byte) error {
 		return sh.exited()
 	}
 	if _, err := sh.p.Write(ctx, data); err != nil {
-		if !sh.running() {
+		if !sh.running() || errors.Is(err, lineshell.ErrEnded) {
 			return sh.exited()
 		}
 		return EngineError(err, "shell input")
@@ -315,7 +321,7 @@ func (sh *Shell) Resize(ctx context.Context, cols, rows uint16) error {
 		return sh.exited()
 	}
 	if err := sh.p.Resize(ctx, cols, rows); err != nil {
-		if !sh.running() {
+		if !sh.running() || errors.Is(err, lineshell.ErrEnded) {
 			return sh.exited()
 		}
 		return EngineError(err, "resize shell")

@@ -2,29 +2,52 @@ package main
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
 )
 
-// neighbourExecCap bounds one timed exec of BenchmarkNeighbours: a stalled
-// sidecar holds an exec for tens of seconds (78 s measured), and the
-// benchmark reports such an exec as the cap, and counts it.
+// neighbourExecCap bounds one timed exec of the neighbour benchmarks: a
+// stalled sidecar holds an exec for tens of seconds (78 s measured), and
+// such an exec is reported as the cap, and counted.
 const neighbourExecCap = 30 * time.Second
 
-// BenchmarkNeighbours measures what one tenant's VMs cost another's on a
-// shared sidecar (issue 20): the p50 of `echo hi` in tenant B's VM while
-// tenant A's VMs, on the same sidecar (--max-sidecars=1), hold idle shells
-// at their prompt, processes waiting on stdin (`cat`), or a CPU-bound loop,
-// and while B's own VM holds an idle shell. Each case is reported as its
-// p50 ("<case>-ms") and as a ratio to the baseline measured in the same run
-// ("<case>-x"), and as the number of execs that reached the cap
-// ("<case>-capped"). b.N is the number of execs per case. A's VMs are new
-// for every case, so that no case inherits another's state.
-func BenchmarkNeighbours(b *testing.B) {
-	g := startGateway(b, "", "--max-sidecars=1", "--warm-vms=0")
+// BenchmarkNeighboursShared measures what one tenant's VMs cost another's
+// on a shared sidecar (issue 20): the p50 of `echo hi` in tenant B's VM
+// while tenant A's VMs, on the same sidecar (--max-sidecars=1, so the
+// engine's own behaviour), hold idle shells at their prompt, processes
+// waiting on stdin (`cat`), or a CPU-bound loop, and while B's own VM holds
+// an idle shell. Each case is reported as its p50 ("<case>-ms"), as a ratio
+// to the baseline measured in the same run ("<case>-x"), and as the number
+// of execs that reached the cap ("<case>-capped"). NEIGHBOUR_EXECS (default
+// 5) is the number of execs per case; run it with -benchtime=1x, as
+// bench/run.sh does (each further iteration repeats every case). A's VMs are
+// new for every case, so that no case inherits another's state.
+func BenchmarkNeighboursShared(b *testing.B) { benchNeighbours(b, "--max-sidecars=1") }
+
+// BenchmarkNeighboursAffinity is BenchmarkNeighboursShared on the
+// gateway's default placement, tenant affinity: A's VMs and B's are on
+// sidecars of their own.
+func BenchmarkNeighboursAffinity(b *testing.B) { benchNeighbours(b) }
+
+// neighbours is one run of the neighbour benchmarks: tenant A, whose VMs
+// hold the load, and tenant B, whose VM is timed.
+type neighbours struct {
+	b     *testing.B
+	ctx   context.Context
+	a, bc *client.Client // tenants A and B
+	vmB   string
+	execs int
+}
+
+func benchNeighbours(b *testing.B, args ...string) {
+	// No memory high-water: a sidecar that holds eight shells passes the
+	// default mark and would take no more VMs.
+	g := startGateway(b, "", append([]string{"--warm-vms=0", "--memory-high-water=0"}, args...)...)
 	admin := mustClient(b, g.URL, testAdminKey)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
@@ -39,108 +62,112 @@ func BenchmarkNeighbours(b *testing.B) {
 		}
 		return mustClient(b, g.URL, k.Key)
 	}
-	ta, tb := tenant("neighbour-a"), tenant("neighbour-b")
-	newVM := func(c *client.Client) string {
-		vm, err := c.CreateVM(ctx, client.CreateVMRequest{})
+	n := &neighbours{b: b, ctx: ctx, a: tenant("neighbour-a"), bc: tenant("neighbour-b"), execs: 5}
+	if v, err := strconv.Atoi(os.Getenv("NEIGHBOUR_EXECS")); err == nil && v > 0 {
+		n.execs = v
+	}
+	n.vmB = n.newVM(n.bc)
+	for b.Loop() {
+		n.run()
+	}
+}
+
+// newVM creates a VM for c and runs its first process, which pays the
+// runtime's warm-up.
+func (n *neighbours) newVM(c *client.Client) string {
+	vm, err := c.CreateVM(n.ctx, client.CreateVMRequest{})
+	if err != nil {
+		n.b.Fatal(err)
+	}
+	if _, err := c.VM(vm.ID).Exec(n.ctx, client.ExecRequest{Command: "true"}); err != nil {
+		n.b.Fatal(err)
+	}
+	return vm.ID
+}
+
+// measure times n.execs runs of `echo hi` in B's VM and reports their p50.
+func (n *neighbours) measure(name string) time.Duration {
+	durs := make([]time.Duration, 0, n.execs)
+	capped := 0
+	for range n.execs {
+		ctx, cancel := context.WithTimeout(n.ctx, neighbourExecCap)
+		start := time.Now()
+		res, err := n.bc.VM(n.vmB).Exec(ctx, client.ExecRequest{Command: "echo hi"})
+		took := time.Since(start)
+		expired := ctx.Err() != nil
+		cancel()
+		switch {
+		case expired:
+			took, capped = neighbourExecCap, capped+1
+		case err != nil:
+			n.b.Fatalf("%s: exec: %v", name, err)
+		case string(res.Stdout) != "hi\n":
+			n.b.Fatalf("%s: stdout %q", name, res.Stdout)
+		}
+		durs = append(durs, took)
+	}
+	slices.Sort(durs)
+	p50 := durs[len(durs)/2]
+	n.b.ReportMetric(float64(p50)/1e6, name+"-ms")
+	n.b.ReportMetric(float64(capped), name+"-capped")
+	n.b.Logf("%-10s p50 %s, %d of %d at the %s cap; all %v", name, p50.Round(time.Millisecond), capped, n.execs, neighbourExecCap, durs)
+	return p50
+}
+
+// shells opens count idle shells over vms; the returned func closes them.
+func (n *neighbours) shells(c *client.Client, vms []string, count int) func() {
+	var open []*client.ShellHandle
+	for i := range count {
+		sh, err := c.VM(vms[i%len(vms)]).OpenShell(n.ctx, client.ShellRequest{})
 		if err != nil {
-			b.Fatal(err)
+			n.b.Fatalf("open shell %d: %v", i, err)
 		}
-		if _, err := c.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "true"}); err != nil {
-			b.Fatal(err) // a VM's first process pays the runtime's warm-up
-		}
-		return vm.ID
+		open = append(open, sh)
 	}
-	vmB := newVM(tb)
-	n := b.N
-	measure := func(name string) time.Duration {
-		durs := make([]time.Duration, 0, n)
-		capped := 0
-		for range n {
-			ectx, ecancel := context.WithTimeout(ctx, neighbourExecCap)
-			start := time.Now()
-			res, err := tb.VM(vmB).Exec(ectx, client.ExecRequest{Command: "echo hi"})
-			took := time.Since(start)
-			ecancel()
-			switch {
-			case ectx.Err() != nil:
-				took, capped = neighbourExecCap, capped+1
-			case err != nil:
-				b.Fatalf("%s: exec: %v", name, err)
-			case string(res.Stdout) != "hi\n":
-				b.Fatalf("%s: stdout %q", name, res.Stdout)
-			}
-			durs = append(durs, took)
-		}
-		slices.Sort(durs)
-		p50 := durs[len(durs)/2]
-		b.ReportMetric(float64(p50)/1e6, name+"-ms")
-		b.ReportMetric(float64(capped), name+"-capped")
-		b.Logf("%-12s p50 %s, %d of %d at the %s cap; all %v", name, p50.Round(time.Millisecond), capped, n, neighbourExecCap, durs)
-		return p50
-	}
-	// load starts what a case holds; it returns what ends it.
-	type load func(vms []string) func()
-	shells := func(count int) load {
-		return func(vms []string) func() {
-			var open []*client.ShellHandle
-			for i := range count {
-				sh, err := ta.VM(vms[i%len(vms)]).OpenShell(ctx, client.ShellRequest{})
-				if err != nil {
-					b.Fatalf("open shell %d: %v", i, err)
-				}
-				open = append(open, sh)
-			}
-			return func() {
-				for _, sh := range open {
-					_ = sh.Close(ctx)
-				}
-			}
+	return func() {
+		for _, sh := range open {
+			_ = sh.Close(n.ctx)
 		}
 	}
-	spawn := func(count int, command string) load {
-		return func(vms []string) func() {
-			for i := range count {
-				if _, err := ta.VM(vms[i%len(vms)]).Spawn(ctx, client.SpawnRequest{Command: command}); err != nil {
-					b.Fatalf("spawn %q: %v", command, err)
-				}
-			}
-			return func() {} // the VMs' deletion ends them
+}
+
+// spawn starts count processes over A's vms; deleting the VMs ends them.
+func (n *neighbours) spawn(vms []string, count int, command string) {
+	for i := range count {
+		if _, err := n.a.VM(vms[i%len(vms)]).Spawn(n.ctx, client.SpawnRequest{Command: command}); err != nil {
+			n.b.Fatalf("spawn %q: %v", command, err)
 		}
 	}
-	b.ResetTimer()
-	base := measure("base")
-	b.ReportMetric(float64(base)/1e6, "base-ms")
+}
+
+// run measures the baseline, then every case against it.
+func (n *neighbours) run() {
+	base := n.measure("base")
 	for _, c := range []struct {
 		name string
-		load load
+		load func(vms []string) func()
 	}{
-		{"shells1", shells(1)},
-		{"shells4", shells(4)},
-		{"shells8", shells(8)},
-		{"cat1", spawn(1, "cat")},
-		{"cat8", spawn(8, "cat")},
-		{"cpu", spawn(1, "sh -c 'while true; do :; done'")},
+		{"shells1", func(vms []string) func() { return n.shells(n.a, vms, 1) }},
+		{"shells4", func(vms []string) func() { return n.shells(n.a, vms, 4) }},
+		{"shells8", func(vms []string) func() { return n.shells(n.a, vms, 8) }},
+		{"cat1", func(vms []string) func() { n.spawn(vms, 1, "cat"); return func() {} }},
+		{"cat8", func(vms []string) func() { n.spawn(vms, 8, "cat"); return func() {} }},
+		{"cpu", func(vms []string) func() { n.spawn(vms, 1, "sh -c 'while true; do :; done'"); return func() {} }},
 	} {
-		vms := []string{newVM(ta), newVM(ta)}
+		vms := []string{n.newVM(n.a), n.newVM(n.a)}
 		stop := c.load(vms)
 		time.Sleep(2 * time.Second) // the shells reach their prompt, cat its read
-		p50 := measure(c.name)
-		b.ReportMetric(float64(p50)/float64(base), c.name+"-x")
+		n.b.ReportMetric(float64(n.measure(c.name))/float64(base), c.name+"-x")
 		stop()
 		for _, id := range vms {
-			if _, err := ta.VM(id).Delete(ctx); err != nil {
-				b.Logf("%s: delete %s: %v", c.name, id, err)
+			if _, err := n.a.VM(id).Delete(n.ctx); err != nil {
+				n.b.Logf("%s: delete %s: %v", c.name, id, err)
 			}
 		}
 	}
 	// An idle shell in B's own VM.
-	sh, err := tb.VM(vmB).OpenShell(ctx, client.ShellRequest{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	stop := n.shells(n.bc, []string{n.vmB}, 1)
 	time.Sleep(2 * time.Second)
-	own := measure("own-shell")
-	b.ReportMetric(float64(own)/float64(base), "own-shell-x")
-	_ = sh.Close(ctx)
-	b.StopTimer()
+	n.b.ReportMetric(float64(n.measure("own-shell"))/float64(base), "own-shell-x")
+	stop()
 }

@@ -389,40 +389,11 @@ func TestE2EAttachShell(t *testing.T) {
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{})
 	e.exec(c, vm.ID, "true")
-	// The engine can lose an answer in the middle of the scenario too (see
-	// engineLostAnswer); only then is it run again, with a new shell, a few
-	// times at most. Any other failure fails the test.
-	const attempts = 4
-	for i := 1; ; i++ {
-		var (
-			id string
-			sc *screen
-		)
-		failure := attempt(t, func(t testing.TB) { e.attachShellScenario(t, c, vm.ID, &id, &sc) })
-		if failure == "" {
-			return
-		}
-		if id == "" || sc == nil {
-			t.Fatal(failure)
-		}
-		if sh, err := c.VM(vm.ID).Shell(id).Get(ctxT(t)); err != nil || sh.State != client.ShellExited {
-			t.Fatalf("%s (the shell did not end: %+v %v)", failure, sh, err)
-		}
-		// Attached clients answer queries here too, so the gateway's count
-		// cannot cover them all: the engine's own words are the sign. That
-		// the gateway answers for silent clients, and only for them, the
-		// scenario checks on its way.
-		sc.end()
-		screen := sc.String()
-		if !strings.Contains(screen, "cursor position could not be read") {
-			t.Fatalf("%s; screen %q", failure, screen)
-		}
-		why := fmt.Sprintf("the engine held an answer: %s", failure)
-		if i == attempts {
-			t.Fatalf("%d attempts; last: %s", attempts, why)
-		}
-		t.Logf("attempt %d: %s", i, why)
-	}
+	var (
+		id string
+		sc *screen
+	)
+	e.attachShellScenario(t, c, vm.ID, &id, &sc)
 }
 
 // attachShellScenario attaches to a new shell of vm and drives it through

@@ -499,31 +499,17 @@ func useVM(t *testing.T, via *clusterNode, nodes []*clusterNode, vm, sid string)
 		t.Fatalf("resumed via %s after %s: %q", other.id, all[0].ID, out)
 	}
 
-	// A shell over a WebSocket, ended at once: a shell at its prompt slows
-	// its whole sidecar on 0.2.21. The engine sometimes cuts a shell's
-	// start short (README); such a shell is opened again.
-	var failure string
-	for range 3 {
-		failure = attempt(t, func(t testing.TB) {
-			id, err := c.VM(vm).OpenShell(ctxT(t), client.ShellRequest{})
-			if err != nil {
-				t.Fatalf("open shell: %v", err)
-			}
-			a := via.e.attach(t, "/v1/vms/"+url.PathEscape(vm)+"/shells/"+id.ID()+"/attach", false, false)
-			a.waitHello()
-			a.send("echo ws-" + tag + "\r")
-			a.waitFor(0, "ws-"+tag)
-			a.send("exit\r")
-			a.waitFrame("exit")
-		})
-		if failure == "" {
-			break
-		}
-		t.Logf("shell attempt: %s", failure)
+	// A shell over a WebSocket.
+	id, err := c.VM(vm).OpenShell(ctxT(t), client.ShellRequest{})
+	if err != nil {
+		t.Fatalf("open shell: %v", err)
 	}
-	if failure != "" {
-		t.Fatalf("shell over a WebSocket: %s", failure)
-	}
+	a := via.e.attach(t, "/v1/vms/"+url.PathEscape(vm)+"/shells/"+id.ID()+"/attach", false, false)
+	a.waitHello()
+	a.send("echo ws-" + tag + "\r")
+	a.waitFor(0, "ws-"+tag)
+	a.send("exit\r")
+	a.waitFrame("exit")
 
 	res, err := c.VM(vm).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello from " + tag)})
 	if err != nil || res.StopReason == "" {

@@ -1,11 +1,9 @@
 // The Terminal tab: xterm.js on a shell's attach WebSocket. The gateway's
 // protocol numbers every binary output frame, so after a dropped connection
 // the terminal attaches again with ?after=<last sequence> and loses nothing.
-// Leaving the tab closes the shell: on agentOS 0.2.21 a shell idle at its
-// prompt slows every launch of its sidecar. The same engine now and then
-// holds the answer to a new shell's first cursor-position query until the
-// shell gives up (README, known limits): a shell that ends that way before
-// anyone typed is replaced by a new one, twice at most.
+// The shell edits its line in the gateway and runs each line as a process
+// of its own (README, Shells), so it asks the terminal nothing and never
+// fails to start. Leaving the tab closes it.
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import { call, describe, protocols, vmPath, wsURL } from "./api.js";
@@ -18,8 +16,6 @@ export function terminalTab(panel, vm) {
   const reconnect = h("button", { type: "button", disabled: true, onclick: () => { if (ws) ws.close(4000, "reconnect"); } }, "Reconnect");
   const newShell = h("button", { type: "button", onclick: () => {
     if (shell && !ended) call("DELETE", vmPath(vm.id, `/shells/${shell}`)).catch(() => {});
-    starts = 0;
-    typed = false;
     term.write("\r\n[new shell]\r\n");
     start();
   } }, "New shell");
@@ -29,22 +25,12 @@ export function terminalTab(panel, vm) {
     theme: { background: "#111418", foreground: "#e6e6e6" } });
   const fit = new FitAddon();
   term.loadAddon(fit);
-  // The shells ask for the cursor position (ESC[6n) before every prompt
-  // and echo, and give up after 2 s; agentOS 0.2.21 holds input that
-  // arrives once the shell waits, which an answer from the browser, a few
-  // milliseconds later, always does. So the gateway, which sees the query
-  // first, answers device status queries (queries=gateway), and the
-  // terminal does not.
-  term.parser.registerCsiHandler({ final: "n" }, () => true);
   term.open(box);
   fit.fit();
   term.textarea?.setAttribute("aria-label", "Terminal input");
 
   let shell = null;
   let ws = null;
-  let typed = false;
-  let starts = 0;
-  const maxStarts = 3;
   let last = 0; // the sequence of the last output frame written
   let closed = false;
   let ended = false;
@@ -52,8 +38,7 @@ export function terminalTab(panel, vm) {
   const enc = new TextEncoder();
 
   const send = (data) => { if (ws && ws.readyState === WebSocket.OPEN) ws.send(typeof data === "string" ? enc.encode(data) : data); };
-  // Replies to the shell's terminal queries (ESC[...R) are not typing.
-  term.onData((d) => { if (!/^\x1b\[[0-9;?]*[Rcn]$/.test(d)) typed = true; send(d); });
+  term.onData((d) => send(d));
   term.onBinary((s) => send(Uint8Array.from(s, (c) => c.charCodeAt(0))));
   // size is the shell's terminal size as last sent: a resize goes out only
   // when the size changed (each one signals the shell).
@@ -69,7 +54,7 @@ export function terminalTab(panel, vm) {
   observer.observe(box);
 
   const connect = () => {
-    ws = new WebSocket(wsURL(vmPath(vm.id, `/shells/${shell}/attach?queries=gateway&after=${last}`)), protocols());
+    ws = new WebSocket(wsURL(vmPath(vm.id, `/shells/${shell}/attach?after=${last}`)), protocols());
     ws.binaryType = "arraybuffer";
     ws.onopen = () => { status.textContent = `Connected to ${shell}`; reconnect.disabled = false; resize(); term.focus(); };
     ws.onmessage = (m) => {
@@ -80,11 +65,6 @@ export function terminalTab(panel, vm) {
       if (f.type === "error") error.textContent = `${f.detail} (${f.code})`;
       if (f.type === "exit") {
         ended = true;
-        if (!typed && !f.code && f.exitCode !== 0 && starts < maxStarts) {
-          term.write("\r\n[the shell ended as it started; opening another]\r\n");
-          start();
-          return;
-        }
         status.textContent = f.code ? `The shell ended: ${f.detail}` : `The shell exited with code ${f.exitCode}${f.signal ? " (" + f.signal + ")" : ""}`;
       }
     };
@@ -97,7 +77,6 @@ export function terminalTab(panel, vm) {
   };
 
   const start = () => {
-    starts++;
     ended = false;
     last = 0;
     if (ws) { ws.onclose = null; ws.close(1000, "new shell"); }
@@ -116,9 +95,6 @@ export function terminalTab(panel, vm) {
     closed = true;
     clearTimeout(retry);
     observer.disconnect();
-    // The shell is asked to exit first (the engine may take over 10 s to
-    // confirm a kill), then killed.
-    if (ws && ws.readyState === WebSocket.OPEN && !ended) ws.send(enc.encode("\x15exit\r"));
     if (ws) ws.close(1000, "tab closed");
     if (shell && !ended) call("DELETE", vmPath(vm.id, `/shells/${shell}`)).catch(() => {});
     term.dispose();
