@@ -320,7 +320,8 @@ __agentos_return() { return "$1"; }
 __agentos_return "$5"
 eval "$1"
 __agentos_status=$?
-{ printf '%s\n%s\n' "$2" "$__agentos_status"; pwd; for __agentos_n in $(compgen -e); do printf '%s=%s\0' "$__agentos_n" "${!__agentos_n}"; done; } >"$3" 2>/dev/null
+{ printf '%s\n%s\n' "$2" "$__agentos_status"; pwd; for __agentos_n in $(compgen -e); do printf '%s=%s\0' "$__agentos_n" "${!__agentos_n}"; done; } >"$3" 2>/dev/null ||
+	printf '%s: the shell could not save its state to %s; it ends here\n' "$0" "$3" >&2
 exit $__agentos_status`
 
 // startLocked starts running a line.
