@@ -25,13 +25,9 @@ type ShellOptions struct {
 // between lines and full-screen programs behave.) Keystrokes go in with
 // Write, Resize changes the window, Wait returns when the shell exits.
 func (vm *VM) OpenShell(ctx context.Context, o ShellOptions) (*Process, error) {
-	shell := o.Shell
-	switch shell {
-	case "":
-		shell = "sh"
-	case "sh", "bash":
-	default:
-		return nil, fmt.Errorf("%w: shell must be sh or bash, not %q", ErrInvalidArgument, shell)
+	shell, err := ShellName(o.Shell)
+	if err != nil {
+		return nil, err
 	}
 	env := map[string]string{"TERM": "xterm-256color"}
 	for k, v := range o.Env {
@@ -71,4 +67,16 @@ func (p *Process) Resize(ctx context.Context, cols, rows uint16) error {
 		return unexpected("ResizePtyRequest", resp)
 	}
 	return nil
+}
+
+// ShellName returns the guest shell a request names: "sh" (also for "") or
+// "bash", both brush in the guest; any other name is ErrInvalidArgument.
+func ShellName(name string) (string, error) {
+	switch name {
+	case "":
+		return "sh", nil
+	case "sh", "bash":
+		return name, nil
+	}
+	return "", fmt.Errorf("%w: shell must be sh or bash, not %q", ErrInvalidArgument, name)
 }

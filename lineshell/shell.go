@@ -114,13 +114,9 @@ type Shell struct {
 // Start starts a shell: it shows its prompt at once, and runs no process
 // until a line is entered.
 func Start(vm VM, o Options) (*Shell, error) {
-	shell := o.Shell
-	switch shell {
-	case "":
-		shell = "sh"
-	case "sh", "bash":
-	default:
-		return nil, fmt.Errorf("%w: shell must be sh or bash, not %q", agentos.ErrInvalidArgument, shell)
+	shell, err := agentos.ShellName(o.Shell)
+	if err != nil {
+		return nil, err
 	}
 	if o.ID == "" || strings.ContainsAny(o.ID, "/\x00") {
 		return nil, fmt.Errorf("%w: a shell needs an id that can name a file", agentos.ErrInvalidArgument)
