@@ -284,9 +284,11 @@ func (s *Shell) endLocked(st gateway.ExitStatus, err error) {
 	s.ended = true
 	s.exit, s.err = st, err
 	s.endLife()
-	close(s.done)
 	// The state file is removed in the background; the VM may be gone.
+	// The goroutine is counted before done closes: Wait waits for the
+	// count once done is closed.
 	s.wg.Add(1)
+	close(s.done)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)

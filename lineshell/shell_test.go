@@ -3,6 +3,7 @@ package lineshell
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -200,5 +201,45 @@ func TestShellEOF(t *testing.T) {
 	}
 	if got := tm.String(); got != "$ (exit 4)\r\n$ exit\r\n" {
 		t.Fatalf("screen %q", got)
+	}
+}
+
+// TestShellEnds: every way a shell ends releases a Wait that started
+// before it, with the status it says (run with -race: Wait must not race
+// the end's own goroutine).
+func TestShellEnds(t *testing.T) {
+	vm := testVM(t)
+	gone := errors.New("the VM is gone")
+	for _, c := range []struct {
+		name    string
+		end     func(*Shell)
+		want    int
+		wantErr error
+	}{
+		{"Ctrl-D", func(sh *Shell) { _, _ = sh.Write(context.Background(), []byte("\x04")) }, 0, nil},
+		{"Kill", func(sh *Shell) { _ = sh.Kill(context.Background()) }, 137, nil},
+		{"Abandon", func(sh *Shell) { sh.Abandon(gone) }, 0, gone},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sh, _ := startShell(t, vm, Options{})
+			type result struct {
+				code int
+				err  error
+			}
+			waited := make(chan result, 1)
+			go func() {
+				st, err := sh.Wait(context.Background())
+				waited <- result{st.ExitCode, err}
+			}()
+			c.end(sh)
+			select {
+			case r := <-waited:
+				if r.code != c.want || !errors.Is(r.err, c.wantErr) {
+					t.Fatalf("Wait = %d, %v; want %d, %v", r.code, r.err, c.want, c.wantErr)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("Wait did not return")
+			}
+		})
 	}
 }
