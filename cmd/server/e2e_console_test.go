@@ -88,6 +88,9 @@ func TestE2EConsole(t *testing.T) {
 			t.Fatal(err)
 		}
 		vmID := created.ID
+		// The VM is deleted behind the page's back at the end: a page that
+		// follows its events then hears 409 (the VM is gone), as it should.
+		b.expectRefusal("/v1/vms/" + vmID + "/events")
 		defer e.admin.VM(vmID).Delete(context.Background())
 		b.do(t, "open the terminal's VM", chromedp.Navigate(b.base+"/#/vms/"+vmID))
 		b.click(t, "tab", "Terminal")
