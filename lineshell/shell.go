@@ -45,9 +45,9 @@ const Prompt = "$ "
 // maxLineBytes bounds a typed line; keys past it ring the bell.
 const maxLineBytes = 64 << 10
 
-// callTimeout bounds one engine call the shell makes on its own (a stdin
-// write, a state read): a call on a process blocked reading its stdin can
-// wait out the engine's 10 s read slice, and more under load.
+// callTimeout bounds one engine call the shell makes on its own (a line's
+// kill, the state file's read): the engine can hold a call for seconds when
+// its sidecar is busy or stalled.
 const callTimeout = 45 * time.Second
 
 // removeTimeout bounds the removal of the state file at the shell's end,
