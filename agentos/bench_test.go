@@ -154,6 +154,43 @@ func BenchmarkCreateVM(b *testing.B) {
 	lat.report(b)
 }
 
+// BenchmarkCreateExecEchoHi is create-to-first-output in the Go client:
+// create a VM with the default options, then exec `echo hi`, whose first
+// process pays the runtime's warm-up; the same operation as the official
+// SDK's create_exec_echo_hi (bench/official.mjs), and the engine's share of
+// the gateway's BenchmarkCreateFirstOutputCold.
+func BenchmarkCreateExecEchoHi(b *testing.B) {
+	ctx, s := benchSidecar(b)
+	dispose := func(vm *agentos.VM) {
+		if err := vm.Dispose(ctx); err != nil {
+			b.Fatalf("dispose vm: %v", err)
+		}
+	}
+	// Warm-up: the first VM of a sidecar loads the software packages.
+	vm, err := s.CreateVM(ctx, agentos.VMOptions{})
+	if err != nil {
+		b.Fatalf("create vm: %v", err)
+	}
+	dispose(vm)
+	var lat benchLatencies
+	for b.Loop() {
+		start := time.Now()
+		vm, err := s.CreateVM(ctx, agentos.VMOptions{})
+		if err != nil {
+			b.Fatalf("create vm: %v", err)
+		}
+		res := benchExec(ctx, b, vm, "echo hi")
+		lat = append(lat, time.Since(start))
+		if string(res.Stdout) != "hi\n" {
+			b.Fatalf("echo hi: stdout %q", res.Stdout)
+		}
+		b.StopTimer()
+		dispose(vm)
+		b.StartTimer()
+	}
+	lat.report(b)
+}
+
 func benchExecLatency(b *testing.B, cmd string, check func(*agentos.ExecResult) error) {
 	ctx, vm := benchVM(b)
 	benchExecLatencyOn(ctx, b, vm, cmd, check, 0)

@@ -15,6 +15,7 @@ type warmCollector struct {
 
 var (
 	descWarmReady     = prometheus.NewDesc("agentos_gateway_warm_vms", "Warm VMs ready to be taken, over every isolation class.", nil, nil)
+	descWarmTarget    = prometheus.NewDesc("agentos_gateway_warm_vm_target", "Warm VMs the pool aims to hold now, over every isolation class.", nil, nil)
 	descWarmHits      = prometheus.NewDesc("agentos_gateway_warm_vm_hits_total", "VM creates served by a warm VM.", nil, nil)
 	descWarmMisses    = prometheus.NewDesc("agentos_gateway_warm_vm_misses_total", "VM creates no warm VM could serve (none ready, or a spec only a new VM honours).", nil, nil)
 	descWarmRefill    = prometheus.NewDesc("agentos_gateway_warm_vm_refill_seconds", "Time to create and warm up one warm VM.", nil, nil)
@@ -24,7 +25,7 @@ var (
 )
 
 func (c *warmCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descWarmReady, descWarmHits, descWarmMisses, descWarmRefill, descWarmRefillErr, descWarmDiscarded, descSidecarVMs} {
+	for _, d := range []*prometheus.Desc{descWarmReady, descWarmTarget, descWarmHits, descWarmMisses, descWarmRefill, descWarmRefillErr, descWarmDiscarded, descSidecarVMs} {
 		ch <- d
 	}
 }
@@ -32,6 +33,7 @@ func (c *warmCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *warmCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.svc.WarmStats()
 	ch <- prometheus.MustNewConstMetric(descWarmReady, prometheus.GaugeValue, float64(st.Ready))
+	ch <- prometheus.MustNewConstMetric(descWarmTarget, prometheus.GaugeValue, float64(st.Target))
 	ch <- prometheus.MustNewConstMetric(descWarmHits, prometheus.CounterValue, float64(st.Hits))
 	ch <- prometheus.MustNewConstMetric(descWarmMisses, prometheus.CounterValue, float64(st.Misses))
 	ch <- prometheus.MustNewConstSummary(descWarmRefill, st.Refills, st.RefillSeconds, nil)

@@ -116,6 +116,8 @@ type Config struct {
 type Stats struct {
 	// Ready is how many warm VMs wait to be taken, over every class.
 	Ready int
+	// Target is how many the pool aims to hold now, over every class.
+	Target int
 	// Hits are creates a warm VM served; Misses creates none could (the
 	// pool was empty, or the spec needs what only creation can give).
 	Hits, Misses uint64
@@ -350,6 +352,7 @@ func (p *Pool[V]) Stats() Stats {
 	st := p.stats
 	for _, c := range p.classes {
 		st.Ready += len(c.ready)
+		st.Target += p.cfg.Size
 	}
 	return st
 }

@@ -501,10 +501,16 @@ func TestIsolationClasses(t *testing.T) {
 	// isolated classes go with their VMs; the shared one stays.
 	clk.Advance(DefaultQuiet)
 	waitReady(t, p, eng, 4)
+	if got := p.Stats().Target; got != 4 {
+		t.Fatalf("target %d with four classes of one, want 4", got)
+	}
 	clk.Advance(DefaultIsolatedIdle)
 	waitFor(t, "the isolated warm VMs discarded", func() bool { return p.Stats().Discarded == 3 })
 	clk.settle(t)
 	waitReady(t, p, eng, 1)
+	if got := p.Stats().Target; got != 1 {
+		t.Fatalf("target %d once the isolated classes went idle, want the shared class's 1", got)
+	}
 	for _, vm := range isolatedReady(eng, taken.all()) {
 		waitFor(t, "an idle tenant's warm VM disposed", func() bool { return vm.disposals() == 1 })
 	}

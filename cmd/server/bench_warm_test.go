@@ -125,6 +125,50 @@ func BenchmarkCreateFirstOutputWarm(b *testing.B) { benchCreateFirstOutput(b, tr
 // makes a VM and its first process pays the runtime's warm-up.
 func BenchmarkCreateFirstOutputCold(b *testing.B) { benchCreateFirstOutput(b, false) }
 
+// burstCreates is how many creates a burst makes back to back.
+const burstCreates = 7
+
+// BenchmarkCreateFirstOutputBurst is create-to-first-output of creates back
+// to back on the default warm pool: an iteration waits (untimed) until the
+// pool is refilled and the gateway at rest, then makes burstCreates creates
+// in a row, each one's exec `echo hi` and delete done before the next
+// create. The p50 is over every create of every burst; bench/run.sh
+// compares it with AgentOs.create() + exec in the official SDK.
+func BenchmarkCreateFirstOutputBurst(b *testing.B) {
+	c := benchWarmGateway(b)
+	ctx := ctxFor(b, 30*time.Minute)
+	atRest := func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for benchMetric(b, c, "agentos_gateway_warm_vms") < benchMetric(b, c, "agentos_gateway_warm_vm_target") {
+			if time.Now().After(deadline) {
+				b.Fatal("the warm VMs were not refilled within 2 minutes")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	var durs []time.Duration
+	var hits float64
+	for b.Loop() {
+		b.StopTimer()
+		atRest()
+		before := benchMetric(b, c, "agentos_gateway_warm_vm_hits_total")
+		b.StartTimer()
+		for range burstCreates {
+			vm, d, _ := createFirstOutput(b, c)
+			if _, err := c.VM(vm).Delete(ctx); err != nil {
+				b.Fatal(err)
+			}
+			durs = append(durs, d)
+		}
+		b.StopTimer()
+		hits += benchMetric(b, c, "agentos_gateway_warm_vm_hits_total") - before
+		b.StartTimer()
+	}
+	reportLatency(b, durs)
+	b.ReportMetric(hits/float64(b.N), "hits/burst")
+}
+
 // placementVMs are the idle VM counts node memory is measured at.
 var placementVMs = []int{16, 64}
 

@@ -58,7 +58,7 @@ func TestParseConfig(t *testing.T) {
 		}},
 		{name: "bad archive entries", args: []string{"--max-archive-entries=-1"}, wantErr: "max-archive-entries"},
 		{name: "density defaults", check: func(t *testing.T, c config) {
-			if c.warmVMs != 1 || c.placement != "pack" || c.vmsPerSidecar != 64 || c.memoryHighWater != 768<<20 {
+			if c.warmVMs != 4 || c.placement != "pack" || c.vmsPerSidecar != 64 || c.memoryHighWater != 768<<20 {
 				t.Fatalf("%+v", c)
 			}
 		}},

@@ -174,6 +174,38 @@ func TestE2EWarmVMsNeverSharedAndFree(t *testing.T) {
 	})
 }
 
+// TestE2EWarmBurst makes creates back to back on the default's warm VMs
+// (four; config_test checks the default): each create, its first command
+// and its delete end before the next create, and the ready warm VMs serve
+// the first of them. The pool aims at four again and refills them once the
+// creates are quiet.
+func TestE2EWarmBurst(t *testing.T) {
+	t.Parallel()
+	const size = 4
+	e := newE2E(t, fmt.Sprintf("--warm-vms=%d", size))
+	e.waitWarm(size)
+	if got := e.metric("agentos_gateway_warm_vm_target"); got != size {
+		t.Fatalf("warm VM target %v, want %d", got, size)
+	}
+	hits, _ := e.warmCounts()
+	for i := range burstCreates {
+		vm := e.vm(e.admin, client.CreateVMRequest{})
+		if got := e.exec(e.admin, vm.ID, "echo hi"); got != "hi\n" {
+			t.Fatalf("create %d: echo hi printed %q", i, got)
+		}
+		if _, err := e.admin.VM(vm.ID).Delete(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A refill may end within the burst when a create, its command and its
+	// delete outlast the quiet period on a loaded machine: at least the
+	// ready ones were hits.
+	if h, _ := e.warmCounts(); h-hits < size {
+		t.Fatalf("%v of %d creates back to back were warm hits, want at least the %d ready", h-hits, burstCreates, size)
+	}
+	e.waitWarm(size)
+}
+
 // TestE2EWarmVMsShutdown stops a gateway holding warm VMs: the stop
 // succeeds, every sidecar is gone (the goroutines are checked by TestMain).
 func TestE2EWarmVMsShutdown(t *testing.T) {

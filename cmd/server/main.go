@@ -160,7 +160,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("min-idle-sidecars", "1", "fresh idle sidecars kept warm")
 	num("sidecar-idle-timeout", "5m", "stop idle sidecars beyond the minimum after this long")
 	num("memory-high-water", "805306368", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
-	num("warm-vms", "1", "VMs kept created and warmed up ahead of demand, per isolation class (0: none)")
+	num("warm-vms", "4", "VMs kept created and warmed up ahead of demand, per isolation class (0: none)")
 	var placement string
 	str(&placement, "placement", "pack", "where new VMs go: pack fills a sidecar up to --vms-per-sidecar before using another, spread takes the least-loaded one")
 	var affinity string

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,14 @@ func startGateway(t testing.TB, dataDir string, args ...string) *gatewayProc {
 		"AGENTOS_GATEWAY_DATA_DIR":  dataDir,
 		"AGENTOS_GATEWAY_ADDR":      "127.0.0.1:0",
 		"AGENTOS_GATEWAY_HEARTBEAT": "1s",
+	}
+	_, bench := t.(*testing.B)
+	if !bench && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--warm-vms") }) {
+		// Tests get one warm VM, not the default's four: the suite starts
+		// a gateway per test, four at a time on a 2-core machine, and three
+		// more warm-ups each would cost it minutes. Benchmarks run the
+		// default; config_test and TestE2EWarmBurst check it.
+		args = append([]string{"--warm-vms=1"}, args...)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gatewayProc{dataDir: dataDir, cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
