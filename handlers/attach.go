@@ -22,6 +22,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -106,7 +107,7 @@ func decodeControl(b []byte, allowed ...string) (api.AttachControlFrame, error) 
 // attachTarget is what a WebSocket attaches to: a shell or a process.
 type attachTarget struct {
 	what     string // "shell" or "process", for close reasons
-	log      *vms.Log[vms.Chunk]
+	log      *streamlog.Log[vms.Chunk]
 	controls []string // the control frame types the client may send
 	// frame renders one output chunk as a binary frame.
 	frame func(vms.Chunk) []byte
@@ -157,7 +158,7 @@ func (q *inputQueue) done(it inputItem) { q.bytes.Add(-int64(len(it.data))) }
 
 // attachAfter parses the after query parameter: the sequence the client
 // already has.
-func attachAfter(r *http.Request, l *vms.Log[vms.Chunk]) (uint64, error) {
+func attachAfter(r *http.Request, l *streamlog.Log[vms.Chunk]) (uint64, error) {
 	v := r.URL.Query().Get("after")
 	if v == "" {
 		return 0, nil

@@ -15,6 +15,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -224,7 +225,7 @@ func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, outcom
 				continue
 			}
 			seq++
-			if err := emit(outputEvent(vms.Entry[vms.Chunk]{Seq: seq, Size: len(c.Data), V: c})); err != nil {
+			if err := emit(outputEvent(streamlog.Entry[vms.Chunk]{Seq: seq, Size: len(c.Data), V: c})); err != nil {
 				return err
 			}
 		}
@@ -241,7 +242,7 @@ func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, outcom
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gateway.Tenant, vmID string, req vms.ExecRequest, record func(*vms.ExecResult, error)) {
 	// The output goes through a bounded log so that the event lane of the
 	// sidecar never waits for this client.
-	log := vms.NewLog[vms.Chunk](4 << 20)
+	log := streamlog.New[vms.Chunk](4 << 20)
 	s.sse.serve(w, r, 0, func(ctx context.Context, emit func(sseEvent) error) error {
 		done := make(chan struct{})
 		var res *vms.ExecResult
@@ -269,7 +270,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gatew
 	})
 }
 
-func outputEvent(e vms.Entry[vms.Chunk]) sseEvent {
+func outputEvent(e streamlog.Entry[vms.Chunk]) sseEvent {
 	data, enc := encodeBytes(e.V.Data)
 	b, _ := json.Marshal(api.OutputEvent{Seq: e.Seq, Stream: e.V.Stream, Data: data, Encoding: enc, TS: e.V.Time.UTC()})
 	return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: e.V.Stream, Data: b}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -457,9 +458,9 @@ func TestEventDataMatchesSpec(t *testing.T) {
 		exec     = "/v1/vms/vm_1/exec"
 		events   = "/v1/vms/vm_1/events"
 	)
-	out := outputEvent(vms.Entry[vms.Chunk]{Seq: 1, V: vms.Chunk{Stream: "stdout", Data: []byte("héllo\n"), Time: now}})
+	out := outputEvent(streamlog.Entry[vms.Chunk]{Seq: 1, V: vms.Chunk{Stream: "stdout", Data: []byte("héllo\n"), Time: now}})
 	check("GET", procOut, out)
-	bin := outputEvent(vms.Entry[vms.Chunk]{Seq: 2, V: vms.Chunk{Stream: "stderr", Data: []byte{0xff, 0xfe, 0}, Time: now}})
+	bin := outputEvent(streamlog.Entry[vms.Chunk]{Seq: 2, V: vms.Chunk{Stream: "stderr", Data: []byte{0xff, 0xfe, 0}, Time: now}})
 	check("GET", procOut, bin)
 	if !bytes.Contains(bin.Data, []byte(`"encoding":"base64"`)) || bin.ID != "2" {
 		t.Errorf("binary output event: id %s, %s", bin.ID, bin.Data)
@@ -479,7 +480,7 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	check("GET", shellOut, sseEvent{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
 
 	// A reader behind a bounded log gets a gap, what is left, then the end.
-	log := vms.NewLog[vms.Chunk](30)
+	log := streamlog.New[vms.Chunk](30)
 	for i := 0; i < 10; i++ {
 		log.Append(0, 10, vms.Chunk{Stream: "stdout", Data: []byte("0123456789"), Time: now})
 	}

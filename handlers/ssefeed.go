@@ -13,7 +13,7 @@ import (
 
 	"github.com/r3labs/sse/v2"
 
-	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 // A shared feed serves every client of one source (a VM's events, a
@@ -63,10 +63,10 @@ type sseFeed interface {
 	backlog(after uint64) (events []sseEvent, done bool)
 }
 
-// logFeed is the feed of a vms.Log, rendered as followLog renders it.
+// logFeed is the feed of a streamlog.Log, rendered as followLog renders it.
 type logFeed[T any] struct {
-	log    *vms.Log[T]
-	render func(vms.Entry[T]) sseEvent
+	log    *streamlog.Log[T]
+	render func(streamlog.Entry[T]) sseEvent
 	onEnd  func(last uint64, err error) []sseEvent
 }
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 // feedServer serves a shared feed of l on a real loopback server: each
@@ -33,7 +33,7 @@ type feedServer struct {
 	released atomic.Int64
 }
 
-func newFeedServer(t *testing.T, l *vms.Log[string], heartbeat time.Duration) *feedServer {
+func newFeedServer(t *testing.T, l *streamlog.Log[string], heartbeat time.Duration) *feedServer {
 	t.Helper()
 	goroutines := runtime.NumGoroutine()
 	fs := &feedServer{}
@@ -44,7 +44,7 @@ func newFeedServer(t *testing.T, l *vms.Log[string], heartbeat time.Duration) *f
 			writeError(w, r, err)
 			return
 		}
-		fs.hub.serveFeed(w, r, after, logFeed[string]{log: l, render: func(e vms.Entry[string]) sseEvent {
+		fs.hub.serveFeed(w, r, after, logFeed[string]{log: l, render: func(e streamlog.Entry[string]) sseEvent {
 			return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: "line", Data: []byte(strconv.Quote(e.V))}
 		}}, func() { fs.released.Add(1) })
 	}))
@@ -164,7 +164,7 @@ func wantLines(after, n int) []feedFrame {
 	return append(want, feedFrame{strconv.Itoa(n), "end", "{}"})
 }
 
-func appendLines(l *vms.Log[string], from, to int) {
+func appendLines(l *streamlog.Log[string], from, to int) {
 	for i := from; i <= to; i++ {
 		l.Append(0, 8, "line "+strconv.Itoa(i))
 	}
@@ -182,7 +182,7 @@ func sameFrames(t *testing.T, who string, got, want []feedFrame) {
 // exactly once and in order, then the end; HTTP/1.0 clients get the same
 // from a stream of their own.
 func TestSharedFeedResume(t *testing.T) {
-	l := vms.NewLog[string](1 << 20)
+	l := streamlog.New[string](1 << 20)
 	fs := newFeedServer(t, l, time.Hour)
 	early := fs.dial(t, "HTTP/1.1", "")
 	appendLines(l, 1, 3)
@@ -212,7 +212,7 @@ func TestSharedFeedResume(t *testing.T) {
 // events meet without a gap or an overlap).
 func TestSharedFeedConcurrentJoins(t *testing.T) {
 	const n, clients = 300, 24
-	l := vms.NewLog[string](1 << 20)
+	l := streamlog.New[string](1 << 20)
 	fs := newFeedServer(t, l, time.Hour)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -243,7 +243,7 @@ func TestSharedFeedConcurrentJoins(t *testing.T) {
 // TestSharedFeedBacklogWire: an event a client gets from its backlog is
 // byte for byte the frame r3labs writes for it live.
 func TestSharedFeedBacklogWire(t *testing.T) {
-	l := vms.NewLog[string](1 << 20)
+	l := streamlog.New[string](1 << 20)
 	fs := newFeedServer(t, l, time.Hour)
 	live := fs.dial(t, "HTTP/1.1", "")
 	time.Sleep(100 * time.Millisecond)
@@ -276,7 +276,7 @@ func TestSharedFeedSlowClient(t *testing.T) {
 		{"gateway drains", 64 << 20, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l := vms.NewLog[string](c.logSize)
+			l := streamlog.New[string](c.logSize)
 			fs := newFeedServer(t, l, time.Hour)
 			slow := fs.dial(t, "HTTP/1.1", "")
 			fast := fs.dial(t, "HTTP/1.1", "")
@@ -358,7 +358,7 @@ func TestSharedFeedSlowClient(t *testing.T) {
 // (its release runs, the topic goes with its last client); draining ends
 // every stream with the shutdown event; heartbeats reach idle clients.
 func TestSharedFeedHangUpAndDrain(t *testing.T) {
-	l := vms.NewLog[string](1 << 20)
+	l := streamlog.New[string](1 << 20)
 	fs := newFeedServer(t, l, 50*time.Millisecond)
 	gone := fs.dial(t, "HTTP/1.1", "")
 	stays := fs.dial(t, "HTTP/1.1", "")

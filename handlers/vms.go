@@ -10,7 +10,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
-	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
@@ -226,7 +226,7 @@ func (s *Server) vmEvents(w http.ResponseWriter, r *http.Request) {
 	s.sse.serveFeed(w, r, after, logFeed[gateway.VMEvent]{log: log, render: vmEvent}, release)
 }
 
-func vmEvent(e vms.Entry[gateway.VMEvent]) sseEvent {
+func vmEvent(e streamlog.Entry[gateway.VMEvent]) sseEvent {
 	data, _ := json.Marshal(e.V)
 	return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: string(e.V.Type), Data: data}
 }
@@ -234,7 +234,7 @@ func vmEvent(e vms.Entry[gateway.VMEvent]) sseEvent {
 // followLog emits a log's entries after a cursor until it ends: a gap event
 // where entries were dropped, each entry, then a final event. onEnd renders
 // the final event (nil: a generic "end" or "error").
-func followLog[T any](ctx context.Context, l *vms.Log[T], after uint64, emit func(sseEvent) error, render func(vms.Entry[T]) sseEvent, onEnd func(last uint64, err error) []sseEvent) error {
+func followLog[T any](ctx context.Context, l *streamlog.Log[T], after uint64, emit func(sseEvent) error, render func(streamlog.Entry[T]) sseEvent, onEnd func(last uint64, err error) []sseEvent) error {
 	cursor := after
 	for {
 		b, err := l.Read(ctx, cursor)
@@ -249,7 +249,7 @@ func followLog[T any](ctx context.Context, l *vms.Log[T], after uint64, emit fun
 
 // emitBatch emits one batch of a log read after cursor, as followLog does,
 // and returns the cursor after it.
-func emitBatch[T any](b vms.Batch[T], cursor uint64, emit func(sseEvent) error, render func(vms.Entry[T]) sseEvent, onEnd func(last uint64, err error) []sseEvent) (uint64, error) {
+func emitBatch[T any](b streamlog.Batch[T], cursor uint64, emit func(sseEvent) error, render func(streamlog.Entry[T]) sseEvent, onEnd func(last uint64, err error) []sseEvent) (uint64, error) {
 	if b.GapTo > 0 {
 		data, _ := json.Marshal(api.GapEvent{From: b.GapFrom, To: b.GapTo})
 		if err := emit(sseEvent{ID: strconv.FormatUint(b.GapTo, 10), Event: "gap", Data: data}); err != nil {

@@ -1,4 +1,14 @@
-package vms
+// Package streamlog provides Log, the bounded, sequence-numbered record behind
+// every stream the gateway serves: a process's or shell's output, a VM's
+// events, a VM's file changes. Producers append without ever waiting for
+// consumers; each consumer follows with its own cursor and learns exactly which
+// entries it missed when it fell too far behind. The sequence numbers are what
+// SSE's Last-Event-ID and the attach protocol's resume point name.
+//
+// It lives on its own, below the services and the HTTP layer, because both
+// sides use it: vms and watch produce into logs, and the SSE and attach
+// servers read them, without either having to import the other.
+package streamlog
 
 import (
 	"context"
@@ -29,8 +39,8 @@ type Log[T any] struct {
 	changed  chan struct{} // closed and replaced on every change
 }
 
-// NewLog returns a log that keeps about maxBytes of payload.
-func NewLog[T any](maxBytes int) *Log[T] {
+// New returns a log that keeps about maxBytes of payload.
+func New[T any](maxBytes int) *Log[T] {
 	return &Log[T]{maxBytes: maxBytes, next: 1, changed: make(chan struct{})}
 }
 

@@ -1,4 +1,4 @@
-package vms
+package streamlog
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 func TestLogReadFollowsAndReportsGaps(t *testing.T) {
 	ctx := context.Background()
-	l := NewLog[string](10)
+	l := New[string](10)
 	for _, s := range []string{"aaaa", "bbbb", "cccc"} { // 12 bytes: the first is dropped
 		l.Append(0, len(s), s)
 	}
@@ -54,7 +54,7 @@ func TestLogReadFollowsAndReportsGaps(t *testing.T) {
 		t.Fatalf("after close = %+v", b)
 	}
 	// A context ends a waiting read.
-	l2 := NewLog[string](10)
+	l2 := New[string](10)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := l2.Read(cctx, 0); !errors.Is(err, context.Canceled) {
@@ -63,7 +63,7 @@ func TestLogReadFollowsAndReportsGaps(t *testing.T) {
 }
 
 func TestLogExplicitSequences(t *testing.T) {
-	l := NewLog[int](100)
+	l := New[int](100)
 	l.Append(5, 1, 5)
 	if seq := l.Append(0, 1, 6); seq != 6 {
 		t.Fatalf("seq = %d", seq)
