@@ -167,7 +167,7 @@ func attachAfter(r *http.Request, l *streamlog.Log[vms.Chunk]) (uint64, error) {
 	if err != nil {
 		return 0, gateway.Errorf(gateway.CodeInvalidArgument, "query parameter after must be a sequence number").WithDetail("field", "after")
 	}
-	return after, checkResume(after, l.LastSeq(), "after")
+	return after, streamlog.CheckResume(after, l.LastSeq(), "after")
 }
 
 // isWebSocketUpgrade reports whether r asks for a WebSocket (RFC 6455 §4.1).
@@ -366,7 +366,7 @@ func (s *Server) attachOutput(ctx context.Context, conn *websocket.Conn, t attac
 	}
 	gone := func() (websocket.StatusCode, string) {
 		select {
-		case <-s.sse.draining:
+		case <-s.sse.Draining():
 			return websocket.StatusGoingAway, "the gateway is shutting down"
 		default:
 			return websocket.StatusPolicyViolation, "the client did not take output in time"
@@ -499,7 +499,7 @@ func (s *Server) attachHeartbeat(ctx context.Context, conn *websocket.Conn, clos
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.sse.draining:
+		case <-s.sse.Draining():
 			closeWith(websocket.StatusGoingAway, "the gateway is shutting down")
 			return
 		case <-tick.C:

@@ -35,9 +35,12 @@ func isForwarded(ctx context.Context) bool {
 	return v
 }
 
-// errShuttingDown ends what this node proxies when it shuts down, and
-// refuses event streams that would start then.
-var errShuttingDown = gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
+// shutdownEventData is the data of the final error event of a proxied
+// stream when this gateway shuts down: the event its own streams end with.
+var shutdownEventData = func() string {
+	b, _ := json.Marshal(api.ErrorEvent{Code: gateway.ErrorCode(gateway.ErrShuttingDown), Detail: gateway.ErrorMessage(gateway.ErrShuttingDown)})
+	return string(b)
+}()
 
 // newProxyTransport is the transport of calls to other nodes: a dead node
 // is found out by a short dial timeout, while answers may take as long as
@@ -222,7 +225,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 	upgrade := isWebSocketUpgrade(r)
 	if upgrade {
 		if !s.attach.begin() {
-			writeError(w, r, errShuttingDown)
+			writeError(w, r, gateway.ErrShuttingDown)
 			return
 		}
 		defer s.attach.end()
@@ -230,9 +233,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 	}
 	go func() {
 		select {
-		case <-s.sse.draining:
+		case <-s.sse.Draining():
 			if streaming.Load() {
-				cancel(errShuttingDown)
+				cancel(gateway.ErrShuttingDown)
 			}
 		case <-ctx.Done():
 		}
@@ -362,7 +365,7 @@ func (g *streamGuard) Read(p []byte) (int, error) {
 // end decides how the stream ends after the owner's body returned err.
 func (g *streamGuard) end(err error) {
 	switch {
-	case errors.Is(context.Cause(g.ctx), errShuttingDown):
+	case errors.Is(context.Cause(g.ctx), gateway.ErrShuttingDown):
 		// As this gateway's own streams end when it shuts down.
 		g.out = append(g.out, "event: error\ndata: "+shutdownEventData+"\n\n"...)
 		g.final = io.EOF

@@ -135,7 +135,7 @@ func (s *Server) forwardToGuest(w http.ResponseWriter, r *http.Request, t guestT
 	go func() {
 		defer wg.Done()
 		select {
-		case <-s.sse.draining:
+		case <-s.sse.Draining():
 			cancel()
 		case <-stop:
 		}

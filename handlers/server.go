@@ -22,6 +22,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/snapshots"
+	"github.com/agentos-gateway/agentos-gateway/sse"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 	"github.com/agentos-gateway/agentos-gateway/watch"
 )
@@ -104,7 +105,7 @@ type Server struct {
 	pool      Pool
 	log       zerolog.Logger
 	router    chi.Router
-	sse       *sseHub
+	sse       *sse.Hub
 	attach    attachHub
 	metrics   *metrics
 	limiter   limiter
@@ -144,7 +145,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.
 		console, _ = loadConsole(nil)
 	}
 	s.console = console
-	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) }, cfg.Log)
+	s.sse = sse.NewHub(sse.Config{Heartbeat: cfg.Heartbeat, OnCount: func(d int) { s.metrics.sseSubscribers.Add(float64(d)) }, Refuse: writeError, Log: cfg.Log})
 	s.router = s.routes()
 	return s
 }
@@ -154,15 +155,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 // DrainStreams ends every open event stream with a final event; call it when
 // shutdown begins so that streaming handlers return.
-func (s *Server) DrainStreams() { s.sse.drain() }
+func (s *Server) DrainStreams() { s.sse.Drain() }
 
 // Close ends the SSE machinery and waits for the WebSocket connections,
 // which the HTTP server does not track, to end; call it after the HTTP
 // server stopped and DrainStreams.
 func (s *Server) Close() {
-	s.sse.drain()
+	s.sse.Drain()
 	s.attach.close()
-	s.sse.close()
+	s.sse.Close()
 	s.proxyTransport.CloseIdleConnections()
 }
 

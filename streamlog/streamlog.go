@@ -13,6 +13,8 @@ package streamlog
 import (
 	"context"
 	"sync"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 // Entry is one item of a log: a sequence number and a payload with its size.
@@ -148,4 +150,17 @@ func (l *Log[T]) peek(after uint64) (Batch[T], <-chan struct{}) {
 		b.Done, b.Err = true, l.final
 	}
 	return b, l.changed
+}
+
+// CheckResume refuses a resume position (from field: Last-Event-ID, or an
+// attach's after) past last, the last sequence a stream has produced: no
+// event ever had that id, so resuming there would silently skip output (a
+// running stream) or invent an id (an ended one). Every stream over a log
+// refuses with these words, which match the session streams' refusal.
+func CheckResume(after, last uint64, field string) error {
+	if after <= last {
+		return nil
+	}
+	return gateway.Errorf(gateway.CodeInvalidArgument, "%s %d is beyond the stream's latest sequence %d", field, after, last).
+		WithDetail("field", field).WithDetail("latestSequence", last)
 }

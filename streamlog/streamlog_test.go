@@ -3,8 +3,11 @@ package streamlog
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 func TestLogReadFollowsAndReportsGaps(t *testing.T) {
@@ -71,5 +74,19 @@ func TestLogExplicitSequences(t *testing.T) {
 	b, _ := l.Read(context.Background(), 0)
 	if b.GapFrom != 1 || b.GapTo != 4 || len(b.Entries) != 2 {
 		t.Fatalf("batch = %+v", b)
+	}
+}
+
+func TestCheckResume(t *testing.T) {
+	for _, tc := range []struct {
+		after, last uint64
+		ok          bool
+	}{{0, 0, true}, {3, 3, true}, {2, 3, true}, {4, 3, false}, {1, 0, false}, {999, 2, false}} {
+		err := CheckResume(tc.after, tc.last, "Last-Event-ID")
+		var ge *gateway.Error
+		if tc.ok != (err == nil) || (err != nil && (!errors.As(err, &ge) || ge.Code != gateway.CodeInvalidArgument ||
+			ge.Details["latestSequence"] != tc.last || !strings.Contains(ge.Message, "beyond"))) {
+			t.Errorf("CheckResume(%d, %d) = %v", tc.after, tc.last, err)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package handlers
+package sse
 
 import (
 	"bufio"
@@ -19,15 +19,16 @@ import (
 
 	"github.com/rs/zerolog"
 
+	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 // feedServer serves a shared feed of l on a real loopback server: each
-// entry is a "line" event, the end is endEvent's. It returns the hub and
+// entry is a "line" event, the end is EndEvent's. It returns the hub and
 // the server's address; counts tells how many clients are open and how
 // many releases ran.
 type feedServer struct {
-	hub      *sseHub
+	hub      *Hub
 	addr     string
 	open     atomic.Int64
 	released atomic.Int64
@@ -37,21 +38,21 @@ func newFeedServer(t *testing.T, l *streamlog.Log[string], heartbeat time.Durati
 	t.Helper()
 	goroutines := runtime.NumGoroutine()
 	fs := &feedServer{}
-	fs.hub = newSSEHub(heartbeat, func(d int) { fs.open.Add(int64(d)) }, zerolog.Nop())
+	fs.hub = NewHub(Config{Heartbeat: heartbeat, OnCount: func(d int) { fs.open.Add(int64(d)) }, Refuse: refuse, Log: zerolog.Nop()})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		after, _, err := lastEventID(r)
+		after, _, err := LastEventID(r)
 		if err != nil {
-			writeError(w, r, err)
+			refuse(w, r, err)
 			return
 		}
-		fs.hub.serveFeed(w, r, after, logFeed[string]{log: l, render: func(e streamlog.Entry[string]) sseEvent {
-			return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: "line", Data: []byte(strconv.Quote(e.V))}
+		fs.hub.ServeFeed(w, r, after, LogFeed[string]{Log: l, Render: func(e streamlog.Entry[string]) Event {
+			return Event{ID: strconv.FormatUint(e.Seq, 10), Event: "line", Data: []byte(strconv.Quote(e.V))}
 		}}, func() { fs.released.Add(1) })
 	}))
 	fs.addr = srv.Listener.Addr().String()
 	t.Cleanup(func() {
 		srv.Close()
-		fs.hub.close()
+		fs.hub.Close()
 		if n := fs.open.Load(); n != 0 {
 			t.Errorf("%d clients still open after close", n)
 		}
@@ -67,6 +68,20 @@ func newFeedServer(t *testing.T, l *streamlog.Log[string], heartbeat time.Durati
 		}
 	})
 	return fs
+}
+
+// refuse writes a refusal as the handlers' problem documents do, by its
+// code: 503 for a stream refused while the gateway shuts down, 400 for a
+// malformed Last-Event-ID.
+func refuse(w http.ResponseWriter, _ *http.Request, err error) {
+	status := http.StatusInternalServerError
+	switch gateway.ErrorCode(err) {
+	case gateway.CodeUnavailable:
+		status = http.StatusServiceUnavailable
+	case gateway.CodeInvalidArgument:
+		status = http.StatusBadRequest
+	}
+	http.Error(w, gateway.ErrorMessage(err), status)
 }
 
 // feedClient is one client's raw HTTP/1.1 connection to a feed.
@@ -325,7 +340,7 @@ func TestSharedFeedSlowClient(t *testing.T) {
 			end := "end"
 			if c.drain {
 				end = "error"
-				fs.hub.drain()
+				fs.hub.Drain()
 			} else {
 				l.Close(nil)
 			}
@@ -372,7 +387,7 @@ func TestSharedFeedHangUpAndDrain(t *testing.T) {
 	appendLines(l, 1, 1)
 	eventually(t, func() bool { return l.LastSeq() == 1 })
 	time.Sleep(100 * time.Millisecond)
-	fs.hub.drain()
+	fs.hub.Drain()
 	frames, _ := stays.readAll(t)
 	last := frames[len(frames)-1]
 	if last.event != "error" || last.data != shutdownEventData || last.id != "1" {
@@ -380,7 +395,7 @@ func TestSharedFeedHangUpAndDrain(t *testing.T) {
 	}
 	eventually(t, func() bool { return fs.open.Load() == 0 && fs.released.Load() == 2 })
 	rec := httptest.NewRecorder()
-	fs.hub.serveFeed(rec, httptest.NewRequest("GET", "/events", nil), 0, logFeed[string]{log: l}, func() {})
+	fs.hub.ServeFeed(rec, httptest.NewRequest("GET", "/events", nil), 0, LogFeed[string]{Log: l}, func() {})
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("a stream after drain: %d, want 503", rec.Code)
 	}
