@@ -22,6 +22,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/attach"
 	"github.com/agentos-gateway/agentos-gateway/cluster"
 )
 
@@ -222,13 +223,13 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	var streaming atomic.Bool
-	upgrade := isWebSocketUpgrade(r)
+	upgrade := attach.IsUpgrade(r)
 	if upgrade {
-		if !s.attach.begin() {
+		if !s.attach.Begin() {
 			writeError(w, r, gateway.ErrShuttingDown)
 			return
 		}
-		defer s.attach.end()
+		defer s.attach.End()
 		streaming.Store(true)
 	}
 	go func() {

@@ -14,7 +14,9 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/attach"
 	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/previews"
@@ -106,7 +108,7 @@ type Server struct {
 	log       zerolog.Logger
 	router    chi.Router
 	sse       *sse.Hub
-	attach    attachHub
+	attach    *attach.Hub
 	metrics   *metrics
 	limiter   limiter
 	// proxyTransport carries the requests proxied to other nodes.
@@ -146,6 +148,8 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.
 	}
 	s.console = console
 	s.sse = sse.NewHub(sse.Config{Heartbeat: cfg.Heartbeat, OnCount: func(d int) { s.metrics.sseSubscribers.Add(float64(d)) }, Refuse: writeError, Log: cfg.Log})
+	s.attach = attach.NewHub(attach.Config{Heartbeat: cfg.Heartbeat, AllowedOrigins: cfg.AllowedOrigins, MaxInput: agentos.MaxStdinWrite,
+		Draining: s.sse.Draining(), Refuse: writeError})
 	s.router = s.routes()
 	return s
 }
@@ -162,7 +166,7 @@ func (s *Server) DrainStreams() { s.sse.Drain() }
 // server stopped and DrainStreams.
 func (s *Server) Close() {
 	s.sse.Drain()
-	s.attach.close()
+	s.attach.Close()
 	s.sse.Close()
 	s.proxyTransport.CloseIdleConnections()
 }
