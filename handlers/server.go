@@ -19,6 +19,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/attach"
 	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/nodeproxy"
 	"github.com/agentos-gateway/agentos-gateway/previews"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
@@ -111,9 +112,9 @@ type Server struct {
 	attach    *attach.Hub
 	metrics   *metrics
 	limiter   limiter
-	// proxyTransport carries the requests proxied to other nodes.
-	proxyTransport *http.Transport
-	console        *consoleFiles
+	// nodes carries the requests proxied to other nodes.
+	nodes   *nodeproxy.Proxy
+	console *consoleFiles
 }
 
 // New builds the router. keeper runs the idempotent requests (exec and
@@ -137,7 +138,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, vms: svc, sessions: sess, schedules: sched, store: st, keeper: keeper, pool: pool, log: cfg.Log, proxyTransport: newProxyTransport()}
+	s := &Server{cfg: cfg, vms: svc, sessions: sess, schedules: sched, store: st, keeper: keeper, pool: pool, log: cfg.Log}
 	s.metrics = newMetrics(svc, sess, pool)
 	console, err := loadConsole(cfg.Console)
 	if err != nil {
@@ -150,6 +151,8 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.
 	s.sse = sse.NewHub(sse.Config{Heartbeat: cfg.Heartbeat, OnCount: func(d int) { s.metrics.sseSubscribers.Add(float64(d)) }, Refuse: writeError, Log: cfg.Log})
 	s.attach = attach.NewHub(attach.Config{Heartbeat: cfg.Heartbeat, AllowedOrigins: cfg.AllowedOrigins, MaxInput: agentos.MaxStdinWrite,
 		Draining: s.sse.Draining(), Refuse: writeError})
+	s.nodes = nodeproxy.New(nodeproxy.Config{Cluster: cfg.Cluster, Conns: s.attach, IsUpgrade: attach.IsUpgrade,
+		Draining: s.sse.Draining(), Refuse: writeError, RequestID: requestID})
 	s.router = s.routes()
 	return s
 }
@@ -168,7 +171,7 @@ func (s *Server) Close() {
 	s.sse.Drain()
 	s.attach.Close()
 	s.sse.Close()
-	s.proxyTransport.CloseIdleConnections()
+	s.nodes.Close()
 }
 
 // Router exposes the chi router, for the test that compares it with the

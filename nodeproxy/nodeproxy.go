@@ -1,4 +1,16 @@
-package handlers
+// Package nodeproxy forwards a request to the gateway node that serves it,
+// when gateways share a store: the answer is streamed back as it comes
+// (event streams flushed event by event, WebSockets passed through), the
+// request is signed with the cluster secret, and a proxied event stream
+// whose owner node dies mid-stream ends with a "lost" event rather than a
+// broken connection. Proxied streams and WebSockets end when this gateway
+// shuts down, as its own do.
+//
+// Which node serves a request is the HTTP layer's decision; this package
+// only carries the request there and the answer back, so it needs nothing
+// of the cluster but a signature and a verdict on a node that stopped
+// answering (Cluster).
+package nodeproxy
 
 import (
 	"bytes"
@@ -22,19 +34,75 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
-	"github.com/agentos-gateway/agentos-gateway/attach"
-	"github.com/agentos-gateway/agentos-gateway/cluster"
 )
 
-// forwardedKey marks, in a request's context, a request another node
-// forwarded and signed: it is served here, never forwarded again, and was
-// rate-limited by the node the client called.
-type forwardedKey struct{}
-
-func isForwarded(ctx context.Context) bool {
-	v, _ := ctx.Value(forwardedKey{}).(bool)
-	return v
+// Cluster is what the proxy needs of the node's cluster membership;
+// *cluster.Node satisfies it.
+type Cluster interface {
+	// Sign marks a forwarded request as coming from a node of the
+	// cluster, with the cluster secret.
+	Sign(r *http.Request)
+	// AwaitVerdict reports whether node id is dead, waiting until that is
+	// known for a node that has not answered since the time given.
+	AwaitVerdict(ctx context.Context, id string, since time.Time) bool
 }
+
+// Conns counts the connections that outlive their request (WebSockets),
+// which net/http stops tracking once they are upgraded, so that shutdown
+// waits for the proxied ones as for the node's own; *attach.Hub satisfies
+// it.
+type Conns interface {
+	// Begin counts a connection, or reports false once the gateway is
+	// closing.
+	Begin() bool
+	// End uncounts a connection Begin counted.
+	End()
+}
+
+// Config configures a Proxy.
+type Config struct {
+	// Cluster signs forwarded requests and tells whether a node that does
+	// not answer is dead.
+	Cluster Cluster
+	// Conns counts the WebSockets passed through.
+	Conns Conns
+	// IsUpgrade reports whether a request asks for a WebSocket.
+	IsUpgrade func(r *http.Request) bool
+	// Draining is closed when the gateway begins to shut down: proxied
+	// streams and WebSockets end then, other requests get the shutdown's
+	// grace period to finish.
+	Draining <-chan struct{}
+	// Refuse answers a request the proxy will not forward with its error:
+	// the HTTP layer writes its errors in one place, so the proxy hands
+	// them back.
+	Refuse func(w http.ResponseWriter, r *http.Request, err error)
+	// RequestID is the id of the request in ctx, passed on to the owner so
+	// that both nodes log the request under one id.
+	RequestID func(ctx context.Context) string
+}
+
+// Node is a node a request is forwarded to.
+type Node struct {
+	// ID names the node, for logs, errors and its verdict.
+	ID string
+	// Addr is the base URL the node advertises to the others.
+	Addr string
+}
+
+// Proxy forwards requests to other nodes over one pool of connections.
+type Proxy struct {
+	cfg       Config
+	transport *http.Transport
+}
+
+// New returns a proxy; Close frees its idle connections.
+func New(cfg Config) *Proxy {
+	return &Proxy{cfg: cfg, transport: newProxyTransport()}
+}
+
+// Close closes the connections to other nodes that are idle; call it once
+// the HTTP server stopped.
+func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
 
 // shutdownEventData is the data of the final error event of a proxied
 // stream when this gateway shuts down: the event its own streams end with.
@@ -56,155 +124,15 @@ func newProxyTransport() *http.Transport {
 	}
 }
 
-// nodeHeader names this node on every response, and checks the signature
-// of requests other nodes forward: a request claiming to be forwarded that
-// is not signed with the cluster secret is refused.
-func (s *Server) nodeHeader(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Cluster == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set(cluster.NodeHeader, s.cfg.Cluster.ID())
-		if !cluster.Forwarded(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		from, err := s.cfg.Cluster.Verify(r)
-		if err != nil {
-			zerolog.Ctx(r.Context()).Warn().Err(err).Msg("refused a forwarded request")
-			writeError(w, r, gateway.Wrap(gateway.CodeUnauthenticated, err, "the request claims to come from another gateway node but is not signed with the cluster secret"))
-			return
-		}
-		log := zerolog.Ctx(r.Context()).With().Str("forwardedBy", from).Logger()
-		ctx := context.WithValue(log.WithContext(r.Context()), forwardedKey{}, true)
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
-
-// proxying reports whether requests may go to other nodes.
-func (s *Server) proxying(r *http.Request) bool {
-	return s.cfg.Cluster != nil && s.cfg.Cluster.Shared() && !isForwarded(r.Context())
-}
-
-// toOwner serves a request for a VM on the node that runs it: here when
-// this node does (or nobody does any more: the record answers), through a
-// proxy to the owner when it is another live node (remoteOwner).
-func (s *Server) toOwner(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := pathParam(r, "vm")
-		peer, remote, err := s.remoteOwner(r, principalFrom(r.Context()).tenant.ID, id)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		if !remote {
-			next.ServeHTTP(w, r)
-			return
-		}
-		s.proxy(w, r, peer, func(w http.ResponseWriter, r *http.Request, since time.Time) {
-			// The owner did not answer. Once it is known dead its VMs are
-			// lost in the store: a read is answered from there; anything
-			// else gets the lost VM's conflict, as the body may be spent.
-			if s.cfg.Cluster.AwaitVerdict(r.Context(), peer.ID, since) {
-				if r.Method == http.MethodGet || r.Method == http.MethodHead {
-					next.ServeHTTP(w, r)
-					return
-				}
-				if err := s.vms.Usable(r.Context(), principalFrom(r.Context()).tenant.ID, id); err != nil {
-					writeError(w, r, err)
-					return
-				}
-				next.ServeHTTP(w, r)
-				return
-			}
-			if r.Context().Err() != nil {
-				return
-			}
-			w.Header().Set("Retry-After", "1")
-			writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "node %s, which runs VM %s, does not answer", peer.ID, id).WithDetail("node", peer.ID))
-		})
-	})
-}
-
-// remoteOwner returns the node that runs a tenant's VM when the request is
-// to be proxied there: another live node. remote is false when this node
-// serves it: it runs the VM, or nobody does any more (the record answers).
-// The VMs of a node that stopped heartbeating are marked lost first, so
-// they answer lost rather than a proxy error.
-func (s *Server) remoteOwner(r *http.Request, tenantID, vmID string) (peer cluster.Peer, remote bool, err error) {
-	if !s.proxying(r) || s.vms.Runs(vmID) {
-		return cluster.Peer{}, false, nil
-	}
-	vm, err := s.vms.Get(r.Context(), tenantID, vmID)
-	if err != nil || vm.Node == "" || vm.Node == s.cfg.Cluster.ID() || vm.State.Final() {
-		return cluster.Peer{}, false, nil
-	}
-	peer, err = s.cfg.Cluster.Peer(r.Context(), vm.Node)
-	if err != nil {
-		return cluster.Peer{}, false, err
-	}
-	if !peer.Alive {
-		return cluster.Peer{}, false, s.cfg.Cluster.ReapNow(r.Context())
-	}
-	return peer, true, nil
-}
-
-// placeCreate sends POST /v1/vms to the least-loaded live node that is not
-// draining (cluster.Rank): served here when that is this node, proxied
-// otherwise; a node that does not answer is skipped for the next one.
-func (s *Server) placeCreate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.proxying(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		candidates, err := s.cfg.Cluster.Candidates(r.Context())
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		if len(candidates) == 0 {
-			writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "no live gateway node takes new VMs (all are draining or dead)"))
-			return
-		}
-		// The body is small (MaxBodyBytes) and may be sent more than once.
-		body, err := io.ReadAll(io.LimitReader(r.Body, s.cfg.MaxBodyBytes+1))
-		if err != nil {
-			writeError(w, r, gateway.Wrap(gateway.CodeInvalidArgument, err, "the request body could not be read"))
-			return
-		}
-		reset := func() {
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			r.ContentLength = int64(len(body))
-		}
-		for _, c := range candidates {
-			reset()
-			if c.ID == s.cfg.Cluster.ID() {
-				next.ServeHTTP(w, r)
-				return
-			}
-			answered := true
-			s.proxy(w, r, cluster.Peer{ID: c.ID, AdvertiseAddr: c.AdvertiseAddr, Alive: true}, func(http.ResponseWriter, *http.Request, time.Time) {
-				answered = false
-			})
-			if answered || r.Context().Err() != nil {
-				return
-			}
-			zerolog.Ctx(r.Context()).Warn().Str("node", c.ID).Msg("node does not answer; placing the VM on the next one")
-		}
-		writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "no live gateway node answered the create"))
-	})
-}
-
-// proxy forwards r to peer and streams the answer back: bodies both ways
+// Forward forwards r to peer and streams the answer back: bodies both ways
 // without buffering, every write of an event stream flushed at once, and
 // WebSocket upgrades passed through (httputil.ReverseProxy). failed is
-// called, with nothing written yet, when the peer gives no answer.
-func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer, failed func(http.ResponseWriter, *http.Request, time.Time)) {
-	target, err := url.Parse(peer.AdvertiseAddr)
+// called, with nothing written yet, when the peer gives no answer, with the
+// time the request was sent.
+func (p *Proxy) Forward(w http.ResponseWriter, r *http.Request, peer Node, failed func(w http.ResponseWriter, r *http.Request, since time.Time)) {
+	target, err := url.Parse(peer.Addr)
 	if err != nil || target.Host == "" {
-		writeError(w, r, gateway.Errorf(gateway.CodeInternal, "node %s advertises an invalid address", peer.ID))
+		p.cfg.Refuse(w, r, gateway.Errorf(gateway.CodeInternal, "node %s advertises an invalid address", peer.ID))
 		return
 	}
 	since := time.Now()
@@ -223,18 +151,18 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	var streaming atomic.Bool
-	upgrade := attach.IsUpgrade(r)
+	upgrade := p.cfg.IsUpgrade(r)
 	if upgrade {
-		if !s.attach.Begin() {
-			writeError(w, r, gateway.ErrShuttingDown)
+		if !p.cfg.Conns.Begin() {
+			p.cfg.Refuse(w, r, gateway.ErrShuttingDown)
 			return
 		}
-		defer s.attach.End()
+		defer p.cfg.Conns.End()
 		streaming.Store(true)
 	}
 	go func() {
 		select {
-		case <-s.sse.Draining():
+		case <-p.cfg.Draining:
 			if streaming.Load() {
 				cancel(gateway.ErrShuttingDown)
 			}
@@ -249,10 +177,10 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 			// WebSocket upgrades compare Origin with it.
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
-			pr.Out.Header.Set("X-Request-ID", requestID(pr.In.Context()))
-			s.cfg.Cluster.Sign(pr.Out)
+			pr.Out.Header.Set("X-Request-ID", p.cfg.RequestID(pr.In.Context()))
+			p.cfg.Cluster.Sign(pr.Out)
 		},
-		Transport:     s.proxyTransport,
+		Transport:     p.transport,
 		FlushInterval: -1,
 		BufferPool:    proxyBuffers,
 		ErrorLog:      stdlog.New(zerologWriter{zerolog.Ctx(r.Context())}, "", 0),
@@ -260,7 +188,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, peer cluster.Peer
 			if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
 				streaming.Store(true)
 				res.Body = &streamGuard{body: res.Body, ctx: res.Request.Context(), lost: func(ctx context.Context) bool {
-					return s.cfg.Cluster.AwaitVerdict(ctx, peer.ID, since)
+					return p.cfg.Cluster.AwaitVerdict(ctx, peer.ID, since)
 				}, node: peer.ID}
 			}
 			return nil
