@@ -8,7 +8,6 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/sse"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
@@ -176,10 +175,10 @@ func (s *Server) processWait(w http.ResponseWriter, r *http.Request) {
 }
 
 // readStdin reads a raw stdin or shell input body, bounded by what agentOS
-// delivers reliably in one write (agentos.MaxStdinWrite), or answers the
+// delivers reliably in one write (vms.MaxStdinWrite), or answers the
 // problem and reports false.
 func (s *Server) readStdin(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	limit := min(s.cfg.MaxBodyBytes, agentos.MaxStdinWrite)
+	limit := min(s.cfg.MaxBodyBytes, vms.MaxStdinWrite)
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		writeError(w, r, jsonError(err, limit))

@@ -14,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/attach"
 	"github.com/agentos-gateway/agentos-gateway/bindings"
@@ -149,7 +148,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.
 	}
 	s.console = console
 	s.sse = sse.NewHub(sse.Config{Heartbeat: cfg.Heartbeat, OnCount: func(d int) { s.metrics.sseSubscribers.Add(float64(d)) }, Refuse: writeError, Log: cfg.Log})
-	s.attach = attach.NewHub(attach.Config{Heartbeat: cfg.Heartbeat, AllowedOrigins: cfg.AllowedOrigins, MaxInput: agentos.MaxStdinWrite,
+	s.attach = attach.NewHub(attach.Config{Heartbeat: cfg.Heartbeat, AllowedOrigins: cfg.AllowedOrigins, MaxInput: vms.MaxStdinWrite,
 		Draining: s.sse.Draining(), Refuse: writeError})
 	s.nodes = nodeproxy.New(nodeproxy.Config{Cluster: cfg.Cluster, Conns: s.attach, IsUpgrade: attach.IsUpgrade,
 		Draining: s.sse.Draining(), Refuse: writeError, RequestID: requestID})

@@ -368,6 +368,11 @@ func (s *Service) Process(ctx context.Context, tenantID, vmID string, pid uint32
 	return p, lv.hold(s.cfg.Now()), nil
 }
 
+// MaxStdinWrite is the most bytes one write to a process's stdin (or a
+// shell's input) carries: larger writes hang the engine, so they are
+// refused, and callers bound what they accept in one piece by it.
+const MaxStdinWrite = agentos.MaxStdinWrite
+
 // WriteStdin sends bytes to a process's stdin.
 func (p *Process) WriteStdin(ctx context.Context, data []byte) error {
 	if !p.running() {
