@@ -1,5 +1,8 @@
-// Package handlers is the HTTP face of the gateway: REST + Server-Sent
-// Events over the vms service, with problem+json errors mapped in one place.
+// Package handlers is the HTTP face of the gateway: the REST routes over the
+// services, with problem+json errors mapped in one place. Their event
+// streams are served by package sse, their WebSocket attachments by package
+// attach, and requests for VMs that other nodes run are forwarded by package
+// nodeproxy.
 package handlers
 
 import (
