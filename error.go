@@ -34,6 +34,12 @@ const (
 	CodeRangeNotSatisfiable Code = "range_not_satisfiable"
 )
 
+// ErrShuttingDown is why the gateway refuses, or ends, what it serves once it
+// has begun to shut down: event streams, attached WebSockets, requests it
+// proxies to other nodes. It is one value so that a cancellation cause can
+// be recognised with errors.Is by whichever package set it.
+var ErrShuttingDown = Errorf(CodeUnavailable, "the gateway is shutting down")
+
 // Error is the one error type that crosses layers: a code, a message safe to
 // show the caller, and optional details (for example a VM's state).
 type Error struct {

@@ -251,7 +251,7 @@ func TestStreamErrorStatus(t *testing.T) {
 }
 
 // TestSSEFromR3labsServer reads a stream written by r3labs/sse configured as
-// the gateway's hub (handlers/sse.go) is: the wire format and the way a
+// the gateway's hub (sse/hub.go) is: the wire format and the way a
 // stream ends (an empty event) must suit the client.
 func TestSSEFromR3labsServer(t *testing.T) {
 	hub := sse.New()

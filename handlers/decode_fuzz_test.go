@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentos-gateway/agentos-gateway/sse"
 )
 
 // FuzzDecodeJSON decodes and validates arbitrary bytes as every request
@@ -77,19 +79,19 @@ func FuzzLastEventID(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v string) {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.Header["Last-Event-Id"] = []string{v}
-		n, ok, err := lastEventID(r)
+		n, ok, err := sse.LastEventID(r)
 		if err != nil {
 			checkClean(t, err)
 			return
 		}
 		if !ok {
 			if v != "" {
-				t.Fatalf("lastEventID(%q) accepted nothing", v)
+				t.Fatalf("sse.LastEventID(%q) accepted nothing", v)
 			}
 			return
 		}
 		if m, perr := strconv.ParseUint(v, 10, 64); perr != nil || m != n || strings.Trim(v, "0123456789") != "" {
-			t.Fatalf("lastEventID(%q) = %d", v, n)
+			t.Fatalf("sse.LastEventID(%q) = %d", v, n)
 		}
 	})
 }

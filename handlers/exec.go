@@ -15,6 +15,8 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/sse"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -217,19 +219,19 @@ func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, outcom
 		return []byte(s)
 	}
 	now := time.Now()
-	s.sse.serve(w, r, 0, func(ctx context.Context, emit func(sseEvent) error) error {
+	s.sse.Serve(w, r, 0, func(ctx context.Context, emit func(sse.Event) error) error {
 		var seq uint64
 		for _, c := range []vms.Chunk{{Stream: "stdout", Data: decode(res.Stdout), Time: now}, {Stream: "stderr", Data: decode(res.Stderr), Time: now}} {
 			if len(c.Data) == 0 {
 				continue
 			}
 			seq++
-			if err := emit(outputEvent(vms.Entry[vms.Chunk]{Seq: seq, Size: len(c.Data), V: c})); err != nil {
+			if err := emit(outputEvent(streamlog.Entry[vms.Chunk]{Seq: seq, Size: len(c.Data), V: c})); err != nil {
 				return err
 			}
 		}
 		b, _ := json.Marshal(api.ExecExitEvent{ExitCode: res.ExitCode, Signal: signalOrNull(res.Signal), Truncated: res.Truncated, DurationMs: res.DurationMs})
-		return emit(sseEvent{ID: strconv.FormatUint(seq, 10), Event: "exit", Data: b})
+		return emit(sse.Event{ID: strconv.FormatUint(seq, 10), Event: "exit", Data: b})
 	})
 }
 
@@ -241,8 +243,8 @@ func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, outcom
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gateway.Tenant, vmID string, req vms.ExecRequest, record func(*vms.ExecResult, error)) {
 	// The output goes through a bounded log so that the event lane of the
 	// sidecar never waits for this client.
-	log := vms.NewLog[vms.Chunk](4 << 20)
-	s.sse.serve(w, r, 0, func(ctx context.Context, emit func(sseEvent) error) error {
+	log := streamlog.New[vms.Chunk](4 << 20)
+	s.sse.Serve(w, r, 0, func(ctx context.Context, emit func(sse.Event) error) error {
 		done := make(chan struct{})
 		var res *vms.ExecResult
 		var execErr error
@@ -260,28 +262,28 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gatew
 			}
 			log.Close(nil)
 		}()
-		err := followLog(ctx, log, 0, emit, outputEvent, func(last uint64, _ error) []sseEvent {
+		err := sse.FollowLog(ctx, log, 0, emit, outputEvent, func(last uint64, _ error) []sse.Event {
 			<-done
-			return []sseEvent{exitEvent(last, res, execErr)}
+			return []sse.Event{exitEvent(last, res, execErr)}
 		})
 		<-done
 		return err
 	})
 }
 
-func outputEvent(e vms.Entry[vms.Chunk]) sseEvent {
+func outputEvent(e streamlog.Entry[vms.Chunk]) sse.Event {
 	data, enc := encodeBytes(e.V.Data)
 	b, _ := json.Marshal(api.OutputEvent{Seq: e.Seq, Stream: e.V.Stream, Data: data, Encoding: enc, TS: e.V.Time.UTC()})
-	return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: e.V.Stream, Data: b}
+	return sse.Event{ID: strconv.FormatUint(e.Seq, 10), Event: e.V.Stream, Data: b}
 }
 
-func exitEvent(last uint64, res *vms.ExecResult, err error) sseEvent {
+func exitEvent(last uint64, res *vms.ExecResult, err error) sse.Event {
 	if err != nil {
-		return endEvent(last, err)
+		return sse.EndEvent(last, err)
 	}
 	b, _ := json.Marshal(api.ExecExitEvent{ExitCode: res.ExitCode, Signal: signalOrNull(res.Signal),
 		Truncated: res.StdoutTruncated || res.StderrTruncated, DurationMs: res.Duration.Milliseconds()})
-	return sseEvent{ID: strconv.FormatUint(last, 10), Event: "exit", Data: b}
+	return sse.Event{ID: strconv.FormatUint(last, 10), Event: "exit", Data: b}
 }
 
 // readBody reads a JSON body whole (it is bounded), so that it can be both

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
@@ -122,19 +121,5 @@ func TestCommandResolve(t *testing.T) {
 				t.Fatalf("got %q %q, want %q %q", command, argv, tc.command, tc.argv)
 			}
 		})
-	}
-}
-
-func TestCheckResume(t *testing.T) {
-	for _, tc := range []struct {
-		after, last uint64
-		ok          bool
-	}{{0, 0, true}, {3, 3, true}, {2, 3, true}, {4, 3, false}, {1, 0, false}, {999, 2, false}} {
-		err := checkResume(tc.after, tc.last, "Last-Event-ID")
-		var ge *gateway.Error
-		if tc.ok != (err == nil) || (err != nil && (!errors.As(err, &ge) || ge.Code != gateway.CodeInvalidArgument ||
-			ge.Details["latestSequence"] != tc.last || !strings.Contains(ge.Message, "beyond"))) {
-			t.Errorf("checkResume(%d, %d) = %v", tc.after, tc.last, err)
-		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
@@ -24,7 +23,7 @@ func queryPath(r *http.Request, name string) (string, error) {
 	if raw == "" {
 		return "", gateway.Errorf(gateway.CodeInvalidArgument, "query parameter %s is required", name).WithDetail("field", name)
 	}
-	p, err := agentos.CheckPath(raw)
+	p, err := vms.CheckPath(raw)
 	if err != nil {
 		return "", gateway.Errorf(gateway.CodeInvalidArgument, "%s: path must be absolute, without .. or NUL", name).WithDetail("field", name)
 	}
@@ -143,7 +142,7 @@ func (s *Server) statFileHead(w http.ResponseWriter, r *http.Request) {
 // which handles Range (one range: 206 with Content-Range), If-Range,
 // If-None-Match, If-Modified-Since, If-Match and If-Unmodified-Since against
 // the ETag and Last-Modified set here.
-func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *vms.Files, p string, info agentos.FileInfo) {
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *vms.Files, p string, info vms.FileInfo) {
 	if strings.Contains(r.Header.Get("Range"), ",") {
 		// Several ranges get the whole file (200), as RFC 9110 allows:
 		// ServeContent would answer multipart/byteranges from a goroutine
@@ -167,7 +166,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *vms.Files,
 // size and modification time in milliseconds): reading the content to hash
 // it would cost a full read per request. A rewrite of the same size within
 // the same millisecond keeps the tag; that is the price of not hashing.
-func fileETag(info agentos.FileInfo) string {
+func fileETag(info vms.FileInfo) string {
 	return fmt.Sprintf(`"%x-%x-%x"`, info.Ino, info.Size, info.ModTime.UnixMilli())
 }
 
@@ -286,7 +285,7 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	p, err := agentos.CheckPath(req.Path)
+	p, err := vms.CheckPath(req.Path)
 	if err != nil {
 		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "path must be absolute, without .. or NUL").WithDetail("field", "path"))
 		return
@@ -309,8 +308,8 @@ func (s *Server) move(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	from, err1 := agentos.CheckPath(req.From)
-	to, err2 := agentos.CheckPath(req.To)
+	from, err1 := vms.CheckPath(req.From)
+	to, err2 := vms.CheckPath(req.To)
 	if err1 != nil || err2 != nil {
 		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "from and to must be absolute paths without .. or NUL"))
 		return

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/attach"
 )
 
 type ctxKey int
@@ -143,10 +144,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		secret = strings.TrimSpace(secret)
 		ok = ok && strings.EqualFold(scheme, "Bearer") && secret != ""
 		// Browsers cannot set Authorization on a WebSocket: an upgrade
-		// without one may carry the key as a subprotocol (attach.go).
+		// without one may carry the key as a subprotocol (package attach).
 		fromProtocol := false
-		if !ok && r.Header.Get("Authorization") == "" && isWebSocketUpgrade(r) {
-			secret, ok = bearerFromProtocols(r)
+		if !ok && r.Header.Get("Authorization") == "" && attach.IsUpgrade(r) {
+			secret, ok = attach.BearerFromProtocols(r)
 			fromProtocol = ok
 		}
 		if !ok {

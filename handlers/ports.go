@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/cluster"
+	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
 // MaxGuestRequestBytes bounds the body of a request to a guest port: the
@@ -135,7 +135,7 @@ func (s *Server) forwardToGuest(w http.ResponseWriter, r *http.Request, t guestT
 	go func() {
 		defer wg.Done()
 		select {
-		case <-s.sse.draining:
+		case <-s.sse.Draining():
 			cancel()
 		case <-stop:
 		}
@@ -143,7 +143,7 @@ func (s *Server) forwardToGuest(w http.ResponseWriter, r *http.Request, t guestT
 	defer wg.Wait()
 	defer close(stop)
 
-	res, err := s.vms.Fetch(ctx, t.tenantID, t.vmID, agentos.FetchRequest{
+	res, err := s.vms.Fetch(ctx, t.tenantID, t.vmID, vms.FetchRequest{
 		Port: t.port, Method: r.Method, Path: t.path, Header: guestRequestHeader(r, t), Body: body,
 	})
 	if err != nil {

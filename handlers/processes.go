@@ -8,8 +8,9 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/sse"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -80,7 +81,7 @@ func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
 // {exitCode, signal}, or error when the process's end is unknowable (VM
 // disposed, sidecar died).
 func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
-	after, _, err := lastEventID(r)
+	after, _, err := sse.LastEventID(r)
 	if err != nil {
 		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Last-Event-ID must be a sequence number"))
 		return
@@ -89,20 +90,20 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := checkResume(after, p.Output().LastSeq(), "Last-Event-ID"); err != nil {
+	if err := streamlog.CheckResume(after, p.Output().LastSeq(), "Last-Event-ID"); err != nil {
 		release()
 		writeError(w, r, err)
 		return
 	}
-	s.sse.serveFeed(w, r, after, logFeed[vms.Chunk]{log: p.Output(), render: outputEvent, onEnd: func(last uint64, endErr error) []sseEvent {
+	s.sse.ServeFeed(w, r, after, sse.LogFeed[vms.Chunk]{Log: p.Output(), Render: outputEvent, OnEnd: func(last uint64, endErr error) []sse.Event {
 		exit, err := p.Exit()
 		if err == nil && exit == nil {
 			err = endErr
 		}
 		if err != nil {
-			return []sseEvent{endEvent(last, err)}
+			return []sse.Event{sse.EndEvent(last, err)}
 		}
-		return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "exit", Data: exitJSON(exit)}}
+		return []sse.Event{{ID: strconv.FormatUint(last, 10), Event: "exit", Data: exitJSON(exit)}}
 	}}, release)
 }
 
@@ -174,10 +175,10 @@ func (s *Server) processWait(w http.ResponseWriter, r *http.Request) {
 }
 
 // readStdin reads a raw stdin or shell input body, bounded by what agentOS
-// delivers reliably in one write (agentos.MaxStdinWrite), or answers the
+// delivers reliably in one write (vms.MaxStdinWrite), or answers the
 // problem and reports false.
 func (s *Server) readStdin(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	limit := min(s.cfg.MaxBodyBytes, agentos.MaxStdinWrite)
+	limit := min(s.cfg.MaxBodyBytes, vms.MaxStdinWrite)
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		writeError(w, r, jsonError(err, limit))

@@ -1,5 +1,8 @@
-// Package handlers is the HTTP face of the gateway: REST + Server-Sent
-// Events over the vms service, with problem+json errors mapped in one place.
+// Package handlers is the HTTP face of the gateway: the REST routes over the
+// services, with problem+json errors mapped in one place. Their event
+// streams are served by package sse, their WebSocket attachments by package
+// attach, and requests for VMs that other nodes run are forwarded by package
+// nodeproxy.
 package handlers
 
 import (
@@ -15,13 +18,16 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/attach"
 	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/nodeproxy"
 	"github.com/agentos-gateway/agentos-gateway/previews"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/snapshots"
+	"github.com/agentos-gateway/agentos-gateway/sse"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 	"github.com/agentos-gateway/agentos-gateway/watch"
 )
@@ -104,13 +110,13 @@ type Server struct {
 	pool      Pool
 	log       zerolog.Logger
 	router    chi.Router
-	sse       *sseHub
-	attach    attachHub
+	sse       *sse.Hub
+	attach    *attach.Hub
 	metrics   *metrics
 	limiter   limiter
-	// proxyTransport carries the requests proxied to other nodes.
-	proxyTransport *http.Transport
-	console        *consoleFiles
+	// nodes carries the requests proxied to other nodes.
+	nodes   *nodeproxy.Proxy
+	console *consoleFiles
 }
 
 // New builds the router. keeper runs the idempotent requests (exec and
@@ -134,7 +140,7 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, vms: svc, sessions: sess, schedules: sched, store: st, keeper: keeper, pool: pool, log: cfg.Log, proxyTransport: newProxyTransport()}
+	s := &Server{cfg: cfg, vms: svc, sessions: sess, schedules: sched, store: st, keeper: keeper, pool: pool, log: cfg.Log}
 	s.metrics = newMetrics(svc, sess, pool)
 	console, err := loadConsole(cfg.Console)
 	if err != nil {
@@ -144,7 +150,11 @@ func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.
 		console, _ = loadConsole(nil)
 	}
 	s.console = console
-	s.sse = newSSEHub(cfg.Heartbeat, func(d int) { s.metrics.sseSubscribers.Add(float64(d)) }, cfg.Log)
+	s.sse = sse.NewHub(sse.Config{Heartbeat: cfg.Heartbeat, OnCount: func(d int) { s.metrics.sseSubscribers.Add(float64(d)) }, Refuse: writeError, Log: cfg.Log})
+	s.attach = attach.NewHub(attach.Config{Heartbeat: cfg.Heartbeat, AllowedOrigins: cfg.AllowedOrigins, MaxInput: vms.MaxStdinWrite,
+		Draining: s.sse.Draining(), Refuse: writeError})
+	s.nodes = nodeproxy.New(nodeproxy.Config{Cluster: cfg.Cluster, Conns: s.attach, IsUpgrade: attach.IsUpgrade,
+		Draining: s.sse.Draining(), Refuse: writeError, RequestID: requestID})
 	s.router = s.routes()
 	return s
 }
@@ -154,16 +164,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 // DrainStreams ends every open event stream with a final event; call it when
 // shutdown begins so that streaming handlers return.
-func (s *Server) DrainStreams() { s.sse.drain() }
+func (s *Server) DrainStreams() { s.sse.Drain() }
 
 // Close ends the SSE machinery and waits for the WebSocket connections,
 // which the HTTP server does not track, to end; call it after the HTTP
 // server stopped and DrainStreams.
 func (s *Server) Close() {
-	s.sse.drain()
-	s.attach.close()
-	s.sse.close()
-	s.proxyTransport.CloseIdleConnections()
+	s.sse.Drain()
+	s.attach.Close()
+	s.sse.Close()
+	s.nodes.Close()
 }
 
 // Router exposes the chi router, for the test that compares it with the

@@ -11,6 +11,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
+	"github.com/agentos-gateway/agentos-gateway/sse"
 )
 
 // sessionIDPattern keeps caller-chosen session ids safe in paths and logs.
@@ -339,7 +340,7 @@ func historyQuery(r *http.Request) (gateway.HistoryQuery, error) {
 // deltas, agent stderr and exits, and a final end event when the session
 // ends.
 func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
-	after, _, err := lastEventID(r)
+	after, _, err := sse.LastEventID(r)
 	if err != nil {
 		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Last-Event-ID must be a sequence number"))
 		return
@@ -359,16 +360,16 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 			WithDetail("field", "Last-Event-ID").WithDetail("latestSequence", sess.LatestSequence))
 		return
 	}
-	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
+	s.sse.Serve(w, r, after, func(ctx context.Context, emit func(sse.Event) error) error {
 		err := s.sessions.Follow(ctx, tenantID, vmID, id, after, func(ev sessions.Event) error {
-			out := sseEvent{Event: ev.Kind, Data: ev.Data}
+			out := sse.Event{Event: ev.Kind, Data: ev.Data}
 			if ev.Kind == sessions.KindDurable {
 				out.ID = strconv.FormatUint(ev.Sequence, 10)
 			}
 			return emit(out)
 		})
 		if err != nil && ctx.Err() == nil {
-			_ = emit(sseEvent{Event: "error", Data: problemData(err)})
+			_ = emit(sse.Event{Event: "error", Data: problemData(err)})
 		}
 		return err
 	})

@@ -7,6 +7,8 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/sse"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -100,7 +102,7 @@ func (s *Server) shellResize(w http.ResponseWriter, r *http.Request) {
 // an end event carrying the exit status {exitCode, signal}, or error when
 // the shell's end is unknowable (VM disposed, sidecar died).
 func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
-	after, _, err := lastEventID(r)
+	after, _, err := sse.LastEventID(r)
 	if err != nil {
 		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Last-Event-ID must be a sequence number"))
 		return
@@ -109,23 +111,23 @@ func (s *Server) shellOutput(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := checkResume(after, sh.Output().LastSeq(), "Last-Event-ID"); err != nil {
+	if err := streamlog.CheckResume(after, sh.Output().LastSeq(), "Last-Event-ID"); err != nil {
 		release()
 		writeError(w, r, err)
 		return
 	}
-	s.sse.serveFeed(w, r, after, logFeed[vms.Chunk]{log: sh.Output(), render: outputEvent, onEnd: shellEnd(sh.Exit)}, release)
+	s.sse.ServeFeed(w, r, after, sse.LogFeed[vms.Chunk]{Log: sh.Output(), Render: outputEvent, OnEnd: shellEnd(sh.Exit)}, release)
 }
 
 // shellEnd renders the end of a shell's output: end with the exit status,
 // or error when the end is unknowable.
-func shellEnd(exit func() (*gateway.ExitStatus, error)) func(last uint64, endErr error) []sseEvent {
-	return func(last uint64, endErr error) []sseEvent {
+func shellEnd(exit func() (*gateway.ExitStatus, error)) func(last uint64, endErr error) []sse.Event {
+	return func(last uint64, endErr error) []sse.Event {
 		st, err := endStatus(exit)(endErr)
 		if err != nil {
-			return []sseEvent{endEvent(last, err)}
+			return []sse.Event{sse.EndEvent(last, err)}
 		}
-		return []sseEvent{{ID: strconv.FormatUint(last, 10), Event: "end", Data: exitJSON(st)}}
+		return []sse.Event{{ID: strconv.FormatUint(last, 10), Event: "end", Data: exitJSON(st)}}
 	}
 }
 

@@ -21,7 +21,9 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
+	"github.com/agentos-gateway/agentos-gateway/sse"
 	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -444,7 +446,7 @@ func TestStreamedExecRefusesUnusableVM(t *testing.T) {
 func TestEventDataMatchesSpec(t *testing.T) {
 	doc := apispec.MustLoad(t)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	check := func(method, path string, ev sseEvent) {
+	check := func(method, path string, ev sse.Event) {
 		t.Helper()
 		req := httptest.NewRequest(method, path, nil)
 		if err := apispec.CheckEvent(doc, req, ev.Event, ev.Data); err != nil {
@@ -457,9 +459,9 @@ func TestEventDataMatchesSpec(t *testing.T) {
 		exec     = "/v1/vms/vm_1/exec"
 		events   = "/v1/vms/vm_1/events"
 	)
-	out := outputEvent(vms.Entry[vms.Chunk]{Seq: 1, V: vms.Chunk{Stream: "stdout", Data: []byte("héllo\n"), Time: now}})
+	out := outputEvent(streamlog.Entry[vms.Chunk]{Seq: 1, V: vms.Chunk{Stream: "stdout", Data: []byte("héllo\n"), Time: now}})
 	check("GET", procOut, out)
-	bin := outputEvent(vms.Entry[vms.Chunk]{Seq: 2, V: vms.Chunk{Stream: "stderr", Data: []byte{0xff, 0xfe, 0}, Time: now}})
+	bin := outputEvent(streamlog.Entry[vms.Chunk]{Seq: 2, V: vms.Chunk{Stream: "stderr", Data: []byte{0xff, 0xfe, 0}, Time: now}})
 	check("GET", procOut, bin)
 	if !bytes.Contains(bin.Data, []byte(`"encoding":"base64"`)) || bin.ID != "2" {
 		t.Errorf("binary output event: id %s, %s", bin.ID, bin.Data)
@@ -474,18 +476,18 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	check("GET", shellOut, shellEnd(shellExit(&gateway.ExitStatus{ExitCode: 3}))(3, nil)[0])
 	check("GET", shellOut, shellEnd(shellExit(&gateway.ExitStatus{ExitCode: 137, Signal: "SIGKILL"}))(3, nil)[0])
 	check("GET", shellOut, shellEnd(shellExit(nil))(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed"))[0])
-	check("GET", shellOut, endEvent(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed")))
-	check("GET", procOut, endEvent(3, errors.New("boom")))
-	check("GET", shellOut, sseEvent{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
+	check("GET", shellOut, sse.EndEvent(3, gateway.Errorf(gateway.CodeConflict, "the VM is disposed")))
+	check("GET", procOut, sse.EndEvent(3, errors.New("boom")))
+	check("GET", shellOut, sse.Event{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
 
 	// A reader behind a bounded log gets a gap, what is left, then the end.
-	log := vms.NewLog[vms.Chunk](30)
+	log := streamlog.New[vms.Chunk](30)
 	for i := 0; i < 10; i++ {
 		log.Append(0, 10, vms.Chunk{Stream: "stdout", Data: []byte("0123456789"), Time: now})
 	}
 	log.Close(nil)
-	var got []sseEvent
-	err := followLog(context.Background(), log, 0, func(ev sseEvent) error { got = append(got, ev); return nil }, outputEvent, shellEnd(shellExit(&gateway.ExitStatus{})))
+	var got []sse.Event
+	err := sse.FollowLog(context.Background(), log, 0, func(ev sse.Event) error { got = append(got, ev); return nil }, outputEvent, shellEnd(shellExit(&gateway.ExitStatus{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,13 +512,13 @@ func TestEventDataMatchesSpec(t *testing.T) {
 		{Type: "structured", Time: now, Name: "events_dropped"},
 	} {
 		data, _ := json.Marshal(v)
-		check("GET", events, sseEvent{Event: string(v.Type), Data: data})
+		check("GET", events, sse.Event{Event: string(v.Type), Data: data})
 	}
 
 	// Agent session events: the SSE event name is the sessions.Event kind.
 	const sessEvents = "/v1/vms/vm_1/sessions/s_1/events"
 	for _, raw := range specDurableEvents(now) {
-		check("GET", sessEvents, sseEvent{ID: "1", Event: sessions.KindDurable, Data: raw})
+		check("GET", sessEvents, sse.Event{ID: "1", Event: sessions.KindDurable, Data: raw})
 	}
 	for _, ev := range []sessions.Event{
 		{Kind: sessions.KindEphemeral, AfterSequence: 3, Data: json.RawMessage(`{"afterSequence":3,"type":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"he"}}}`)},
@@ -529,10 +531,10 @@ func TestEventDataMatchesSpec(t *testing.T) {
 		{Kind: sessions.KindEnd, Data: specMarshal(map[string]string{"state": string(gateway.SessionLost)})},
 		{Kind: sessions.KindEnd, Data: specMarshal(map[string]string{"state": "deleted"})},
 	} {
-		check("GET", sessEvents, sseEvent{Event: ev.Kind, Data: ev.Data})
+		check("GET", sessEvents, sse.Event{Event: ev.Kind, Data: ev.Data})
 	}
-	check("GET", sessEvents, sseEvent{Event: "error", Data: problemData(gateway.Errorf(gateway.CodeInternal, "store: read history"))})
-	check("GET", sessEvents, sseEvent{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
+	check("GET", sessEvents, sse.Event{Event: "error", Data: problemData(gateway.Errorf(gateway.CodeInternal, "store: read history"))})
+	check("GET", sessEvents, sse.Event{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})
 }
 
 func specMarshal(v any) json.RawMessage {

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -10,7 +9,8 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
-	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/sse"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
@@ -213,7 +213,7 @@ func (s *Server) deleteVM(w http.ResponseWriter, r *http.Request) {
 // vmEvents streams a VM's events: state changes, limit warnings, process
 // exits. Event ids are the VM's event sequence; Last-Event-ID resumes.
 func (s *Server) vmEvents(w http.ResponseWriter, r *http.Request) {
-	after, _, err := lastEventID(r)
+	after, _, err := sse.LastEventID(r)
 	if err != nil {
 		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Last-Event-ID must be a sequence number"))
 		return
@@ -223,70 +223,10 @@ func (s *Server) vmEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	s.sse.serveFeed(w, r, after, logFeed[gateway.VMEvent]{log: log, render: vmEvent}, release)
+	s.sse.ServeFeed(w, r, after, sse.LogFeed[gateway.VMEvent]{Log: log, Render: vmEvent}, release)
 }
 
-func vmEvent(e vms.Entry[gateway.VMEvent]) sseEvent {
+func vmEvent(e streamlog.Entry[gateway.VMEvent]) sse.Event {
 	data, _ := json.Marshal(e.V)
-	return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: string(e.V.Type), Data: data}
-}
-
-// followLog emits a log's entries after a cursor until it ends: a gap event
-// where entries were dropped, each entry, then a final event. onEnd renders
-// the final event (nil: a generic "end" or "error").
-func followLog[T any](ctx context.Context, l *vms.Log[T], after uint64, emit func(sseEvent) error, render func(vms.Entry[T]) sseEvent, onEnd func(last uint64, err error) []sseEvent) error {
-	cursor := after
-	for {
-		b, err := l.Read(ctx, cursor)
-		if err != nil {
-			return err
-		}
-		if cursor, err = emitBatch(b, cursor, emit, render, onEnd); err != nil || b.Done {
-			return err
-		}
-	}
-}
-
-// emitBatch emits one batch of a log read after cursor, as followLog does,
-// and returns the cursor after it.
-func emitBatch[T any](b vms.Batch[T], cursor uint64, emit func(sseEvent) error, render func(vms.Entry[T]) sseEvent, onEnd func(last uint64, err error) []sseEvent) (uint64, error) {
-	if b.GapTo > 0 {
-		data, _ := json.Marshal(api.GapEvent{From: b.GapFrom, To: b.GapTo})
-		if err := emit(sseEvent{ID: strconv.FormatUint(b.GapTo, 10), Event: "gap", Data: data}); err != nil {
-			return cursor, err
-		}
-		cursor = b.GapTo
-	}
-	for _, e := range b.Entries {
-		if err := emit(render(e)); err != nil {
-			return cursor, err
-		}
-		cursor = e.Seq
-	}
-	if !b.Done {
-		return cursor, nil
-	}
-	var final []sseEvent
-	if onEnd != nil {
-		final = onEnd(cursor, b.Err)
-	} else {
-		final = []sseEvent{endEvent(cursor, b.Err)}
-	}
-	for _, ev := range final {
-		if err := emit(ev); err != nil {
-			return cursor, err
-		}
-	}
-	return cursor, nil
-}
-
-// endEvent is the final event of a stream that ends: "end", or "error" with
-// the problem when it ended because something failed.
-func endEvent(cursor uint64, err error) sseEvent {
-	id := strconv.FormatUint(cursor, 10)
-	if err == nil {
-		return sseEvent{ID: id, Event: "end", Data: []byte("{}")}
-	}
-	data, _ := json.Marshal(api.ErrorEvent{Code: gateway.ErrorCode(err), Detail: gateway.ErrorMessage(err)})
-	return sseEvent{ID: id, Event: "error", Data: data}
+	return sse.Event{ID: strconv.FormatUint(e.Seq, 10), Event: string(e.V.Type), Data: data}
 }

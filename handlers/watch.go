@@ -9,13 +9,14 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/sse"
 	"github.com/agentos-gateway/agentos-gateway/watch"
 )
 
 // watchFiles streams the changes of a VM's tree: the changes made through
 // the files API at once, the guest's at the scan interval.
 func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
-	after, resume, err := lastEventID(r)
+	after, resume, err := sse.LastEventID(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -40,7 +41,7 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer wt.Close()
-	s.sse.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
+	s.sse.Serve(w, r, after, func(ctx context.Context, emit func(sse.Event) error) error {
 		for {
 			b, err := wt.Next(ctx)
 			if err != nil {
@@ -48,19 +49,19 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
 			}
 			if b.Resync != "" {
 				data, _ := json.Marshal(api.WatchResyncEvent{Reason: string(b.Resync)})
-				if err := emit(sseEvent{ID: strconv.FormatUint(b.Cursor, 10), Event: "resync", Data: data}); err != nil {
+				if err := emit(sse.Event{ID: strconv.FormatUint(b.Cursor, 10), Event: "resync", Data: data}); err != nil {
 					return err
 				}
 			}
 			for _, e := range b.Events {
 				data, _ := json.Marshal(api.WatchEvent{Seq: e.Seq, Type: string(e.V.Op), Path: e.V.Path, From: e.V.From,
 					Kind: string(e.V.Kind), Source: string(e.V.Source), Time: e.V.Time})
-				if err := emit(sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: string(e.V.Op), Data: data}); err != nil {
+				if err := emit(sse.Event{ID: strconv.FormatUint(e.Seq, 10), Event: string(e.V.Op), Data: data}); err != nil {
 					return err
 				}
 			}
 			if b.Done {
-				return emit(endEvent(b.Cursor, b.Err))
+				return emit(sse.EndEvent(b.Cursor, b.Err))
 			}
 		}
 	})

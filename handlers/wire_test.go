@@ -7,6 +7,8 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
+	"github.com/agentos-gateway/agentos-gateway/sse"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -45,8 +47,8 @@ func TestWireBytes(t *testing.T) {
 		{"exec exit by signal", string(exitEvent(3, &vms.ExecResult{ExitCode: 143, Signal: "SIGTERM"}, nil).Data),
 			`{"durationMs":0,"exitCode":143,"signal":"SIGTERM","truncated":false}`},
 		{"process exit", string(exitJSON(&gateway.ExitStatus{ExitCode: 0})), `{"exitCode":0,"signal":null}`},
-		{"error", string(endEvent(3, gateway.Errorf(gateway.CodeConflict, "the VM is lost")).Data), `{"code":"conflict","detail":"the VM is lost"}`},
-		{"output", string(outputEvent(vms.Entry[vms.Chunk]{Seq: 2, V: vms.Chunk{Stream: "stdout", Data: []byte("hi\n"), Time: at}}).Data),
+		{"error", string(sse.EndEvent(3, gateway.Errorf(gateway.CodeConflict, "the VM is lost")).Data), `{"code":"conflict","detail":"the VM is lost"}`},
+		{"output", string(outputEvent(streamlog.Entry[vms.Chunk]{Seq: 2, V: vms.Chunk{Stream: "stdout", Data: []byte("hi\n"), Time: at}}).Data),
 			`{"seq":2,"stream":"stdout","data":"hi\n","encoding":"utf8","ts":"2026-12-01T12:04:05.12Z"}`},
 		{"vm times", mustJSON(vmResource(gateway.VM{ID: "vm_1", State: gateway.VMReady, CreatedAt: at, UpdatedAt: at.Add(time.Second / 2)})),
 			`{"id":"vm_1","state":"ready","labels":{},"loopbackExemptPorts":[],"software":[],"agents":[],"idleTimeoutSeconds":0,` +

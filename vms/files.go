@@ -12,6 +12,15 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
 
+// FileInfo is a file's metadata as the engine reports it.
+type FileInfo = agentos.FileInfo
+
+// CheckPath validates a guest path as the engine will: absolute, no NUL
+// byte, and no ".." that would climb above the root. It returns the cleaned
+// path. Every Files method checks its paths; CheckPath lets a caller refuse
+// a bad one in its own words before it asks for the VM.
+func CheckPath(p string) (string, error) { return agentos.CheckPath(p) }
+
 // Files is the filesystem of a tenant's live VM. Every method checks the
 // path and maps errors to the gateway's codes.
 type Files struct {
@@ -34,7 +43,7 @@ func (s *Service) Files(ctx context.Context, tenantID, vmID string) (*Files, err
 func (f *Files) Release() { f.done() }
 
 // Stat returns a file's metadata.
-func (f *Files) Stat(ctx context.Context, path string) (agentos.FileInfo, error) {
+func (f *Files) Stat(ctx context.Context, path string) (FileInfo, error) {
 	info, err := f.vm.Stat(ctx, path)
 	return info, EngineError(err, "stat")
 }

@@ -8,6 +8,9 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
 
+// FetchRequest is an HTTP request to a server listening inside the VM.
+type FetchRequest = agentos.FetchRequest
+
 // GuestResponse is a streamed answer of a server inside a VM. Close it:
 // that ends the sidecar's stream and the hold on the VM.
 type GuestResponse struct {
@@ -26,7 +29,7 @@ func (g *GuestResponse) Close() error {
 // tenant's live VM and returns its answer once the head arrived; the body
 // streams. The VM stays busy (not reaped as idle) until the answer is
 // closed.
-func (s *Service) Fetch(ctx context.Context, tenantID, vmID string, req agentos.FetchRequest) (*GuestResponse, error) {
+func (s *Service) Fetch(ctx context.Context, tenantID, vmID string, req FetchRequest) (*GuestResponse, error) {
 	lv, err := s.lookup(ctx, tenantID, vmID)
 	if err != nil {
 		return nil, err

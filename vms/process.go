@@ -9,6 +9,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 // Chunk is a piece of process or shell output.
@@ -194,7 +195,7 @@ type SpawnRequest struct {
 type Process struct {
 	pid  uint32
 	ap   *agentos.Process
-	out  *Log[Chunk]
+	out  *streamlog.Log[Chunk]
 	done chan struct{}
 
 	mu   sync.Mutex
@@ -204,7 +205,7 @@ type Process struct {
 
 // Output returns the process's output log; its sequence numbers are the
 // process's output sequence numbers.
-func (p *Process) Output() *Log[Chunk] { return p.out }
+func (p *Process) Output() *streamlog.Log[Chunk] { return p.out }
 
 // Pid returns the guest pid.
 func (p *Process) Pid() uint32 { return p.pid }
@@ -265,7 +266,7 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 	if err != nil {
 		return gateway.ProcessInfo{}, err
 	}
-	out := NewLog[Chunk](s.cfg.OutputBufferBytes)
+	out := streamlog.New[Chunk](s.cfg.OutputBufferBytes)
 	opts := agentos.SpawnOptions{Cwd: req.Cwd, Env: req.Env, OnOutput: func(o agentos.Output) {
 		out.Append(o.Seq, len(o.Data), Chunk{Stream: o.Stream.String(), Data: o.Data, Time: o.Time})
 	}}
@@ -366,6 +367,11 @@ func (s *Service) Process(ctx context.Context, tenantID, vmID string, pid uint32
 	}
 	return p, lv.hold(s.cfg.Now()), nil
 }
+
+// MaxStdinWrite is the most bytes one write to a process's stdin (or a
+// shell's input) carries: larger writes hang the engine, so they are
+// refused, and callers bound what they accept in one piece by it.
+const MaxStdinWrite = agentos.MaxStdinWrite
 
 // WriteStdin sends bytes to a process's stdin.
 func (p *Process) WriteStdin(ctx context.Context, data []byte) error {

@@ -1,6 +1,6 @@
 // Package vms runs tenants' VMs: it places them on the sidecar pool, records
 // their life in the store, and keeps what the HTTP layer streams (process
-// output, shell output, VM events) in bounded, resumable logs.
+// output, shell output, VM events) in bounded, resumable logs (package streamlog).
 package vms
 
 import (
@@ -20,6 +20,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 // Store is what the service needs of the database.
@@ -173,7 +174,7 @@ type liveVM struct {
 	tenantID string
 	vm       *agentos.VM
 	lease    Lease
-	events   *Log[gateway.VMEvent]
+	events   *streamlog.Log[gateway.VMEvent]
 	idle     time.Duration
 
 	mu          sync.Mutex
@@ -295,7 +296,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	}
 	lv := &liveVM{
 		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
-		events: NewLog[gateway.VMEvent](s.cfg.EventBufferBytes),
+		events: streamlog.New[gateway.VMEvent](s.cfg.EventBufferBytes),
 		idle:   time.Duration(spec.IdleTimeoutSeconds) * time.Second,
 		procs:  map[uint32]*Process{}, shells: map[string]*Shell{}, lastActive: s.cfg.Now(),
 		done: make(chan struct{}),
@@ -661,7 +662,7 @@ func (s *Service) every(interval time.Duration, f func()) {
 }
 
 // Events follows a VM's event log after the given sequence.
-func (s *Service) Events(ctx context.Context, tenantID, id string) (*Log[gateway.VMEvent], func(), error) {
+func (s *Service) Events(ctx context.Context, tenantID, id string) (*streamlog.Log[gateway.VMEvent], func(), error) {
 	lv, err := s.lookup(ctx, tenantID, id)
 	if err != nil {
 		return nil, nil, err

@@ -10,6 +10,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/lineshell"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/terminal"
 )
 
@@ -30,7 +31,7 @@ type Shell struct {
 	shell     string
 	startedAt time.Time
 	p         shellProcess
-	out       *Log[Chunk]
+	out       *streamlog.Log[Chunk]
 	term      *terminal.Terminal
 	done      chan struct{}
 
@@ -59,7 +60,7 @@ func (sh *Shell) ID() string { return sh.id }
 
 // Output returns the shell's output log; its sequence numbers are the
 // shell's output sequence numbers.
-func (sh *Shell) Output() *Log[Chunk] { return sh.out }
+func (sh *Shell) Output() *streamlog.Log[Chunk] { return sh.out }
 
 // Done is closed when the shell ended.
 func (sh *Shell) Done() <-chan struct{} { return sh.done }
@@ -121,7 +122,7 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	if shell == "" {
 		shell = "sh"
 	}
-	sh := &Shell{id: newID("sh_"), shell: shell, startedAt: s.cfg.Now().UTC(), out: NewLog[Chunk](s.cfg.OutputBufferBytes),
+	sh := &Shell{id: newID("sh_"), shell: shell, startedAt: s.cfg.Now().UTC(), out: streamlog.New[Chunk](s.cfg.OutputBufferBytes),
 		done: make(chan struct{})}
 	// A line's process has no terminal, so nothing waits for the answer to
 	// a terminal query: the model keeps the size and answers no one.

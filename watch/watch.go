@@ -18,6 +18,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -137,7 +138,7 @@ func (s *Service) Validate(o *Options) error {
 // vmWatch is the watch state of one VM: its log and its scanners.
 type vmWatch struct {
 	id  string
-	log *vms.Log[Event]
+	log *streamlog.Log[Event]
 
 	// mu guards scanners and serialises what scans append to the log, so
 	// that a change two overlapping scans find is told once.
@@ -180,7 +181,7 @@ func (s *Service) Watch(ctx context.Context, tenantID, vmID string, o Options) (
 	}
 	vw := s.vms[vmID]
 	if vw == nil {
-		vw = &vmWatch{id: vmID, log: vms.NewLog[Event](s.cfg.LogBytes), scanners: map[scanKey]*scanner{}}
+		vw = &vmWatch{id: vmID, log: streamlog.New[Event](s.cfg.LogBytes), scanners: map[scanKey]*scanner{}}
 		s.vms[vmID] = vw
 	}
 	s.mu.Unlock()

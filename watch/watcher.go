@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 // Watcher follows the events of one watched tree.
@@ -45,7 +45,7 @@ type Batch struct {
 	// or it read too slowly and the bounded log dropped them. The client
 	// lists the tree again; the events that follow are live.
 	Resync ResyncReason
-	Events []vms.Entry[Event]
+	Events []streamlog.Entry[Event]
 	// Cursor is the sequence the batch ends at (the id to resume after).
 	Cursor uint64
 	// Done is set at the end of the watch, with its reason in Err.
@@ -84,7 +84,7 @@ func (w *Watcher) Next(ctx context.Context) (Batch, error) {
 
 // read reads the log after the cursor until there is something, the
 // scanner fails (the watch's end, with its reason) or ctx ends.
-func (w *Watcher) read(ctx context.Context) (vms.Batch[Event], error) {
+func (w *Watcher) read(ctx context.Context) (streamlog.Batch[Event], error) {
 	rctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(w.sc.ctx, cancel)
 	b, err := w.vw.log.Read(rctx, w.cursor)
@@ -99,7 +99,7 @@ func (w *Watcher) read(ctx context.Context) (vms.Batch[Event], error) {
 		// log is closed and says so.
 		return w.vw.log.Read(ctx, w.cursor)
 	}
-	return vms.Batch[Event]{Done: true, Err: cause}, nil
+	return streamlog.Batch[Event]{Done: true, Err: cause}, nil
 }
 
 // Close ends the watcher; the last watcher of a tree stops its scanner and

@@ -32,6 +32,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/handlers"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/previews"
+	"github.com/agentos-gateway/agentos-gateway/problemlistener"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
@@ -460,7 +461,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(handlers.ProblemListener(ln)) }()
+	go func() { serveErr <- srv.Serve(problemlistener.Wrap(ln)) }()
 	log.Info().Str("addr", ln.Addr().String()).Str("store", db.Dialect()).Str("node", c.nodeID).Str("advertise", advertise).Str("sidecar", engine.SidecarBin).Msg("agentos-gateway listening")
 
 	// Warm the pool in the background: /readyz turns ready once it answered.

@@ -1,4 +1,9 @@
-package handlers
+// Package problemlistener makes the few answers net/http writes by itself,
+// before any handler runs, problem+json documents like every other error of
+// the gateway. It does so on the wire, in a net.Listener, because net/http
+// offers no hook for them: a client that parses the gateway's errors then
+// never meets text/plain.
+package problemlistener
 
 import (
 	"bytes"
@@ -13,17 +18,17 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/api"
 )
 
-// ProblemListener wraps a listener so that the few answers net/http writes
-// by itself, before any handler runs (431 for oversized headers, 400 for a
-// request without Host or with a NUL in a header, 501 for an unknown
-// transfer coding), are problem+json documents like every other error of
-// the gateway instead of text/plain.
+// Wrap wraps a listener so that the few answers net/http writes by itself,
+// before any handler runs (431 for oversized headers, 400 for a request
+// without Host or with a NUL in a header, 501 for an unknown transfer
+// coding), are problem+json documents like every other error of the
+// gateway instead of text/plain.
 //
 // net/http writes each of those answers to the connection in one write, as
 // a status line followed by exactly plainErrorHeaders and a text body, and
 // then closes the connection; no response of a handler has that shape (they
 // all carry a Date header). Only writes of that exact shape are rewritten.
-func ProblemListener(ln net.Listener) net.Listener { return problemListener{ln} }
+func Wrap(ln net.Listener) net.Listener { return problemListener{ln} }
 
 type problemListener struct{ net.Listener }
 

@@ -1,4 +1,14 @@
-package handlers
+// Package sse serves Server-Sent Events for the gateway: Hub runs every
+// event stream (heartbeats, resumption with Last-Event-ID, a final event
+// when the gateway shuts down) over r3labs/sse, and its shared feeds serve
+// all the clients of one streamlog.Log from one stream, off the request, so
+// that an idle client costs little more than its socket.
+//
+// It knows nothing of VMs or tenants: a stream is a pump function, and a
+// shared feed is a log with a function that renders its entries as events.
+// Keeping this machinery apart from the routes lets the HTTP handlers stay
+// endpoint code, and lets the streams be tested on their own.
+package sse
 
 import (
 	"context"
@@ -9,31 +19,32 @@ import (
 	"sync"
 	"time"
 
-	"github.com/r3labs/sse/v2"
+	r3labs "github.com/r3labs/sse/v2"
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
-// sseEvent is one event to send. An empty ID sends no id line; the events
+// Event is one event to send. An empty ID sends no id line; the events
 // the gateway sends always carry one so a client's Last-Event-ID stays a
 // position it can resume from.
-type sseEvent struct {
+type Event struct {
 	ID    string
 	Event string
 	Data  []byte
 }
 
-// sseHub serves Server-Sent Events through r3labs/sse, configured against
+// Hub serves Server-Sent Events through r3labs/sse, configured against
 // its defaults: no replay log (resume comes from the gateway's own bounded
 // logs and sequence numbers), non-blocking publishes, and heartbeats. A
 // stream of its own serves each connection, so a slow client can only ever
 // slow itself, except for the shared feeds (see ssefeed.go), whose clients
 // share one stream per source and are served off the request.
-type sseHub struct {
-	srv       *sse.Server
+type Hub struct {
+	srv       *r3labs.Server
 	heartbeat time.Duration
 	onCount   func(delta int)
+	refuse    func(w http.ResponseWriter, r *http.Request, err error)
 	log       zerolog.Logger
 	// drainCtx is cancelled when the gateway shuts down: every stream ends
 	// with a final error event.
@@ -60,8 +71,27 @@ const shutdownEventData = `{"code":"unavailable","detail":"the gateway is shutti
 // socket before the gateway stops reading ahead for it.
 const sseBuffer = 64
 
-func newSSEHub(heartbeat time.Duration, onCount func(int), log zerolog.Logger) *sseHub {
-	srv := sse.New()
+// Config configures a Hub.
+type Config struct {
+	// Heartbeat is the period of the comment lines that keep idle streams
+	// open through proxies and tell a client its stream is alive.
+	Heartbeat time.Duration
+	// OnCount, when set, is told of every stream that opens (+1) and
+	// closes (-1), for the subscriber gauge.
+	OnCount func(delta int)
+	// Refuse answers a request for a stream the hub will not start because
+	// the gateway is shutting down (gateway.ErrShuttingDown): the HTTP
+	// layer writes its errors in one place, so the hub hands them back
+	// (nil: a plain-text 503).
+	Refuse func(w http.ResponseWriter, r *http.Request, err error)
+	// Log receives the hub's own warnings.
+	Log zerolog.Logger
+}
+
+// NewHub returns a hub that serves streams until Close.
+func NewHub(cfg Config) *Hub {
+	heartbeat, onCount, log := cfg.Heartbeat, cfg.OnCount, cfg.Log
+	srv := r3labs.New()
 	srv.AutoReplay = false
 	srv.AutoStream = false
 	srv.BufferSize = sseBuffer
@@ -71,7 +101,12 @@ func newSSEHub(heartbeat time.Duration, onCount func(int), log zerolog.Logger) *
 	if onCount == nil {
 		onCount = func(int) {}
 	}
-	h := &sseHub{srv: srv, heartbeat: heartbeat, onCount: onCount, log: log,
+	if cfg.Refuse == nil {
+		cfg.Refuse = func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, gateway.ErrorMessage(err), http.StatusServiceUnavailable)
+		}
+	}
+	h := &Hub{srv: srv, heartbeat: heartbeat, onCount: onCount, refuse: cfg.Refuse, log: log,
 		topics: map[any]*sseTopic{}, conns: map[*sseConn]struct{}{}}
 	// drain ends every stream with a final "error" event saying the
 	// gateway is shutting down, so clients know to reconnect elsewhere or
@@ -81,10 +116,21 @@ func newSSEHub(heartbeat time.Duration, onCount func(int), log zerolog.Logger) *
 	return h
 }
 
-// close ends every stream (after drain, with its final event) and waits, up
+// Drain ends every open stream with a final event saying the gateway is
+// shutting down, so that clients know to reconnect elsewhere or later and
+// the handlers serving streams return; shared feeds asked for after it are
+// refused. Call it when shutdown begins, before the HTTP server waits for
+// its requests.
+func (h *Hub) Drain() { h.drain() }
+
+// Draining is closed once Drain was called: the other long-lived
+// connections (WebSockets, proxied streams) end on it too.
+func (h *Hub) Draining() <-chan struct{} { return h.draining }
+
+// Close ends every stream (after Drain, with its final event) and waits, up
 // to sseCloseTimeout, for the shared feeds' clients to be over; no shared
 // feed starts after it.
-func (h *sseHub) close() {
+func (h *Hub) Close() {
 	h.drain()
 	h.mu.Lock()
 	h.closing = true
@@ -117,7 +163,7 @@ func (h *sseHub) close() {
 
 // hangupWatch returns the hang-up watch, started on first use, or nil where
 // it cannot run.
-func (h *sseHub) hangupWatch() *hangups {
+func (h *Hub) hangupWatch() *hangups {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.hangupsStarted {
@@ -131,23 +177,23 @@ func (h *sseHub) hangupWatch() *hangups {
 	return h.hangups
 }
 
-// serve streams the events produced by pump until pump returns (the stream's
+// Serve streams the events produced by pump until pump returns (the stream's
 // end: its final events are delivered first) or the client goes away (pump's
 // context is cancelled). Every resource of the connection is freed when it
 // returns.
-func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, pump func(ctx context.Context, emit func(sseEvent) error) error) {
+func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, resumeID uint64, pump func(ctx context.Context, emit func(Event) error) error) {
 	id := newStreamID()
 	stream := h.srv.CreateStream(id)
 	stream.AutoReplay = false
 	// Events published before r3labs registers the subscriber would be
 	// dropped, so pumping starts only once it has.
 	subscribed := make(chan struct{})
-	stream.OnSubscribe = func(string, *sse.Subscriber) { close(subscribed) }
+	stream.OnSubscribe = func(string, *r3labs.Subscriber) { close(subscribed) }
 	// r3labs deregisters a subscriber from a goroutine of its own once the
 	// request context ends; removing the stream before that has happened
 	// would leave that goroutine blocked for ever, so removal waits for it.
 	unsubscribed := make(chan struct{})
-	stream.OnUnsubscribe = func(string, *sse.Subscriber) { close(unsubscribed) }
+	stream.OnUnsubscribe = func(string, *r3labs.Subscriber) { close(unsubscribed) }
 	h.onCount(1)
 	defer h.onCount(-1)
 	defer func() {
@@ -160,7 +206,7 @@ func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, 
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	publish := func(ev *sse.Event) error {
+	publish := func(ev *r3labs.Event) error {
 		// TryPublish never blocks; a full buffer means this client reads
 		// slowly, and only this connection's pump waits for it.
 		for !h.srv.TryPublish(id, ev) {
@@ -177,9 +223,9 @@ func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, 
 	if resumeID > 0 {
 		lastID = strconv.FormatUint(resumeID, 10)
 	}
-	emit := func(e sseEvent) error {
+	emit := func(e Event) error {
 		e = repeatID(&lastID, e)
-		return publish(&sse.Event{ID: []byte(e.ID), Event: []byte(e.Event), Data: e.Data})
+		return publish(&r3labs.Event{ID: []byte(e.ID), Event: []byte(e.Event), Data: e.Data})
 	}
 	pumped := make(chan struct{})
 	go func() {
@@ -207,20 +253,20 @@ func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, 
 			select {
 			case <-h.draining:
 				if ctx.Err() == nil {
-					_ = emit(sseEvent{Event: "error", Data: []byte(shutdownEventData)})
+					_ = emit(Event{Event: "error", Data: []byte(shutdownEventData)})
 				}
 			default:
 			}
 			// An empty event makes r3labs end the response after everything
 			// published before it was written.
-			_ = publish(&sse.Event{})
+			_ = publish(&r3labs.Event{})
 		}()
 		for {
 			select {
 			case <-pumpDone:
 				return
 			case <-hb.C:
-				_ = publish(&sse.Event{Comment: []byte("heartbeat")})
+				_ = publish(&r3labs.Event{Comment: []byte("heartbeat")})
 			}
 		}
 	}()
@@ -242,7 +288,7 @@ func (h *sseHub) serve(w http.ResponseWriter, r *http.Request, resumeID uint64, 
 // repeatID gives an event without an id the id of the one before it (last,
 // which it updates): r3labs writes an id line for every event, and an empty
 // one would reset the client's resume position.
-func repeatID(last *string, e sseEvent) sseEvent {
+func repeatID(last *string, e Event) Event {
 	if e.ID == "" {
 		e.ID = *last
 	}
@@ -256,9 +302,10 @@ func newStreamID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// lastEventID parses Last-Event-ID (header, or the lastEventId query
-// parameter for clients that cannot set headers) as a sequence number.
-func lastEventID(r *http.Request) (uint64, bool, error) {
+// LastEventID parses Last-Event-ID (header, or the lastEventId query
+// parameter for clients that cannot set headers) as a sequence number: the
+// position a client resumes from. ok is false when the client gave none.
+func LastEventID(r *http.Request) (uint64, bool, error) {
 	v := r.Header.Get("Last-Event-ID")
 	if v == "" {
 		v = r.URL.Query().Get("lastEventId")
@@ -271,17 +318,4 @@ func lastEventID(r *http.Request) (uint64, bool, error) {
 		return 0, false, gateway.Wrap(gateway.CodeInvalidArgument, err, "Last-Event-ID must be an event id: a non-negative integer").WithDetail("field", "Last-Event-ID")
 	}
 	return n, true, nil
-}
-
-// checkResume refuses a resume position (from field: Last-Event-ID, or an
-// attach's after) past the last sequence a stream has produced: no event
-// ever had that id, so resuming there would silently skip output (a
-// running stream) or invent an id (an ended one). The wording matches the
-// session streams' refusal.
-func checkResume(after, last uint64, field string) error {
-	if after <= last {
-		return nil
-	}
-	return gateway.Errorf(gateway.CodeInvalidArgument, "%s %d is beyond the stream's latest sequence %d", field, after, last).
-		WithDetail("field", field).WithDetail("latestSequence", last)
 }

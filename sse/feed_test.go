@@ -1,4 +1,4 @@
-package handlers
+package sse
 
 import (
 	"bufio"
@@ -19,39 +19,40 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentos-gateway/agentos-gateway/vms"
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 // feedServer serves a shared feed of l on a real loopback server: each
-// entry is a "line" event, the end is endEvent's. It returns the hub and
+// entry is a "line" event, the end is EndEvent's. It returns the hub and
 // the server's address; counts tells how many clients are open and how
 // many releases ran.
 type feedServer struct {
-	hub      *sseHub
+	hub      *Hub
 	addr     string
 	open     atomic.Int64
 	released atomic.Int64
 }
 
-func newFeedServer(t *testing.T, l *vms.Log[string], heartbeat time.Duration) *feedServer {
+func newFeedServer(t *testing.T, l *streamlog.Log[string], heartbeat time.Duration) *feedServer {
 	t.Helper()
 	goroutines := runtime.NumGoroutine()
 	fs := &feedServer{}
-	fs.hub = newSSEHub(heartbeat, func(d int) { fs.open.Add(int64(d)) }, zerolog.Nop())
+	fs.hub = NewHub(Config{Heartbeat: heartbeat, OnCount: func(d int) { fs.open.Add(int64(d)) }, Refuse: refuse, Log: zerolog.Nop()})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		after, _, err := lastEventID(r)
+		after, _, err := LastEventID(r)
 		if err != nil {
-			writeError(w, r, err)
+			refuse(w, r, err)
 			return
 		}
-		fs.hub.serveFeed(w, r, after, logFeed[string]{log: l, render: func(e vms.Entry[string]) sseEvent {
-			return sseEvent{ID: strconv.FormatUint(e.Seq, 10), Event: "line", Data: []byte(strconv.Quote(e.V))}
+		fs.hub.ServeFeed(w, r, after, LogFeed[string]{Log: l, Render: func(e streamlog.Entry[string]) Event {
+			return Event{ID: strconv.FormatUint(e.Seq, 10), Event: "line", Data: []byte(strconv.Quote(e.V))}
 		}}, func() { fs.released.Add(1) })
 	}))
 	fs.addr = srv.Listener.Addr().String()
 	t.Cleanup(func() {
 		srv.Close()
-		fs.hub.close()
+		fs.hub.Close()
 		if n := fs.open.Load(); n != 0 {
 			t.Errorf("%d clients still open after close", n)
 		}
@@ -67,6 +68,20 @@ func newFeedServer(t *testing.T, l *vms.Log[string], heartbeat time.Duration) *f
 		}
 	})
 	return fs
+}
+
+// refuse writes a refusal as the handlers' problem documents do, by its
+// code: 503 for a stream refused while the gateway shuts down, 400 for a
+// malformed Last-Event-ID.
+func refuse(w http.ResponseWriter, _ *http.Request, err error) {
+	status := http.StatusInternalServerError
+	switch gateway.ErrorCode(err) {
+	case gateway.CodeUnavailable:
+		status = http.StatusServiceUnavailable
+	case gateway.CodeInvalidArgument:
+		status = http.StatusBadRequest
+	}
+	http.Error(w, gateway.ErrorMessage(err), status)
 }
 
 // feedClient is one client's raw HTTP/1.1 connection to a feed.
@@ -164,7 +179,7 @@ func wantLines(after, n int) []feedFrame {
 	return append(want, feedFrame{strconv.Itoa(n), "end", "{}"})
 }
 
-func appendLines(l *vms.Log[string], from, to int) {
+func appendLines(l *streamlog.Log[string], from, to int) {
 	for i := from; i <= to; i++ {
 		l.Append(0, 8, "line "+strconv.Itoa(i))
 	}
@@ -182,7 +197,7 @@ func sameFrames(t *testing.T, who string, got, want []feedFrame) {
 // exactly once and in order, then the end; HTTP/1.0 clients get the same
 // from a stream of their own.
 func TestSharedFeedResume(t *testing.T) {
-	l := vms.NewLog[string](1 << 20)
+	l := streamlog.New[string](1 << 20)
 	fs := newFeedServer(t, l, time.Hour)
 	early := fs.dial(t, "HTTP/1.1", "")
 	appendLines(l, 1, 3)
@@ -212,7 +227,7 @@ func TestSharedFeedResume(t *testing.T) {
 // events meet without a gap or an overlap).
 func TestSharedFeedConcurrentJoins(t *testing.T) {
 	const n, clients = 300, 24
-	l := vms.NewLog[string](1 << 20)
+	l := streamlog.New[string](1 << 20)
 	fs := newFeedServer(t, l, time.Hour)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -243,7 +258,7 @@ func TestSharedFeedConcurrentJoins(t *testing.T) {
 // TestSharedFeedBacklogWire: an event a client gets from its backlog is
 // byte for byte the frame r3labs writes for it live.
 func TestSharedFeedBacklogWire(t *testing.T) {
-	l := vms.NewLog[string](1 << 20)
+	l := streamlog.New[string](1 << 20)
 	fs := newFeedServer(t, l, time.Hour)
 	live := fs.dial(t, "HTTP/1.1", "")
 	time.Sleep(100 * time.Millisecond)
@@ -276,7 +291,7 @@ func TestSharedFeedSlowClient(t *testing.T) {
 		{"gateway drains", 64 << 20, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l := vms.NewLog[string](c.logSize)
+			l := streamlog.New[string](c.logSize)
 			fs := newFeedServer(t, l, time.Hour)
 			slow := fs.dial(t, "HTTP/1.1", "")
 			fast := fs.dial(t, "HTTP/1.1", "")
@@ -325,7 +340,7 @@ func TestSharedFeedSlowClient(t *testing.T) {
 			end := "end"
 			if c.drain {
 				end = "error"
-				fs.hub.drain()
+				fs.hub.Drain()
 			} else {
 				l.Close(nil)
 			}
@@ -358,7 +373,7 @@ func TestSharedFeedSlowClient(t *testing.T) {
 // (its release runs, the topic goes with its last client); draining ends
 // every stream with the shutdown event; heartbeats reach idle clients.
 func TestSharedFeedHangUpAndDrain(t *testing.T) {
-	l := vms.NewLog[string](1 << 20)
+	l := streamlog.New[string](1 << 20)
 	fs := newFeedServer(t, l, 50*time.Millisecond)
 	gone := fs.dial(t, "HTTP/1.1", "")
 	stays := fs.dial(t, "HTTP/1.1", "")
@@ -372,7 +387,7 @@ func TestSharedFeedHangUpAndDrain(t *testing.T) {
 	appendLines(l, 1, 1)
 	eventually(t, func() bool { return l.LastSeq() == 1 })
 	time.Sleep(100 * time.Millisecond)
-	fs.hub.drain()
+	fs.hub.Drain()
 	frames, _ := stays.readAll(t)
 	last := frames[len(frames)-1]
 	if last.event != "error" || last.data != shutdownEventData || last.id != "1" {
@@ -380,7 +395,7 @@ func TestSharedFeedHangUpAndDrain(t *testing.T) {
 	}
 	eventually(t, func() bool { return fs.open.Load() == 0 && fs.released.Load() == 2 })
 	rec := httptest.NewRecorder()
-	fs.hub.serveFeed(rec, httptest.NewRequest("GET", "/events", nil), 0, logFeed[string]{log: l}, func() {})
+	fs.hub.ServeFeed(rec, httptest.NewRequest("GET", "/events", nil), 0, LogFeed[string]{Log: l}, func() {})
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("a stream after drain: %d, want 503", rec.Code)
 	}

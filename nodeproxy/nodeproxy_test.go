@@ -1,4 +1,4 @@
-package handlers
+package nodeproxy
 
 import (
 	"context"
@@ -55,5 +55,13 @@ func TestStreamGuard(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestShutdownEventData holds the final event of a proxied stream at
+// shutdown to the bytes the gateway's own streams end with.
+func TestShutdownEventData(t *testing.T) {
+	if want := `{"code":"unavailable","detail":"the gateway is shutting down"}`; shutdownEventData != want {
+		t.Fatalf("shutdownEventData = %s, want %s", shutdownEventData, want)
 	}
 }

@@ -1,4 +1,4 @@
-package handlers
+package sse
 
 import (
 	"bytes"
@@ -11,9 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/r3labs/sse/v2"
+	r3labs "github.com/r3labs/sse/v2"
 
-	"github.com/agentos-gateway/agentos-gateway/vms"
+	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 // A shared feed serves every client of one source (a VM's events, a
@@ -48,8 +49,10 @@ import (
 // Other protocols (HTTP/2, HTTP/1.0) get a stream of their own in the
 // request, as every other stream does.
 
-// sseFeed is an event source that many clients can follow at once.
-type sseFeed interface {
+// Feed is an event source that many clients can follow at once. LogFeed is
+// the one there is; its methods are the hub's business, so they are not
+// exported.
+type Feed interface {
 	// source identifies what the feed follows: the clients of one source
 	// share one stream.
 	source() any
@@ -57,33 +60,37 @@ type sseFeed interface {
 	position() uint64
 	// follow emits the events after cursor until the source ends (its
 	// final events included) or ctx ends.
-	follow(ctx context.Context, after uint64, emit func(sseEvent) error) error
+	follow(ctx context.Context, after uint64, emit func(Event) error) error
 	// backlog returns the events after cursor that follow would emit now,
 	// without waiting, and whether they include the source's end.
-	backlog(after uint64) (events []sseEvent, done bool)
+	backlog(after uint64) (events []Event, done bool)
 }
 
-// logFeed is the feed of a vms.Log, rendered as followLog renders it.
-type logFeed[T any] struct {
-	log    *vms.Log[T]
-	render func(vms.Entry[T]) sseEvent
-	onEnd  func(last uint64, err error) []sseEvent
+// LogFeed is the feed of a streamlog.Log, rendered as FollowLog renders it:
+// the clients following one log share one stream.
+type LogFeed[T any] struct {
+	// Log is the source; its clients share one stream.
+	Log *streamlog.Log[T]
+	// Render makes the event of an entry.
+	Render func(streamlog.Entry[T]) Event
+	// OnEnd renders the final events once the log is closed (nil: EndEvent).
+	OnEnd func(last uint64, err error) []Event
 }
 
-func (f logFeed[T]) source() any      { return f.log }
-func (f logFeed[T]) position() uint64 { return f.log.LastSeq() }
+func (f LogFeed[T]) source() any      { return f.Log }
+func (f LogFeed[T]) position() uint64 { return f.Log.LastSeq() }
 
-func (f logFeed[T]) follow(ctx context.Context, after uint64, emit func(sseEvent) error) error {
-	return followLog(ctx, f.log, after, emit, f.render, f.onEnd)
+func (f LogFeed[T]) follow(ctx context.Context, after uint64, emit func(Event) error) error {
+	return FollowLog(ctx, f.Log, after, emit, f.Render, f.OnEnd)
 }
 
-func (f logFeed[T]) backlog(after uint64) ([]sseEvent, bool) {
-	b := f.log.Peek(after)
-	var events []sseEvent
-	_, _ = emitBatch(b, after, func(e sseEvent) error {
+func (f LogFeed[T]) backlog(after uint64) ([]Event, bool) {
+	b := f.Log.Peek(after)
+	var events []Event
+	_, _ = emitBatch(b, after, func(e Event) error {
 		events = append(events, e)
 		return nil
-	}, f.render, f.onEnd)
+	}, f.Render, f.OnEnd)
 	return events, b.Done
 }
 
@@ -111,14 +118,14 @@ type sseTopic struct {
 	ended   bool                  // no client joins any more
 }
 
-// serveFeed streams feed to the client of r from after. release (never
+// ServeFeed streams feed to the client of r from after. release (never
 // nil) frees what the feed holds for this client; it runs when the stream
-// is over. On HTTP/1.1 serveFeed returns as soon as the stream started,
+// is over. On HTTP/1.1 ServeFeed returns as soon as the stream started,
 // and the stream goes on without the request.
-func (h *sseHub) serveFeed(w http.ResponseWriter, r *http.Request, after uint64, feed sseFeed, release func()) {
+func (h *Hub) ServeFeed(w http.ResponseWriter, r *http.Request, after uint64, feed Feed, release func()) {
 	if r.ProtoMajor != 1 || r.ProtoMinor != 1 {
 		defer release()
-		h.serve(w, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
+		h.Serve(w, r, after, func(ctx context.Context, emit func(Event) error) error {
 			return feed.follow(ctx, after, emit)
 		})
 		return
@@ -128,7 +135,7 @@ func (h *sseHub) serveFeed(w http.ResponseWriter, r *http.Request, after uint64,
 	h.mu.Unlock()
 	if closing || h.drainCtx.Err() != nil {
 		release()
-		writeError(w, r, errShuttingDown)
+		h.refuse(w, r, gateway.ErrShuttingDown)
 		return
 	}
 	// The head r3labs would write; the connection is not net/http's to
@@ -189,8 +196,8 @@ func (h *sseHub) serveFeed(w http.ResponseWriter, r *http.Request, after uint64,
 
 // serveAfterHead is a private stream of feed through w, whose head was
 // already written.
-func (h *sseHub) serveAfterHead(w http.ResponseWriter, r *http.Request, after uint64, feed sseFeed) {
-	h.serve(headSent{w}, r, after, func(ctx context.Context, emit func(sseEvent) error) error {
+func (h *Hub) serveAfterHead(w http.ResponseWriter, r *http.Request, after uint64, feed Feed) {
+	h.Serve(headSent{w}, r, after, func(ctx context.Context, emit func(Event) error) error {
 		return feed.follow(ctx, after, emit)
 	})
 }
@@ -203,7 +210,7 @@ func (w headSent) Flush()          { _ = http.NewResponseController(w.ResponseWr
 
 // topicLocked returns the live topic of feed's source, started if there is
 // none (h.mu held).
-func (h *sseHub) topicLocked(feed sseFeed) *sseTopic {
+func (h *Hub) topicLocked(feed Feed) *sseTopic {
 	if t, ok := h.topics[feed.source()]; ok {
 		return t
 	}
@@ -212,7 +219,7 @@ func (h *sseHub) topicLocked(feed sseFeed) *sseTopic {
 		clients: map[*url.URL]*sseConn{}}
 	stream := h.srv.CreateStream(t.id)
 	stream.AutoReplay = false
-	stream.OnUnsubscribe = func(_ string, sub *sse.Subscriber) {
+	stream.OnUnsubscribe = func(_ string, sub *r3labs.Subscriber) {
 		h.mu.Lock()
 		c := t.clients[sub.URL]
 		h.mu.Unlock()
@@ -221,7 +228,7 @@ func (h *sseHub) topicLocked(feed sseFeed) *sseTopic {
 		}
 	}
 	h.topics[t.source] = t
-	t.beat = newSSEBeat(h.heartbeat, func() { h.srv.TryPublish(t.id, &sse.Event{Comment: []byte("heartbeat")}) })
+	t.beat = newSSEBeat(h.heartbeat, func() { h.srv.TryPublish(t.id, &r3labs.Event{Comment: []byte("heartbeat")}) })
 	h.wg.Add(1)
 	go h.pump(ctx, t, feed, feed.position())
 	return t
@@ -229,16 +236,16 @@ func (h *sseHub) topicLocked(feed sseFeed) *sseTopic {
 
 // pump publishes feed's events after from to t's clients until the source
 // ends or t is stopped, then ends every client's stream.
-func (h *sseHub) pump(ctx context.Context, t *sseTopic, feed sseFeed, from uint64) {
+func (h *Hub) pump(ctx context.Context, t *sseTopic, feed Feed, from uint64) {
 	defer h.wg.Done()
 	defer close(t.done)
 	lastID := strconv.FormatUint(from, 10)
-	publish := func(e sseEvent) error {
+	publish := func(e Event) error {
 		e = repeatID(&lastID, e)
 		// Publish waits for r3labs's stream goroutine, which hands the
 		// event to each client's r3labs goroutine; those only move frames
 		// to their client's queue, so no client's socket holds the others.
-		h.srv.Publish(t.id, &sse.Event{ID: []byte(e.ID), Event: []byte(e.Event), Data: e.Data})
+		h.srv.Publish(t.id, &r3labs.Event{ID: []byte(e.ID), Event: []byte(e.Event), Data: e.Data})
 		return ctx.Err()
 	}
 	_ = feed.follow(ctx, from, publish)
@@ -252,15 +259,15 @@ func (h *sseHub) pump(ctx context.Context, t *sseTopic, feed sseFeed, from uint6
 	// reads no more, and r3labs would wait for it.
 	t.beat.stop()
 	if h.drainCtx.Err() != nil {
-		h.srv.Publish(t.id, &sse.Event{ID: []byte(lastID), Event: []byte("error"), Data: []byte(shutdownEventData)})
+		h.srv.Publish(t.id, &r3labs.Event{ID: []byte(lastID), Event: []byte("error"), Data: []byte(shutdownEventData)})
 	}
 	// An empty event makes r3labs end every client's response.
-	h.srv.Publish(t.id, &sse.Event{})
+	h.srv.Publish(t.id, &r3labs.Event{})
 }
 
 // leave takes c off t; the last client out stops t's pump and removes its
 // stream.
-func (h *sseHub) leave(t *sseTopic, u *url.URL, c *sseConn) {
+func (h *Hub) leave(t *sseTopic, u *url.URL, c *sseConn) {
 	h.mu.Lock()
 	delete(t.clients, u)
 	delete(h.conns, c)
@@ -288,14 +295,14 @@ func (h *sseHub) leave(t *sseTopic, u *url.URL, c *sseConn) {
 // (r3labs writes one in several Writes and then flushes) is sent as one
 // HTTP/1.1 chunk.
 type sseConn struct {
-	hub    *sseHub
+	hub    *Hub
 	conn   net.Conn
 	cancel context.CancelFunc // ends the client's r3labs subscription
 	// followCtx is the context of the writer's own following of the log
 	// once the client fell behind; stop cancels it.
 	followCtx context.Context
 	stop      context.CancelFunc
-	feed      sseFeed
+	feed      Feed
 	topic     *sseTopic
 	after     uint64
 	// unsubscribed is closed when r3labs has removed the subscriber.
@@ -425,21 +432,21 @@ func (c *sseConn) WriteHeader(int) {
 	case pumpEnded:
 		// The gateway drains: the topic's shutdown event may have gone out
 		// before the client was registered.
-		c.event(sseEvent{ID: strconv.FormatUint(c.skip, 10), Event: "error", Data: []byte(shutdownEventData)})
+		c.event(Event{ID: strconv.FormatUint(c.skip, 10), Event: "error", Data: []byte(shutdownEventData)})
 		c.ended = true
 		c.cancel()
 	}
 }
 
 // event queues e, a frame of the client's backlog.
-func (c *sseConn) event(e sseEvent) {
+func (c *sseConn) event(e Event) {
 	writeFrame(c.buffer(), e)
 	c.send(false)
 }
 
 // writeFrame writes e to f as r3labs writes an event without replay, base64
 // or data splitting.
-func writeFrame(f *bytes.Buffer, e sseEvent) {
+func writeFrame(f *bytes.Buffer, e Event) {
 	f.WriteString("id: ")
 	f.WriteString(e.ID)
 	f.WriteString("\ndata: ")
@@ -560,7 +567,7 @@ func (c *sseConn) followBehind() {
 	c.mu.Unlock()
 	lastID := strconv.FormatUint(from, 10)
 	var chunk []byte
-	emit := func(e sseEvent) error {
+	emit := func(e Event) error {
 		e = repeatID(&lastID, e)
 		f := framePool.Get().(*bytes.Buffer)
 		defer func() {
@@ -576,7 +583,7 @@ func (c *sseConn) followBehind() {
 	}
 	err := c.feed.follow(c.followCtx, from, emit)
 	if err != nil && !errors.Is(err, errStreamWrite) && c.hub.drainCtx.Err() != nil {
-		_ = emit(sseEvent{Event: "error", Data: []byte(shutdownEventData)})
+		_ = emit(Event{Event: "error", Data: []byte(shutdownEventData)})
 	}
 }
 
@@ -593,7 +600,7 @@ func (c *sseConn) covered(f []byte) bool {
 	return ok && id <= c.skip && !finalEvents[event]
 }
 
-// finalEvents are the events a log feed ends with (endEvent, a process's
+// finalEvents are the events a log feed ends with (EndEvent, a process's
 // exit); they carry the id of the last entry before them.
 var finalEvents = map[string]bool{"end": true, "error": true, "exit": true}
 

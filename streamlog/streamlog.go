@@ -1,8 +1,20 @@
-package vms
+// Package streamlog provides Log, the bounded, sequence-numbered record behind
+// every stream the gateway serves: a process's or shell's output, a VM's
+// events, a VM's file changes. Producers append without ever waiting for
+// consumers; each consumer follows with its own cursor and learns exactly which
+// entries it missed when it fell too far behind. The sequence numbers are what
+// SSE's Last-Event-ID and the attach protocol's resume point name.
+//
+// It lives on its own, below the services and the HTTP layer, because both
+// sides use it: vms and watch produce into logs, and the SSE and attach
+// servers read them, without either having to import the other.
+package streamlog
 
 import (
 	"context"
 	"sync"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 // Entry is one item of a log: a sequence number and a payload with its size.
@@ -29,8 +41,8 @@ type Log[T any] struct {
 	changed  chan struct{} // closed and replaced on every change
 }
 
-// NewLog returns a log that keeps about maxBytes of payload.
-func NewLog[T any](maxBytes int) *Log[T] {
+// New returns a log that keeps about maxBytes of payload.
+func New[T any](maxBytes int) *Log[T] {
 	return &Log[T]{maxBytes: maxBytes, next: 1, changed: make(chan struct{})}
 }
 
@@ -138,4 +150,17 @@ func (l *Log[T]) peek(after uint64) (Batch[T], <-chan struct{}) {
 		b.Done, b.Err = true, l.final
 	}
 	return b, l.changed
+}
+
+// CheckResume refuses a resume position (from field: Last-Event-ID, or an
+// attach's after) past last, the last sequence a stream has produced: no
+// event ever had that id, so resuming there would silently skip output (a
+// running stream) or invent an id (an ended one). Every stream over a log
+// refuses with these words, which match the session streams' refusal.
+func CheckResume(after, last uint64, field string) error {
+	if after <= last {
+		return nil
+	}
+	return gateway.Errorf(gateway.CodeInvalidArgument, "%s %d is beyond the stream's latest sequence %d", field, after, last).
+		WithDetail("field", field).WithDetail("latestSequence", last)
 }

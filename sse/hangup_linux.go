@@ -1,6 +1,6 @@
 //go:build linux
 
-package handlers
+package sse
 
 import (
 	"errors"

@@ -1,15 +1,18 @@
-package vms
+package streamlog
 
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
 func TestLogReadFollowsAndReportsGaps(t *testing.T) {
 	ctx := context.Background()
-	l := NewLog[string](10)
+	l := New[string](10)
 	for _, s := range []string{"aaaa", "bbbb", "cccc"} { // 12 bytes: the first is dropped
 		l.Append(0, len(s), s)
 	}
@@ -54,7 +57,7 @@ func TestLogReadFollowsAndReportsGaps(t *testing.T) {
 		t.Fatalf("after close = %+v", b)
 	}
 	// A context ends a waiting read.
-	l2 := NewLog[string](10)
+	l2 := New[string](10)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := l2.Read(cctx, 0); !errors.Is(err, context.Canceled) {
@@ -63,7 +66,7 @@ func TestLogReadFollowsAndReportsGaps(t *testing.T) {
 }
 
 func TestLogExplicitSequences(t *testing.T) {
-	l := NewLog[int](100)
+	l := New[int](100)
 	l.Append(5, 1, 5)
 	if seq := l.Append(0, 1, 6); seq != 6 {
 		t.Fatalf("seq = %d", seq)
@@ -71,5 +74,19 @@ func TestLogExplicitSequences(t *testing.T) {
 	b, _ := l.Read(context.Background(), 0)
 	if b.GapFrom != 1 || b.GapTo != 4 || len(b.Entries) != 2 {
 		t.Fatalf("batch = %+v", b)
+	}
+}
+
+func TestCheckResume(t *testing.T) {
+	for _, tc := range []struct {
+		after, last uint64
+		ok          bool
+	}{{0, 0, true}, {3, 3, true}, {2, 3, true}, {4, 3, false}, {1, 0, false}, {999, 2, false}} {
+		err := CheckResume(tc.after, tc.last, "Last-Event-ID")
+		var ge *gateway.Error
+		if tc.ok != (err == nil) || (err != nil && (!errors.As(err, &ge) || ge.Code != gateway.CodeInvalidArgument ||
+			ge.Details["latestSequence"] != tc.last || !strings.Contains(ge.Message, "beyond"))) {
+			t.Errorf("CheckResume(%d, %d) = %v", tc.after, tc.last, err)
+		}
 	}
 }

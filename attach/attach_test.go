@@ -1,4 +1,4 @@
-package handlers
+package attach
 
 import (
 	"errors"
@@ -120,14 +120,14 @@ func TestWebSocketRequestHelpers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodGet, "http://gw.example:8080/v1/vms/vm_1/shells/sh_1/attach", nil)
 			r.Header = tt.header
-			if got := isWebSocketUpgrade(r); got != tt.upgrade {
-				t.Errorf("isWebSocketUpgrade = %v", got)
+			if got := IsUpgrade(r); got != tt.upgrade {
+				t.Errorf("IsUpgrade = %v", got)
 			}
-			if key, ok := bearerFromProtocols(r); key != tt.key || ok != tt.hasKey {
-				t.Errorf("bearerFromProtocols = %q, %v", key, ok)
+			if key, ok := BearerFromProtocols(r); key != tt.key || ok != tt.hasKey {
+				t.Errorf("BearerFromProtocols = %q, %v", key, ok)
 			}
-			s := &Server{cfg: Config{AllowedOrigins: tt.origins}}
-			if got := s.originAllowed(r); got != tt.originOK {
+			h := NewHub(Config{AllowedOrigins: tt.origins})
+			if got := h.originAllowed(r); got != tt.originOK {
 				t.Errorf("originAllowed = %v", got)
 			}
 		})

@@ -1,4 +1,4 @@
-package handlers
+package problemlistener
 
 import (
 	"bufio"
@@ -28,7 +28,7 @@ func TestProblemListener(t *testing.T) {
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ProblemListener(ln)) }()
+	go func() { defer close(done); _ = srv.Serve(Wrap(ln)) }()
 	t.Cleanup(func() { _ = srv.Close(); <-done })
 
 	tests := []struct {
