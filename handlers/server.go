@@ -25,7 +25,6 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/previews"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
-	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/snapshots"
 	"github.com/agentos-gateway/agentos-gateway/sse"
 	"github.com/agentos-gateway/agentos-gateway/vms"
@@ -48,8 +47,8 @@ type Store interface {
 
 // Pool is what the handlers show of the sidecar pool.
 type Pool interface {
-	Sidecars() []sidecarpool.SidecarInfo
-	Stats() sidecarpool.Stats
+	Sidecars() []gateway.SidecarInfo
+	Stats() gateway.SidecarPoolStats
 	Ready() bool
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
-	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/sse"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
@@ -44,14 +43,14 @@ func (specFullPool) Acquire(context.Context, string, bool) (vms.Lease, error) {
 // specPool is what the handlers show of the pool.
 type specPool struct{ ready bool }
 
-func (p *specPool) Sidecars() []sidecarpool.SidecarInfo {
-	return []sidecarpool.SidecarInfo{
-		{ID: "sc_1", Pid: 4242, State: sidecarpool.StateReady, Holds: 2, Tenants: []string{"default"}, RSS: 64 << 20, StartedAt: time.Now()},
-		{ID: "sc_2", State: sidecarpool.StateStarting, StartedAt: time.Now()},
+func (p *specPool) Sidecars() []gateway.SidecarInfo {
+	return []gateway.SidecarInfo{
+		{ID: "sc_1", Pid: 4242, State: "ready", Holds: 2, Tenants: []string{"default"}, RSS: 64 << 20, StartedAt: time.Now()},
+		{ID: "sc_2", State: "starting", StartedAt: time.Now()},
 	}
 }
-func (p *specPool) Stats() sidecarpool.Stats { return sidecarpool.Stats{Restarts: 1} }
-func (p *specPool) Ready() bool              { return p.ready }
+func (p *specPool) Stats() gateway.SidecarPoolStats { return gateway.SidecarPoolStats{Restarts: 1} }
+func (p *specPool) Ready() bool                     { return p.ready }
 
 const specAdminKey = "agk_spec_test_admin_key_0123456789"
 

@@ -117,34 +117,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// SidecarInfo describes one pooled sidecar.
-type SidecarInfo struct {
-	ID    string `json:"id"`
-	Pid   int    `json:"pid"` // 0 while starting
-	State string `json:"state"`
-	Holds int    `json:"holds"`
-	// Tenants are the tenants holding leases on the sidecar, sorted.
-	Tenants []string `json:"tenants"`
-	// Isolated sidecars serve only Owner, the tenant they were spawned for.
-	Isolated  bool      `json:"isolated"`
-	Owner     string    `json:"owner,omitempty"`
-	RSS       int64     `json:"rss"`
-	StartedAt time.Time `json:"startedAt"`
-}
+// SidecarInfo describes one pooled sidecar; the type lives in the root
+// package, so that the handlers that show it need not import the pool.
+type SidecarInfo = gateway.SidecarInfo
 
-// Stats are the pool's counters and current sizes.
-type Stats struct {
-	Spawned       uint64 // sidecars that completed their handshake
-	SpawnFailures uint64 // spawns or handshakes that failed
-	Crashes       uint64 // sidecars that died without being asked to
-	Restarts      uint64 // successful spawns that replaced a crashed sidecar
-	Retired       uint64 // sidecars stopped for being idle or over the memory high-water
-	// SharedPlacements counts holds that TenantAffinity put on a sidecar
-	// holding another tenant's VMs, for want of room for one of its own.
-	SharedPlacements uint64
-	Live             int // sidecars counted against MaxSidecars, in any state
-	Idle             int // ready sidecars with no holds
-}
+// Stats are the pool's counters and current sizes; the type lives in the
+// root package, as SidecarInfo does.
+type Stats = gateway.SidecarPoolStats
 
 // Pool places VMs on a bounded set of sidecar processes.
 type Pool struct {
