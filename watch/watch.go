@@ -17,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
@@ -44,7 +43,7 @@ const scanTimeout = 30 * time.Second
 // Tree is what a scanner needs of a VM's filesystem; *vms.Files has it.
 type Tree interface {
 	List(ctx context.Context, path string, recursive bool, maxDepth int) ([]gateway.DirEntry, error)
-	Stat(ctx context.Context, path string) (agentos.FileInfo, error)
+	Stat(ctx context.Context, path string) (vms.FileInfo, error)
 	Release()
 }
 
