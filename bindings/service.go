@@ -20,7 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/vms"
 	"github.com/agentos-gateway/agentos-gateway/webhook"
 )
 
@@ -30,10 +30,16 @@ type Store interface {
 	SetVMBindings(ctx context.Context, tenantID, id string, b *gateway.Bindings) (gateway.VM, error)
 }
 
+// BindingHost is what the service needs of a VM's engine, as vms offers it.
+type BindingHost interface {
+	HandleCalls(h func(ctx context.Context, call vms.HostCall) (json.RawMessage, error))
+	Register(ctx context.Context, c vms.HostCallbackCollection) error
+}
+
 // VMs is what the service needs of the VM service.
 type VMs interface {
-	// Agent returns the engine's VM of a live VM this node runs.
-	Agent(ctx context.Context, tenantID, id string) (*agentos.VM, func(), error)
+	// Hold holds a live VM this node runs busy until release is called.
+	Hold(ctx context.Context, tenantID, id string) (release func(), err error)
 	// Publish appends an event to a VM's event stream.
 	Publish(vmID string, ev gateway.VMEvent)
 }
@@ -73,7 +79,7 @@ func New(cfg Config, st Store, vms VMs, hooks *webhook.Client) *Service {
 // vmBindings are the bindings of one live VM.
 type vmBindings struct {
 	tenantID, vmID string
-	engine         *agentos.VM
+	engine         BindingHost
 
 	// regMu serialises changes, which register collections one by one.
 	regMu sync.Mutex
@@ -101,9 +107,9 @@ func (s *Service) TenantSecret(tenantID string) string { return s.hooks.TenantSe
 
 // SetUpVM registers a new VM's declared bindings with its engine and
 // answers its host calls from now on.
-func (s *Service) SetUpVM(ctx context.Context, vm gateway.VM, engine *agentos.VM) error {
+func (s *Service) SetUpVM(ctx context.Context, vm gateway.VM, engine vms.BindingHost) error {
 	v := &vmBindings{tenantID: vm.TenantID, vmID: vm.ID, engine: engine, registered: map[string][]byte{}, cur: vm.Spec.Bindings}
-	engine.SetHostCallHandler(func(ctx context.Context, call agentos.HostCall) (json.RawMessage, error) {
+	engine.HandleCalls(func(ctx context.Context, call vms.HostCall) (json.RawMessage, error) {
 		return s.call(ctx, v, call)
 	})
 	s.mu.Lock()
@@ -142,7 +148,7 @@ func (s *Service) register(ctx context.Context, v *vmBindings, b *gateway.Bindin
 		if _, ok := v.registered[c.Name]; ok {
 			continue
 		}
-		if _, err := v.engine.RegisterHostCallbacks(ctx, engineCollection(c)); err != nil {
+		if err := v.engine.Register(ctx, engineCollection(c)); err != nil {
 			return gateway.Wrap(gateway.CodeUnavailable, err, "the engine did not take binding collection %s", c.Name).WithDetail("collection", c.Name)
 		}
 		v.registered[c.Name] = encoded[i]
@@ -153,7 +159,7 @@ func (s *Service) register(ctx context.Context, v *vmBindings, b *gateway.Bindin
 // fingerprint encodes what the engine is given of a collection as
 // canonical JSON: a schema read back from PostgreSQL's jsonb, respaced and
 // reordered, is the same schema.
-func fingerprint(c agentos.HostCallbackCollection) []byte {
+func fingerprint(c vms.HostCallbackCollection) []byte {
 	b, _ := json.Marshal(c)
 	var v any
 	if json.Unmarshal(b, &v) != nil {
@@ -165,12 +171,12 @@ func fingerprint(c agentos.HostCallbackCollection) []byte {
 
 // engineCollection is a collection as the engine takes it; webhook URLs
 // stay with the gateway.
-func engineCollection(c gateway.BindingCollection) agentos.HostCallbackCollection {
-	out := agentos.HostCallbackCollection{Name: c.Name, Description: c.Description}
+func engineCollection(c gateway.BindingCollection) vms.HostCallbackCollection {
+	out := vms.HostCallbackCollection{Name: c.Name, Description: c.Description}
 	for _, b := range c.Bindings {
-		cb := agentos.HostCallback{Name: b.Name, Description: b.Description, InputSchema: b.InputSchema, Timeout: timeout(b)}
+		cb := vms.HostCallback{Name: b.Name, Description: b.Description, InputSchema: b.InputSchema, Timeout: timeout(b)}
 		for _, ex := range b.Examples {
-			cb.Examples = append(cb.Examples, agentos.HostCallbackExample{Description: ex.Description, Input: ex.Input})
+			cb.Examples = append(cb.Examples, vms.HostCallbackExample{Description: ex.Description, Input: ex.Input})
 		}
 		out.Callbacks = append(out.Callbacks, cb)
 	}
@@ -206,7 +212,7 @@ func (s *Service) Put(ctx context.Context, tenantID, vmID string, b gateway.Bind
 	if err := s.Validate(&b, ""); err != nil {
 		return gateway.Bindings{}, err
 	}
-	_, release, err := s.vms.Agent(ctx, tenantID, vmID)
+	release, err := s.vms.Hold(ctx, tenantID, vmID)
 	if err != nil {
 		return gateway.Bindings{}, err
 	}
@@ -243,7 +249,7 @@ type CallRequest struct {
 
 // call answers one host call of a VM's guest with its binding's webhook,
 // recording it as a VM event.
-func (s *Service) call(ctx context.Context, v *vmBindings, hc agentos.HostCall) (json.RawMessage, error) {
+func (s *Service) call(ctx context.Context, v *vmBindings, hc vms.HostCall) (json.RawMessage, error) {
 	start := s.cfg.Now()
 	id := newInvocationID()
 	collection, name, _ := strings.Cut(hc.Key, ":")
@@ -262,7 +268,7 @@ func (s *Service) call(ctx context.Context, v *vmBindings, hc agentos.HostCall) 
 	return answer, nil
 }
 
-func (s *Service) post(ctx context.Context, v *vmBindings, hc agentos.HostCall, id, collection, name string) (json.RawMessage, int, error) {
+func (s *Service) post(ctx context.Context, v *vmBindings, hc vms.HostCall, id, collection, name string) (json.RawMessage, int, error) {
 	b, ok := lookup(v.current(), collection, name)
 	if !ok {
 		return nil, 0, &webhook.CallError{Outcome: gateway.BindingUnknown, Err: errors.New("is no longer declared for this VM")}

@@ -13,7 +13,7 @@ import (
 type VMSetup interface {
 	// SetUpVM runs once the engine created the VM; an error fails the
 	// create and the VM is disposed.
-	SetUpVM(ctx context.Context, vm gateway.VM, engine *agentos.VM) error
+	SetUpVM(ctx context.Context, vm gateway.VM, host BindingHost) error
 	// VMEnded is called once the VM's final state is recorded; it must not
 	// block.
 	VMEnded(vmID string)
@@ -39,7 +39,7 @@ func (s *Service) setUp(ctx context.Context, rec gateway.VM, vm *agentos.VM) err
 	if su == nil {
 		return nil
 	}
-	err := su.SetUpVM(ctx, rec, vm)
+	err := su.SetUpVM(ctx, rec, BindingHost{vm})
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
 		defer cancel()
