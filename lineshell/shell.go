@@ -36,7 +36,6 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
 
 // Prompt is what the shell shows when it waits for a line.
@@ -57,24 +56,52 @@ const removeTimeout = 5 * time.Second
 
 // VM is what the shell needs of the VM it runs lines in.
 type VM interface {
-	Spawn(ctx context.Context, argv []string, o agentos.SpawnOptions) (*agentos.Process, error)
+	// Spawn starts a line's process with its stdin closed, so that it
+	// never waits on input; its output, stdout and stderr alike, goes to
+	// o.OnOutput.
+	Spawn(ctx context.Context, argv []string, o SpawnOptions) (Process, error)
 	ReadFile(ctx context.Context, path string) ([]byte, error)
 	Remove(ctx context.Context, path string, recursive bool) error
+}
+
+// SpawnOptions start a line's process.
+type SpawnOptions struct {
+	Cwd string
+	Env map[string]string
+	// OnOutput receives the process's output in order; it must not block.
+	OnOutput func(data []byte)
+}
+
+// Process is a line's running process.
+type Process interface {
+	// Done is closed once the process has exited.
+	Done() <-chan struct{}
+	Kill(ctx context.Context) error
+	Wait(ctx context.Context) (gateway.ExitStatus, error)
+}
+
+// Output is what the terminal shows, in order: Seq counts from 1 over the
+// shell's life.
+type Output struct {
+	Seq  uint64
+	Data []byte
+	Time time.Time
 }
 
 // Options configure a shell.
 type Options struct {
 	// ID names the shell; its state file in the VM is named after it.
 	ID string
-	// Shell runs each line: "sh" (default) or "bash".
-	Shell      string
+	// Shell runs each line, a shell the VM has (the caller checked it).
+	Shell string
+	// Cwd is where the first line runs.
 	Cwd        string
 	Env        map[string]string
 	Cols, Rows uint16
 	// OnOutput receives everything the terminal shows, in order: the
 	// prompt, the echo of keys, the lines' output. It is called with the
 	// shell's lock held and must not block.
-	OnOutput func(agentos.Output)
+	OnOutput func(Output)
 }
 
 // Shell is a running line shell. Its methods are safe for concurrent use.
@@ -82,7 +109,7 @@ type Shell struct {
 	vm      VM
 	shell   string
 	state   string // the state file's path in the VM
-	onOut   func(agentos.Output)
+	onOut   func(Output)
 	life    context.Context
 	endLife context.CancelFunc
 	done    chan struct{}
@@ -103,7 +130,7 @@ type Shell struct {
 	// typed ahead of it, and whether Ctrl-C asked to interrupt it.
 	busy      bool
 	typeahead []byte
-	proc      *agentos.Process
+	proc      Process
 	interrupt bool
 	kick      chan struct{}
 	ended     bool
@@ -114,17 +141,10 @@ type Shell struct {
 // Start starts a shell: it shows its prompt at once, and runs no process
 // until a line is entered.
 func Start(vm VM, o Options) (*Shell, error) {
-	shell, err := agentos.ShellName(o.Shell)
-	if err != nil {
-		return nil, err
+	if o.Shell == "" || o.Cwd == "" || o.ID == "" || strings.ContainsAny(o.ID, "/\x00") {
+		return nil, errors.New("lineshell: a shell needs a shell, a cwd and an id that can name a file")
 	}
-	if o.ID == "" || strings.ContainsAny(o.ID, "/\x00") {
-		return nil, fmt.Errorf("%w: a shell needs an id that can name a file", agentos.ErrInvalidArgument)
-	}
-	cwd := o.Cwd
-	if cwd == "" {
-		cwd = agentos.DefaultCwd
-	}
+	shell, cwd := o.Shell, o.Cwd
 	env := map[string]string{"TERM": "dumb"}
 	for k, v := range o.Env {
 		env[k] = v
@@ -237,7 +257,7 @@ func (s *Shell) kickRunner() {
 // and LINES.
 func (s *Shell) Resize(_ context.Context, cols, rows uint16) error {
 	if cols == 0 || rows == 0 {
-		return fmt.Errorf("%w: cols and rows must be positive", agentos.ErrInvalidArgument)
+		return gateway.Errorf(gateway.CodeInvalidArgument, "cols and rows must be positive")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -304,7 +324,7 @@ func (s *Shell) emitLocked(b []byte) {
 	}
 	s.seq++
 	s.lastNL = b[len(b)-1] == '\n'
-	s.onOut(agentos.Output{Seq: s.seq, Stream: agentos.Stdout, Data: b, Time: time.Now()})
+	s.onOut(Output{Seq: s.seq, Data: b, Time: time.Now()})
 }
 
 // wrapper runs one line: $1 is the line, $2 its number, $3 the state file,
@@ -340,10 +360,10 @@ func (s *Shell) startLocked(line string) {
 }
 
 // output shows a line's output, with each newline as the terminal's CR LF.
-func (s *Shell) output(o agentos.Output) {
-	b := make([]byte, 0, len(o.Data)+8)
-	for i, c := range o.Data {
-		if c == '\n' && (i == 0 || o.Data[i-1] != '\r') {
+func (s *Shell) output(data []byte) {
+	b := make([]byte, 0, len(data)+8)
+	for i, c := range data {
+		if c == '\n' && (i == 0 || data[i-1] != '\r') {
 			b = append(b, '\r')
 		}
 		b = append(b, c)
@@ -359,7 +379,7 @@ func (s *Shell) output(o agentos.Output) {
 // shell when the line ended it.
 func (s *Shell) run(n int, argv []string, cwd string, env map[string]string) {
 	defer s.wg.Done()
-	p, err := s.vm.Spawn(s.life, argv, agentos.SpawnOptions{Cwd: cwd, Env: env, CloseStdin: true, OnOutput: s.output})
+	p, err := s.vm.Spawn(s.life, argv, SpawnOptions{Cwd: cwd, Env: env, OnOutput: s.output})
 	if err != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // testVM starts a real sidecar and VM for one test, both gone at its end.
-func testVM(t *testing.T) *agentos.VM {
+func testVM(t *testing.T) engineVM {
 	t.Helper()
 	if _, err := agentos.LocateEngine(); err != nil {
 		t.Skipf("agentos engine not available (run `make setup`): %v", err)
@@ -48,7 +48,19 @@ func testVM(t *testing.T) *agentos.VM {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return vm
+	return engineVM{vm}
+}
+
+// engineVM runs lines as the engine's processes, as the gateway's VMs do.
+type engineVM struct{ *agentos.VM }
+
+func (e engineVM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (Process, error) {
+	p, err := e.VM.Spawn(ctx, argv, agentos.SpawnOptions{Cwd: o.Cwd, Env: o.Env, CloseStdin: true,
+		OnOutput: func(out agentos.Output) { o.OnOutput(out.Data) }})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // term collects a shell's output as a terminal would show it, for tests.
@@ -62,7 +74,7 @@ type term struct {
 
 func newTerm() *term { return &term{wake: make(chan struct{}, 1)} }
 
-func (tm *term) onOutput(o agentos.Output) {
+func (tm *term) onOutput(o Output) {
 	tm.mu.Lock()
 	if o.Seq != tm.seq+1 && tm.bad == "" {
 		tm.bad = fmt.Sprintf("output %d after %d", o.Seq, tm.seq)
@@ -99,6 +111,12 @@ func startShell(t *testing.T, vm VM, o Options) (*Shell, *term) {
 	t.Helper()
 	tm := newTerm()
 	o.OnOutput = tm.onOutput
+	if o.Shell == "" {
+		o.Shell = "sh"
+	}
+	if o.Cwd == "" {
+		o.Cwd = agentos.DefaultCwd
+	}
 	if o.ID == "" {
 		o.ID = strings.ReplaceAll(t.Name(), "/", "-")
 	}

@@ -127,9 +127,19 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	// A line's process has no terminal, so nothing waits for the answer to
 	// a terminal query: the model keeps the size and answers no one.
 	sh.term = terminal.New(terminal.Config{Cols: int(req.Cols), Rows: int(req.Rows), Reply: func(context.Context, []byte) error { return errNoTerminal }})
-	p, err := lineshell.Start(lv.vm, lineshell.Options{
-		ID: sh.id, Shell: req.Shell, Cols: req.Cols, Rows: req.Rows, Cwd: req.Cwd, Env: req.Env,
-		OnOutput: func(o agentos.Output) {
+	shellName, err := agentos.ShellName(req.Shell)
+	if err != nil {
+		sh.term.Close()
+		release()
+		return nil, EngineError(err, "open shell")
+	}
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = agentos.DefaultCwd
+	}
+	p, err := lineshell.Start(lineVM{lv.vm}, lineshell.Options{
+		ID: sh.id, Shell: shellName, Cols: req.Cols, Rows: req.Rows, Cwd: cwd, Env: req.Env,
+		OnOutput: func(o lineshell.Output) {
 			sh.term.Output(o.Data)
 			sh.out.Append(o.Seq, len(o.Data), Chunk{Stream: "stdout", Data: o.Data, Time: o.Time})
 		},
@@ -329,4 +339,24 @@ func (sh *Shell) Resize(ctx context.Context, cols, rows uint16) error {
 	}
 	sh.term.Resize(int(cols), int(rows))
 	return nil
+}
+
+// lineVM runs a line shell's lines as the engine's processes.
+type lineVM struct{ vm *agentos.VM }
+
+func (l lineVM) Spawn(ctx context.Context, argv []string, o lineshell.SpawnOptions) (lineshell.Process, error) {
+	p, err := l.vm.Spawn(ctx, argv, agentos.SpawnOptions{Cwd: o.Cwd, Env: o.Env, CloseStdin: true,
+		OnOutput: func(out agentos.Output) { o.OnOutput(out.Data) }})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (l lineVM) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	return l.vm.ReadFile(ctx, path)
+}
+
+func (l lineVM) Remove(ctx context.Context, path string, recursive bool) error {
+	return l.vm.Remove(ctx, path, recursive)
 }
