@@ -8,7 +8,7 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
 // recorded is a durable event as the recorder keeps it: its API document
@@ -24,7 +24,7 @@ type recorded struct {
 // describe turns an engine event into its record. A response carries the
 // answer given through the API or by the default decision, if the engine
 // took it.
-func (r *recorder) describe(ev agentos.SessionEvent, now time.Time) recorded {
+func (r *recorder) describe(ev vms.SessionEvent, now time.Time) recorded {
 	at := parseTimestamp(ev.Timestamp, now)
 	rec := recorded{at: at, data: gateway.SessionEventData{Sequence: ev.Sequence, Timestamp: at, Type: ev.Type}}
 	switch ev.Type {
@@ -61,7 +61,7 @@ func (r *recorder) describe(ev agentos.SessionEvent, now time.Time) recorded {
 	return rec
 }
 
-func ephemeralData(ev agentos.SessionEvent) json.RawMessage {
+func ephemeralData(ev vms.SessionEvent) json.RawMessage {
 	b, _ := json.Marshal(gateway.EphemeralEvent{AfterSequence: ev.AfterSequence, Type: updateKind(ev.Update), Update: orNull(ev.Update)})
 	return b
 }

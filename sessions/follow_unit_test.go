@@ -12,7 +12,6 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
@@ -207,14 +206,14 @@ type endedVMs struct {
 	calls int
 }
 
-func (v *endedVMs) Agent(ctx context.Context, tenantID, vmID string) (*agentos.VM, func(), error) {
+func (v *endedVMs) Agent(ctx context.Context, tenantID, vmID string) (vms.AgentHost, func(), error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.calls++
 	if v.err != nil {
-		return nil, nil, v.err
+		return vms.AgentHost{}, nil, v.err
 	}
-	return nil, nil, gateway.Wrap(gateway.CodeConflict, vms.ErrVMEnded, "vm %s has ended", vmID).WithDetail("state", gateway.VMDisposed)
+	return vms.AgentHost{}, nil, gateway.Wrap(gateway.CodeConflict, vms.ErrVMEnded, "vm %s has ended", vmID).WithDetail("state", gateway.VMDisposed)
 }
 
 func (v *endedVMs) Ended(string) <-chan struct{} { return noVMs{}.Ended("") }
@@ -437,7 +436,7 @@ func TestServiceShutdownIdempotentAndRefuses(t *testing.T) {
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatalf("second Shutdown = %v", err)
 	}
-	if _, err := s.recorderFor(nil, "t1", "vm1"); gateway.ErrorCode(err) != gateway.CodeUnavailable {
+	if _, err := s.recorderFor(vms.AgentHost{}, "t1", "vm1"); gateway.ErrorCode(err) != gateway.CodeUnavailable {
 		t.Errorf("recorderFor after shutdown = %v, want unavailable", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
 // pendingPermission is a permission request waiting for its answer.
@@ -27,7 +27,7 @@ type pendingPermission struct {
 // storePermission writes a permission event's resource before anyone sees
 // the event, so that a client reacting to it finds the request listed (or
 // settled).
-func (r *recorder) storePermission(ev agentos.SessionEvent, rec recorded) {
+func (r *recorder) storePermission(ev vms.SessionEvent, rec recorded) {
 	var err error
 	switch {
 	case rec.perm != nil:

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
@@ -202,7 +201,7 @@ func replay(o *idempotency.Outcome) (PromptOutcome, error) {
 // Cancel cancels a session's running turn: "cancelled", or
 // "no_active_prompt" when none runs.
 func (s *Service) Cancel(ctx context.Context, tenantID, vmID, id string) (string, error) {
-	return onLive(ctx, s, tenantID, vmID, id, "cancel prompt", func(sess *agentos.Session) (string, error) {
+	return onLive(ctx, s, tenantID, vmID, id, "cancel prompt", func(sess *vms.AgentSession) (string, error) {
 		return sess.Cancel(ctx)
 	})
 }

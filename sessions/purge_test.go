@@ -7,7 +7,6 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
@@ -15,8 +14,8 @@ import (
 // noVMs is a VMs whose VMs have all ended.
 type noVMs struct{}
 
-func (noVMs) Agent(context.Context, string, string) (*agentos.VM, func(), error) {
-	return nil, nil, gateway.Wrap(gateway.CodeConflict, vms.ErrVMEnded, "the VM is disposed")
+func (noVMs) Agent(context.Context, string, string) (vms.AgentHost, func(), error) {
+	return vms.AgentHost{}, nil, gateway.Wrap(gateway.CodeConflict, vms.ErrVMEnded, "the VM is disposed")
 }
 
 func (noVMs) Ended(string) <-chan struct{} {

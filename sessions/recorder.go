@@ -8,7 +8,7 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
 // recorder follows the ACP events of one live VM: it stores every durable
@@ -17,13 +17,13 @@ import (
 // of those nobody answered in time. It ends with the VM.
 type recorder struct {
 	s                *Service
-	vm               *agentos.VM
+	vm               vms.AgentHost
 	tenantID, vmID   string
 	wake             chan struct{}  // a deadline changed
 	defaultDecisions sync.WaitGroup // default decisions in flight
 
 	mu       sync.Mutex
-	sub      *agentos.Subscription[agentos.SessionEvent]
+	sub      *vms.SessionEvents
 	sessions map[string]*sessionState
 	// deleted are the sessions deleted while the VM lives: a request that
 	// read the record just before the deletion must not register it again.
@@ -49,10 +49,10 @@ type sessionState struct {
 // and reads what it missed from the engine's history.
 const recorderBuffer = 4096
 
-func newRecorder(s *Service, vm *agentos.VM, tenantID, vmID string) *recorder {
+func newRecorder(s *Service, vm vms.AgentHost, tenantID, vmID string) *recorder {
 	return &recorder{
 		s: s, vm: vm, tenantID: tenantID, vmID: vmID, wake: make(chan struct{}, 1),
-		sub: vm.SubscribeACP(recorderBuffer), sessions: map[string]*sessionState{}, deleted: map[string]bool{},
+		sub: vm.SubscribeSessions(recorderBuffer), sessions: map[string]*sessionState{}, deleted: map[string]bool{},
 	}
 }
 
@@ -161,7 +161,7 @@ func (r *recorder) run() {
 		select {
 		case ev, ok := <-sub.C():
 			if !ok {
-				if errors.Is(sub.Err(), agentos.ErrOutputOverflow) && r.resubscribe() {
+				if errors.Is(sub.Err(), vms.ErrSessionEventsOverflow) && r.resubscribe() {
 					continue
 				}
 				r.finish()
@@ -185,7 +185,7 @@ func (r *recorder) resubscribe() bool {
 		r.mu.Unlock()
 		return false
 	}
-	r.sub = r.vm.SubscribeACP(recorderBuffer)
+	r.sub = r.vm.SubscribeSessions(recorderBuffer)
 	ids := make([]string, 0, len(r.sessions))
 	for id := range r.sessions {
 		ids = append(ids, id)
@@ -210,7 +210,7 @@ func (r *recorder) finish() {
 	case <-time.After(time.Minute):
 	}
 	state := string(gateway.SessionClosed)
-	if st, _ := r.vm.State(); st == agentos.VMLost {
+	if r.vm.Lost() {
 		state = string(gateway.SessionLost)
 	}
 	r.mu.Lock()
@@ -229,7 +229,7 @@ func (r *recorder) finish() {
 	}
 }
 
-func (r *recorder) handle(ev agentos.SessionEvent) {
+func (r *recorder) handle(ev vms.SessionEvent) {
 	switch ev.Kind {
 	case "durable":
 		r.durable(ev)
@@ -246,7 +246,7 @@ func (r *recorder) handle(ev agentos.SessionEvent) {
 
 // durable records a durable event, first reading from the engine's history
 // any the recorder has not seen (the engine numbers them without gaps).
-func (r *recorder) durable(ev agentos.SessionEvent) {
+func (r *recorder) durable(ev vms.SessionEvent) {
 	r.mu.Lock()
 	st := r.sessions[ev.SessionID]
 	var last uint64
@@ -280,7 +280,7 @@ func (r *recorder) backfill(id string, upTo uint64) {
 	defer cancel()
 	for {
 		after := last
-		page, err := r.vm.Session(id).History(ctx, agentos.HistoryQuery{After: &after, Limit: r.s.cfg.HistoryPage})
+		page, err := r.vm.Session(id).History(ctx, vms.HistoryQuery{After: &after, Limit: r.s.cfg.HistoryPage})
 		if err != nil {
 			// The events stay unrecorded; the next one tries again, and
 			// watchers that saw the jump catch up from the store.
@@ -307,7 +307,7 @@ func (r *recorder) backfill(id string, upTo uint64) {
 
 // record stores one durable event with its side effects, then publishes it.
 // It reports whether the event was stored.
-func (r *recorder) record(ev agentos.SessionEvent) bool {
+func (r *recorder) record(ev vms.SessionEvent) bool {
 	now := r.s.cfg.Now().UTC()
 	rec := r.describe(ev, now)
 	raw, err := json.Marshal(rec.data)

@@ -21,7 +21,6 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
@@ -50,7 +49,7 @@ type Store interface {
 // release is called, and tells when a VM's end is recorded; *vms.Service
 // implements it.
 type VMs interface {
-	Agent(ctx context.Context, tenantID, vmID string) (vm *agentos.VM, release func(), err error)
+	Agent(ctx context.Context, tenantID, vmID string) (host vms.AgentHost, release func(), err error)
 	Ended(vmID string) <-chan struct{}
 }
 
@@ -288,7 +287,7 @@ func (s *Service) Open(ctx context.Context, tenant gateway.Tenant, vmID string, 
 	// half-way would leave an agent running in the VM with no record.
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), openTimeout)
 	defer cancel()
-	_, err = vm.OpenSession(octx, agentos.OpenSessionOptions{
+	_, err = vm.OpenSession(octx, vms.OpenSessionOptions{
 		SessionID: req.SessionID, Agent: req.Agent, Cwd: req.Cwd, Env: req.Env,
 		AdditionalDirectories: req.AdditionalDirectories, MCPServers: req.MCPServers,
 		PermissionPolicy: req.PermissionPolicy, AdditionalInstructions: req.AdditionalInstructions,
@@ -329,7 +328,7 @@ func (s *Service) missingCredentials(ctx context.Context, tenantID, vmID string,
 // checkAgent refuses an agent the VM does not know (400), has not
 // installed (422) or cannot run (422) with a problem that says what to do,
 // instead of the engine's generic invalid state.
-func (s *Service) checkAgent(ctx context.Context, vm *agentos.VM, tenantID, vmID, agent string) error {
+func (s *Service) checkAgent(ctx context.Context, vm vms.AgentHost, tenantID, vmID, agent string) error {
 	list, err := vm.ListAgents(ctx)
 	if err != nil {
 		return vms.EngineError(err, "list agents")
@@ -349,7 +348,7 @@ func (s *Service) checkAgent(ctx context.Context, vm *agentos.VM, tenantID, vmID
 	// gateway can install is not unknown, just not installed here, or, when
 	// the VM was created with it, its package projects no ACP adapter (Codex
 	// on agentOS 0.2.21: codex-cli ships commands only).
-	if pkg, ok := agentos.AgentPackages[agent]; ok {
+	if pkg, ok := vms.AgentPackages[agent]; ok {
 		rec, err := s.store.GetVM(ctx, tenantID, vmID)
 		if err != nil {
 			return fmt.Errorf("sessions: look up VM %s: %w", vmID, err)
@@ -493,11 +492,11 @@ func (s *Service) Permissions(ctx context.Context, tenantID, vmID, id string) ([
 }
 
 // SessionConfig is an agent's configuration options.
-type SessionConfig = agentos.SessionConfig
+type SessionConfig = vms.SessionConfig
 
 // Config returns a session's configuration options.
 func (s *Service) Config(ctx context.Context, tenantID, vmID, id string) (SessionConfig, error) {
-	return onLive(ctx, s, tenantID, vmID, id, "get session config", func(sess *agentos.Session) (SessionConfig, error) {
+	return onLive(ctx, s, tenantID, vmID, id, "get session config", func(sess *vms.AgentSession) (SessionConfig, error) {
 		return sess.Config(ctx)
 	})
 }
@@ -505,28 +504,28 @@ func (s *Service) Config(ctx context.Context, tenantID, vmID, id string) (Sessio
 // SetConfig sets one configuration option. An agent that cannot change it
 // answers with a conflict that says so.
 func (s *Service) SetConfig(ctx context.Context, tenantID, vmID, id, configID string, value json.RawMessage) (SessionConfig, error) {
-	return onLive(ctx, s, tenantID, vmID, id, "set session config "+configID, func(sess *agentos.Session) (SessionConfig, error) {
+	return onLive(ctx, s, tenantID, vmID, id, "set session config "+configID, func(sess *vms.AgentSession) (SessionConfig, error) {
 		return sess.SetConfig(ctx, configID, value)
 	})
 }
 
 // Capabilities returns the agent's ACP capabilities.
 func (s *Service) Capabilities(ctx context.Context, tenantID, vmID, id string) (json.RawMessage, error) {
-	return onLive(ctx, s, tenantID, vmID, id, "get session capabilities", func(sess *agentos.Session) (json.RawMessage, error) {
+	return onLive(ctx, s, tenantID, vmID, id, "get session capabilities", func(sess *vms.AgentSession) (json.RawMessage, error) {
 		return sess.Capabilities(ctx)
 	})
 }
 
 // AgentInfo returns the agent's description of itself.
 func (s *Service) AgentInfo(ctx context.Context, tenantID, vmID, id string) (json.RawMessage, error) {
-	return onLive(ctx, s, tenantID, vmID, id, "get agent info", func(sess *agentos.Session) (json.RawMessage, error) {
+	return onLive(ctx, s, tenantID, vmID, id, "get agent info", func(sess *vms.AgentSession) (json.RawMessage, error) {
 		return sess.AgentInfo(ctx)
 	})
 }
 
 // onLive runs call on a tenant's session of a live VM, holding the VM for
 // its length, and maps the engine's error.
-func onLive[T any](ctx context.Context, s *Service, tenantID, vmID, id, what string, call func(*agentos.Session) (T, error)) (T, error) {
+func onLive[T any](ctx context.Context, s *Service, tenantID, vmID, id, what string, call func(*vms.AgentSession) (T, error)) (T, error) {
 	var zero T
 	ls, release, err := s.live(ctx, tenantID, vmID, id)
 	if err != nil {
@@ -547,7 +546,7 @@ type liveSession struct {
 	id string
 }
 
-func (ls liveSession) handle() *agentos.Session { return ls.r.vm.Session(ls.id) }
+func (ls liveSession) handle() *vms.AgentSession { return ls.r.vm.Session(ls.id) }
 
 // live resolves a tenant's session of a live VM and holds the VM until
 // release: CodeNotFound for an unknown session, CodeConflict when the VM has
@@ -571,7 +570,7 @@ func (s *Service) live(ctx context.Context, tenantID, vmID, id string) (liveSess
 }
 
 // recorderFor returns the recorder of a live VM, starting it if needed.
-func (s *Service) recorderFor(vm *agentos.VM, tenantID, vmID string) (*recorder, error) {
+func (s *Service) recorderFor(vm vms.AgentHost, tenantID, vmID string) (*recorder, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {

@@ -771,12 +771,12 @@ func (s *Service) Ended(id string) <-chan struct{} {
 	return lv.done
 }
 
-// Agent returns the engine's handle of a tenant's live VM, for the agent
+// Agent returns the agent host of a tenant's live VM, for the agent
 // sessions that run in it, and holds the VM busy until release is called.
-func (s *Service) Agent(ctx context.Context, tenantID, id string) (vm *agentos.VM, release func(), err error) {
+func (s *Service) Agent(ctx context.Context, tenantID, id string) (host AgentHost, release func(), err error) {
 	lv, err := s.lookup(ctx, tenantID, id)
 	if err != nil {
-		return nil, nil, err
+		return AgentHost{}, nil, err
 	}
-	return lv.vm, lv.hold(s.cfg.Now()), nil
+	return AgentHost{lv.vm}, lv.hold(s.cfg.Now()), nil
 }
