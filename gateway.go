@@ -1,7 +1,10 @@
 // Package gateway holds the domain types of agentos-gateway: tenants, API
 // keys, VM records and the error type every layer speaks. The packages below
-// it each wrap one dependency: store (the database), sidecarpool (the agentOS
-// engine), vms (VM life cycles built from both), handlers (HTTP).
+// it flow one way: handlers (HTTP) call the services (vms, and sessions,
+// bindings, watch, snapshots, schedules and the others over it), which use
+// store (the database) and, through vms only, the agentOS engine (agentos,
+// placed on sidecars by sidecarpool and warmpool). docs/internals.md maps
+// every package.
 package gateway
 
 import (
