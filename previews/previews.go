@@ -45,8 +45,10 @@ type Service struct {
 	cfg   Config
 }
 
-// New returns the previews service.
-func New(st Store, vms VMs, cfg Config) *Service {
+// New returns the previews service. Its arguments come in the order every
+// service's constructor takes them: the configuration, then the store, then
+// the services it uses.
+func New(cfg Config, st Store, vms VMs) *Service {
 	if cfg.MaxPerVM <= 0 {
 		cfg.MaxPerVM = gateway.MaxPreviewsPerVM
 	}

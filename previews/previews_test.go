@@ -47,7 +47,7 @@ func TestService(t *testing.T) {
 		}
 	}
 	now := time.Now()
-	svc := previews.New(db, recordVMs{db}, previews.Config{MaxPerVM: 2, Now: func() time.Time { return now }})
+	svc := previews.New(previews.Config{MaxPerVM: 2, Now: func() time.Time { return now }}, db, recordVMs{db})
 
 	for _, c := range []struct {
 		port  int

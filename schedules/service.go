@@ -71,7 +71,7 @@ const storeWriteTimeout = 10 * time.Second
 // schedule's time zone.
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// Service runs schedules. Start it before use; Shutdown stops every run
+// Service runs schedules. Start it before use; Close stops every run
 // and waits for them.
 type Service struct {
 	cfg      Config
@@ -86,7 +86,7 @@ type Service struct {
 	armed   map[string]*armed // by schedule id
 	watched map[string]bool   // VMs whose end is watched
 	stop    chan struct{}
-	ctx     context.Context // cancelled at Shutdown: the runs' parent
+	ctx     context.Context // cancelled at Close: the runs' parent
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -130,11 +130,11 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown stops the runner, cancels the runs in progress and waits for
+// Close stops the runner, cancels the runs in progress and waits for
 // every goroutine of the service: the runs end once cancelled, and every
-// store write has its own timeout, so nothing outlives Shutdown even when
+// store write has its own timeout, so nothing outlives Close even when
 // ctx expires first (which it reports).
-func (s *Service) Shutdown(ctx context.Context) error {
+func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()

@@ -102,7 +102,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := svc.Shutdown(context.Background()); err != nil {
+		if err := svc.Close(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})
@@ -311,7 +311,7 @@ func TestArmVMAfterRestart(t *testing.T) {
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Shutdown(context.Background())
+	defer svc.Close(context.Background())
 	if err := svc.ArmVM(t.Context(), "vm_a"); err != nil {
 		t.Fatal(err)
 	}
@@ -327,15 +327,15 @@ func TestArmVMAfterRestart(t *testing.T) {
 	}
 }
 
-func TestShutdownCancelsRuns(t *testing.T) {
+func TestCloseCancelsRuns(t *testing.T) {
 	fx := newFixture(t)
-	fx.vms.release = make(chan struct{}) // never closed: only Shutdown ends the run
+	fx.vms.release = make(chan struct{}) // never closed: only Close ends the run
 	s := fx.create(t, never, "", "sleep")
 	fx.tick(s.ID)
 	<-fx.vms.started
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := fx.svc.Shutdown(ctx); err != nil {
+	if err := fx.svc.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fx.svc.Create(t.Context(), fx.ten, gateway.Schedule{VMID: "vm_a", Cron: never, Exec: &gateway.ScheduleExec{Command: "x"}}); gateway.ErrorCode(err) != gateway.CodeUnavailable {

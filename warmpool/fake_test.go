@@ -69,7 +69,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // fakeEngine places, creates, warms up and disposes fake VMs, recording all
 // of it. It is a fake, not the real engine, because the pool's tests need a
-// create that fails, stalls until Shutdown or finishes after it, and a
+// create that fails, stalls until Close or finishes after it, and a
 // sidecar that drains or dies under one given warm VM, each at the moment the
 // test chooses, which real sidecars cannot be made to do on demand.
 type fakeEngine struct {
@@ -348,9 +348,9 @@ func newTestPool(t *testing.T, cfg Config, eng *fakeEngine, taken func() []*fake
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		// A create stalled on the gate must not hold Shutdown up forever.
+		// A create stalled on the gate must not hold Close up forever.
 		eng.release()
-		if err := p.Shutdown(ctx); err != nil {
+		if err := p.Close(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
 		checkAccounts(t, eng, taken())

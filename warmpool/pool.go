@@ -160,7 +160,7 @@ type Pool[V VM] struct {
 	create createFunc[V]
 	log    zerolog.Logger
 
-	// life ends when Shutdown begins; refills derive from it.
+	// life ends when Close begins; refills derive from it.
 	life    context.Context
 	endLife context.CancelFunc
 	wake    chan struct{}
@@ -176,7 +176,7 @@ type Pool[V VM] struct {
 	stats  Stats
 }
 
-// New returns a pool and starts its refills; Shutdown stops them and
+// New returns a pool and starts its refills; Close stops them and
 // disposes the VMs nobody took.
 func New(cfg Config, placer Placer) *Pool[*agentos.VM] {
 	return newPool(cfg, placer, createEngineVM)
@@ -365,7 +365,7 @@ func (p *Pool[V]) poke() {
 }
 
 // run is the refill loop: it sweeps, then refills one VM of a class short
-// of Size once creates are quiet, until Shutdown.
+// of Size once creates are quiet, until Close.
 func (p *Pool[V]) run() {
 	defer p.wg.Done()
 	t := time.NewTicker(p.cfg.Sweep)
@@ -534,7 +534,7 @@ func (p *Pool[V]) sweep() {
 	p.mu.Unlock()
 }
 
-// discardLocked disposes warm VMs on goroutines Shutdown waits for. p.mu
+// discardLocked disposes warm VMs on goroutines Close waits for. p.mu
 // must be held.
 func (p *Pool[V]) discardLocked(ws []*warmVM[V]) {
 	for _, w := range ws {
@@ -561,9 +561,9 @@ func (p *Pool[V]) dispose(ctx context.Context, w *warmVM[V]) {
 	w.lease.Release()
 }
 
-// Shutdown stops the refills and disposes every warm VM nobody took,
+// Close stops the refills and disposes every warm VM nobody took,
 // waiting for all of the pool's goroutines; ctx bounds the disposals.
-func (p *Pool[V]) Shutdown(ctx context.Context) error {
+func (p *Pool[V]) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()

@@ -150,7 +150,7 @@ func TestTakeMiss(t *testing.T) {
 		}},
 		{name: "after shutdown", size: 1, tenant: "t", prepare: func(t *testing.T, p *Pool[*fakeVM], eng *fakeEngine, _ *takeList) {
 			waitReady(t, p, eng, 1)
-			if err := p.Shutdown(context.Background()); err != nil {
+			if err := p.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -361,22 +361,22 @@ func TestUnusableWarmVMDiscarded(t *testing.T) {
 	}
 }
 
-// TestShutdown checks that Shutdown disposes every warm VM, stops the
+// TestClose checks that Close disposes every warm VM, stops the
 // refills, one in flight included (a VM it still creates is disposed, not
 // leaked), returns only once the pool's goroutines have, and leaves a pool
 // whose Takes miss.
-func TestShutdown(t *testing.T) {
+func TestClose(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		size int
 		// stallFrom stalls the creates from that attempt on, giving up
-		// when Shutdown cancels them if honour is set; stallWarmUps
-		// stalls the warm-up commands until Shutdown cancels them.
+		// when Close cancels them if honour is set; stallWarmUps
+		// stalls the warm-up commands until Close cancels them.
 		stallFrom    int
 		honour       bool
 		stallWarmUps bool
-		// ready is how many warm VMs Shutdown finds; created how many VMs
-		// there are in the end, all disposed by Shutdown.
+		// ready is how many warm VMs Close finds; created how many VMs
+		// there are in the end, all disposed by Close.
 		ready, created int
 	}{
 		{name: "ready VMs", size: 3, ready: 3, created: 3},
@@ -406,20 +406,20 @@ func TestShutdown(t *testing.T) {
 			waitFor(t, fmt.Sprintf("%d warm VMs", tc.ready), func() bool { return p.Stats().Ready == tc.ready })
 
 			done := make(chan error, 1)
-			go func() { done <- p.Shutdown(context.Background()) }()
+			go func() { done <- p.Close(context.Background()) }()
 			if stalled != nil && !tc.honour {
-				// Shutdown has begun once the refills' context ended; it
+				// Close has begun once the refills' context ended; it
 				// must still wait for the create that ignores it.
-				waitFor(t, "Shutdown to begin", func() bool { return p.life.Err() != nil })
+				waitFor(t, "Close to begin", func() bool { return p.life.Err() != nil })
 				select {
 				case err := <-done:
-					t.Fatalf("Shutdown returned (%v) while a create was still running", err)
+					t.Fatalf("Close returned (%v) while a create was still running", err)
 				default:
 				}
 				eng.release()
 			}
 			if err := <-done; err != nil {
-				t.Fatalf("Shutdown: %v", err)
+				t.Fatalf("Close: %v", err)
 			}
 			goleak.VerifyNone(t)
 			vms, attempts, _ := eng.snapshot()
@@ -428,21 +428,21 @@ func TestShutdown(t *testing.T) {
 			}
 			for _, vm := range vms {
 				if vm.disposals() != 1 {
-					t.Fatalf("VM on %s disposed %d times by Shutdown, want once", vm.lease.id, vm.disposals())
+					t.Fatalf("VM on %s disposed %d times by Close, want once", vm.lease.id, vm.disposals())
 				}
 			}
 			before := p.Stats()
 			if vm, _, ok := p.Take("t", false); ok {
-				t.Fatalf("Take after Shutdown handed out the VM on %s", vm.lease.id)
+				t.Fatalf("Take after Close handed out the VM on %s", vm.lease.id)
 			}
 			if st := p.Stats(); st.Misses != before.Misses+1 || st.Ready != 0 || st.RefillFailures != 0 {
-				t.Fatalf("stats after Shutdown and a Take %+v: want none ready, no refill failure, one more miss than %d", st, before.Misses)
+				t.Fatalf("stats after Close and a Take %+v: want none ready, no refill failure, one more miss than %d", st, before.Misses)
 			}
-			if err := p.Shutdown(context.Background()); err != nil {
-				t.Fatalf("second Shutdown: %v", err)
+			if err := p.Close(context.Background()); err != nil {
+				t.Fatalf("second Close: %v", err)
 			}
 			if _, n, _ := eng.snapshot(); n != attempts {
-				t.Fatalf("%d creates attempted after Shutdown", n-attempts)
+				t.Fatalf("%d creates attempted after Close", n-attempts)
 			}
 		})
 	}

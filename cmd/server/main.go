@@ -430,7 +430,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Log:     log.With().Str("node", c.nodeID).Logger(),
 	}, db)
 	if err != nil {
-		_ = warm.Shutdown(context.Background())
+		_ = warm.Close(context.Background())
 		_ = svc.Shutdown(context.Background())
 		_ = pool.Close(context.Background())
 		return err
@@ -456,7 +456,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("schedules: %w", err)
 	}
 	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
-		Previews: previews.New(db, svc, previews.Config{}), PreviewDomain: c.previewDomain,
+		Previews: previews.New(previews.Config{}, db, svc), PreviewDomain: c.previewDomain,
 		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Bindings: binds, Snapshots: snaps, Log: log}, svc, sess, sched, db, keeper, pool)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
@@ -577,9 +577,9 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *hand
 		}
 	}
 	// Before the VMs: a run in progress is cancelled, not cut by the disposal.
-	stage("stopping schedules", 15*time.Second, sched.Shutdown)
+	stage("stopping schedules", 15*time.Second, sched.Close)
 	stage("stopping file watches", 10*time.Second, watches.Shutdown)
-	stage("disposing warm VMs", 30*time.Second, warm.Shutdown)
+	stage("disposing warm VMs", 30*time.Second, warm.Close)
 	stage("disposing VMs", 30*time.Second, svc.Shutdown)
 	// After the VMs: their sessions' last events are recorded as they end.
 	stage("stopping agent sessions", 15*time.Second, sess.Shutdown)
