@@ -222,7 +222,7 @@ func (s *Sidecar) maxSend() int {
 func (s *Sidecar) handshake(ctx context.Context) error {
 	resp, err := s.call(ctx, protocol.ConnectionOwnership{ConnectionID: "client-hint"}, protocol.AuthenticateRequest{
 		ClientName: clientName, AuthToken: clientToken,
-		ProtocolVersion: protocol.SchemaVersion, BridgeVersion: bridgeVerion,
+		ProtocolVersion: protocol.SchemaVersion, BridgeVersion: bridgeVersion,
 	})
 	if err != nil {
 		return err

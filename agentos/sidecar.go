@@ -81,9 +81,9 @@ func (o *Options) setDefaults() error {
 
 // The handshake values the official SDK sends; the sidecar accepts them.
 const (
-	clientName   = "agentos-core-client"
-	clientToken  = "agentos-core-client-token"
-	bridgeVerion = 1
+	clientName    = "agentos-core-client"
+	clientToken   = "agentos-core-client-token"
+	bridgeVersion = 1
 )
 
 // Sidecar is one agentos-sidecar process and the connection to it. It hosts
