@@ -661,7 +661,9 @@ func (s *Service) every(interval time.Duration, f func()) {
 	}
 }
 
-// Events follows a VM's event log after the given sequence.
+// Events returns a VM's event log, which the caller follows from the
+// sequence it chooses, and the release that ends the hold it keeps on the VM:
+// a VM someone follows is busy, so it is not reaped as idle.
 func (s *Service) Events(ctx context.Context, tenantID, id string) (*streamlog.Log[gateway.VMEvent], func(), error) {
 	lv, err := s.lookup(ctx, tenantID, id)
 	if err != nil {

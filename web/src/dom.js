@@ -24,7 +24,7 @@ function append(el, children) {
   }
 }
 
-// clear empties el and appends children.
+// replace empties el and appends children.
 export function replace(el, ...children) {
   el.replaceChildren();
   append(el, children);
