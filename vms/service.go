@@ -259,40 +259,29 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		return gateway.VM{}, err
 	}
 
+	// made grows with each step; every failure below hands it to undoCreate,
+	// which takes back what exists so far.
+	made := halfMade{rec: rec}
 	fail := func(err error) (gateway.VM, error) {
-		// A failed create leaves nothing behind: the caller got the error
-		// and never learned the id. The record is ended first, since only
-		// an ended VM's record may be deleted; if the delete fails, the
-		// record stays disposed and says why. The store needs a context
-		// that outlives a cancelled request.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
-		defer cancel()
-		if _, serr := s.store.SetVMState(sctx, rec.ID, gateway.VMDisposed, "create failed: "+gateway.ErrorMessage(err), ""); serr != nil {
-			s.log.Error().Err(serr).Str("vm", rec.ID).Msg("record failed create")
-		} else if derr := s.store.DeleteVM(sctx, tenant.ID, rec.ID); derr != nil {
-			s.log.Error().Err(derr).Str("vm", rec.ID).Msg("delete the record of a failed create")
-		}
+		s.undoCreate(ctx, made, err)
 		return gateway.VM{}, err
 	}
 	vm, lease, err := s.place(ctx, tenant, spec, opts)
 	if err != nil {
 		return fail(err)
 	}
+	made.vm, made.lease = vm, lease
 	if err := s.fillSnapshot(ctx, vm, root); err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
-		if derr := vm.Dispose(dctx); derr != nil {
-			s.log.Warn().Err(derr).Str("vm", rec.ID).Msg("dispose a VM whose snapshot could not be restored")
-		}
-		cancel()
-		lease.Release()
 		return fail(err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	err = s.setUp(sctx, rec, vm)
-	cancel()
-	if err != nil {
-		lease.Release()
-		return fail(err)
+	if su := s.vmSetup(); su != nil {
+		made.setUp = su
+		sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+		err = su.SetUpVM(sctx, rec, BindingHost{vm})
+		cancel()
+		if err != nil {
+			return fail(err)
+		}
 	}
 	lv := &liveVM{
 		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
@@ -308,15 +297,6 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	ready, err := s.store.SetVMState(wctx, rec.ID, gateway.VMReady, "", lease.SidecarID())
 	cancel()
 	if err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
-		if derr := vm.Dispose(dctx); derr != nil {
-			s.log.Warn().Err(derr).Str("vm", rec.ID).Msg("dispose a VM whose ready state could not be recorded")
-		}
-		cancel()
-		if su := s.vmSetup(); su != nil {
-			su.VMEnded(rec.ID)
-		}
-		lease.Release()
 		return fail(gateway.Wrap(gateway.CodeUnavailable, err, "the VM could not be recorded as ready; it was disposed"))
 	}
 	rec = ready
@@ -331,6 +311,52 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	s.goLocked(func() { s.watch(lv) })
 	s.mu.Unlock()
 	return rec, nil
+}
+
+// halfMade is what a create has made so far: the record always, then the
+// engine's VM with its lease once placed, then the setup that ran on it.
+type halfMade struct {
+	rec   gateway.VM
+	vm    *agentos.VM // nil until placed
+	lease Lease       // nil until placed
+	// setUp is the setup that ran on the VM, nil when none did; it learns
+	// that the VM ended.
+	setUp VMSetup
+}
+
+// undoTimeout bounds the whole undo of a failed create: the engine's dispose
+// and the record's writes share it, so the undo takes no longer than those
+// steps did when each had a timeout of its own.
+const undoTimeout = disposeTimeout + storeWriteTimeout
+
+// undoCreate takes back a create that failed at any step, so that it leaves
+// nothing behind: the caller got the error and never learned the id. In the
+// order the steps are undone: the engine's VM is disposed, the setup learns
+// that it ended, the lease is released, and the record is ended, then
+// deleted. The record is ended first since only an ended VM's record may be
+// deleted; if the delete fails, the record stays disposed and says why. The
+// undo runs detached from ctx, as it must also happen for a cancelled
+// request.
+func (s *Service) undoCreate(ctx context.Context, made halfMade, cause error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	id := made.rec.ID
+	if made.vm != nil {
+		if err := made.vm.Dispose(ctx); err != nil {
+			s.log.Warn().Err(err).AnErr("cause", cause).Str("vm", id).Msg("dispose a VM whose create failed")
+		}
+	}
+	if made.setUp != nil {
+		made.setUp.VMEnded(id)
+	}
+	if made.lease != nil {
+		made.lease.Release()
+	}
+	if _, err := s.store.SetVMState(ctx, id, gateway.VMDisposed, "create failed: "+gateway.ErrorMessage(cause), ""); err != nil {
+		s.log.Error().Err(err).Str("vm", id).Msg("record failed create")
+	} else if err := s.store.DeleteVM(ctx, made.rec.TenantID, id); err != nil {
+		s.log.Error().Err(err).Str("vm", id).Msg("delete the record of a failed create")
+	}
 }
 
 // goTracked runs f on a goroutine that Shutdown waits for, and reports

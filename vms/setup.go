@@ -5,7 +5,6 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
 
 // VMSetup prepares each new VM before its record says ready (its host
@@ -31,24 +30,6 @@ func (s *Service) vmSetup() VMSetup {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.setup
-}
-
-// setUp runs the VM's setup, disposing the VM when it fails.
-func (s *Service) setUp(ctx context.Context, rec gateway.VM, vm *agentos.VM) error {
-	su := s.vmSetup()
-	if su == nil {
-		return nil
-	}
-	err := su.SetUpVM(ctx, rec, BindingHost{vm})
-	if err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disposeTimeout)
-		defer cancel()
-		if derr := vm.Dispose(dctx); derr != nil {
-			s.log.Warn().Err(derr).Str("vm", rec.ID).Msg("dispose a VM whose setup failed")
-		}
-		su.VMEnded(rec.ID)
-	}
-	return err
 }
 
 // setupTimeout bounds a VM's setup within its create.
