@@ -134,11 +134,75 @@ type config struct {
 }
 
 // parseConfig reads flags, falling back to AGENTOS_GATEWAY_<FLAG> variables.
+// Flags whose text needs converting or checking are read in steps, one a
+// concern; the steps run in a fixed order, which is the order of the
+// messages when several flags are wrong.
 func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("agentos-gateway", flag.ContinueOnError)
+	fs, defaults, t := defineFlags(&c, getenv)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, &helpRequested{usage: usage(fs, defaults)}
+		}
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	t.readLists(&c)
+	t.readPool(&c)
+	t.readLimits(&c)
+	t.readTimings(&c)
+	t.readCluster(&c)
+	t.readPermissions(&c)
+	t.checkRest(&c)
+	t.deriveStore(&c)
+	return c, t.err
+}
+
+// flagText is what was given for the flags that are converted or checked
+// after parsing, as text, and the errors found in it so far.
+type flagText struct {
+	// nums are the numbers and durations, by flag name.
+	nums                      map[string]*string
+	placement, affinity       string
+	decision                  string
+	corsOrigins, webhookAllow string
+	mountAllow                mountAllowFlag
+	err                       error
+}
+
+// fail records one more wrong flag; every one is reported, not just the
+// first.
+func (t *flagText) fail(err error) { t.err = errors.Join(t.err, err) }
+
+// atoi reads the non-negative integer flag name.
+func (t *flagText) atoi(name string) int {
+	n, e := strconv.Atoi(*t.nums[name])
+	if e != nil || n < 0 {
+		t.fail(fmt.Errorf("--%s: %q is not a non-negative integer", name, *t.nums[name]))
+	}
+	return n
+}
+
+// dur reads the non-negative duration flag name.
+func (t *flagText) dur(name string) time.Duration {
+	d, e := time.ParseDuration(*t.nums[name])
+	if e != nil || d < 0 {
+		t.fail(fmt.Errorf("--%s: %q is not a duration", name, *t.nums[name]))
+	}
+	return d
+}
+
+// defineFlags registers every flag with its default, its environment
+// variable's value when set, and its meaning. String flags are read straight
+// into c; the others into the returned flagText. defaults are the built-in
+// defaults, for the usage text.
+func defineFlags(c *config, getenv func(string) string) (fs *flag.FlagSet, defaults map[string]string, t *flagText) {
+	fs = flag.NewFlagSet("agentos-gateway", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	defaults := map[string]string{}
+	defaults = map[string]string{}
+	t = &flagText{nums: map[string]*string{}}
 	env := func(name, def string) string {
 		defaults[name] = def
 		if v := getenv(envName(name)); v != "" {
@@ -147,11 +211,10 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return def
 	}
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
-	var ints = map[string]*string{}
 	num := func(name, def, usage string) {
 		v := env(name, def)
-		ints[name] = &v
-		fs.StringVar(ints[name], name, v, usage)
+		t.nums[name] = &v
+		fs.StringVar(t.nums[name], name, v, usage)
 	}
 	str(&c.addr, "addr", "127.0.0.1:8080", "listen address")
 	str(&c.dataDir, "data-dir", "data", "directory for the SQLite store and session databases")
@@ -162,10 +225,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("sidecar-idle-timeout", "5m", "stop idle sidecars beyond the minimum after this long")
 	num("memory-high-water", "805306368", "RSS bytes above which a sidecar takes no new VMs and is replaced once idle (0: off)")
 	num("warm-vms", "4", "VMs kept created and warmed up ahead of demand, per isolation class (0: none)")
-	var placement string
-	str(&placement, "placement", "pack", "where new VMs go: pack fills a sidecar up to --vms-per-sidecar before using another, spread takes the least-loaded one")
-	var affinity string
-	str(&affinity, "tenant-affinity", "true", "keep each tenant's VMs on sidecars holding no other tenant's while --max-sidecars allows one more, so that one tenant's stalled sidecar (a process waiting on stdin, a shell at its prompt) cannot slow another's VMs; false packs tenants together")
+	str(&t.placement, "placement", "pack", "where new VMs go: pack fills a sidecar up to --vms-per-sidecar before using another, spread takes the least-loaded one")
+	str(&t.affinity, "tenant-affinity", "true", "keep each tenant's VMs on sidecars holding no other tenant's while --max-sidecars allows one more, so that one tenant's stalled sidecar (a process waiting on stdin, a shell at its prompt) cannot slow another's VMs; false packs tenants together")
 	num("max-body-bytes", "1048576", "largest JSON body or stdin upload")
 	num("max-file-bytes", "1073741824", "largest file upload, and largest extracted total of an archive upload")
 	num("max-archive-entries", "100000", "most entries of an archive upload")
@@ -177,12 +238,10 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("exec-timeout-max", "1h", "largest timeoutMs an exec may ask for")
 	num("shutdown-grace", "20s", "time in-flight requests get to finish on SIGTERM")
 	num("heartbeat", "15s", "SSE heartbeat period")
-	var decision string
-	str(&decision, "permission-decision", "reject", "decision taken for permission requests nobody answers in time (reject or allow), unless the tenant or session sets one")
+	str(&t.decision, "permission-decision", "reject", "decision taken for permission requests nobody answers in time (reject or allow), unless the tenant or session sets one")
 	num("permission-timeout", "10m", "how long a permission request waits for an answer before the default decision")
 	num("session-purge-interval", "1h", "how often sessions past their tenant's retention are deleted")
-	var corsOrigins string
-	str(&corsOrigins, "cors-origins", "", "comma-separated origins allowed to call the API from a browser, such as https://app.example.com (* for any; empty: same origin only)")
+	str(&t.corsOrigins, "cors-origins", "", "comma-separated origins allowed to call the API from a browser, such as https://app.example.com (* for any; empty: same origin only)")
 	num("vm-retention", "168h", "how long the records of ended (disposed or lost) VMs are kept before they are purged")
 	num("body-read-timeout", "30s", "how long a request body may go without delivering a byte before the request is refused with 408")
 	host, _ := os.Hostname()
@@ -191,126 +250,139 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	num("node-heartbeat", "2s", "how often this node records its heartbeat and load in the store")
 	num("node-timeout", "10s", "how old a node's heartbeat must be for the others to declare it dead and mark its VMs lost")
 	str(&c.previewDomain, "preview-domain", "", "domain under which {port}-{vm}.<domain> host-based preview URLs work too, such as preview.example.com (needs wildcard DNS; empty: path-based /p/{token}/ previews only)")
-	mountAllow := mountAllowFlag{}
 	if v := env("mount-allow", ""); v != "" {
-		mountAllow.values = []string{v}
+		t.mountAllow.values = []string{v}
 	}
-	fs.Var(&mountAllow, "mount-allow", "host directories tenants may mount into VMs: PATH (read-only), PATH:ro or PATH:rw, comma-separated or repeated (empty: none)")
-	var webhookAllow string
-	str(&webhookAllow, "webhook-allow", "", "comma-separated host patterns webhook targets must match: names, *.example.com, IPs or CIDRs (empty: any public host); loopback and private addresses need an IP or CIDR pattern")
+	fs.Var(&t.mountAllow, "mount-allow", "host directories tenants may mount into VMs: PATH (read-only), PATH:ro or PATH:rw, comma-separated or repeated (empty: none)")
+	str(&t.webhookAllow, "webhook-allow", "", "comma-separated host patterns webhook targets must match: names, *.example.com, IPs or CIDRs (empty: any public host); loopback and private addresses need an IP or CIDR pattern")
 	str(&c.logFormat, "log-format", "json", "json or console")
 	str(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, &helpRequested{usage: usage(fs, defaults)}
-		}
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
-	}
-	for o := range strings.SplitSeq(corsOrigins, ",") {
+	return fs, defaults, t
+}
+
+// readLists reads the list flags: CORS origins, mount rules and webhook
+// targets.
+func (t *flagText) readLists(c *config) {
+	for o := range strings.SplitSeq(t.corsOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.corsOrigins = append(c.corsOrigins, o)
 		}
 	}
 	var err error
-	c.mountAllow, err = vms.ParseMountAllow(mountAllow.values)
-	targets, terr := webhook.ParseTargets(strings.Split(webhookAllow, ","))
+	c.mountAllow, err = vms.ParseMountAllow(t.mountAllow.values)
+	// The mount rules' error is the first that can be found, and is kept as
+	// it is rather than joined.
+	t.err = err
+	targets, terr := webhook.ParseTargets(strings.Split(t.webhookAllow, ","))
 	if terr != nil {
-		err = errors.Join(err, fmt.Errorf("--webhook-allow: %w", terr))
+		t.fail(fmt.Errorf("--webhook-allow: %w", terr))
 	}
 	c.webhookAllow = targets
-	atoi := func(name string) int {
-		n, e := strconv.Atoi(*ints[name])
-		if e != nil || n < 0 {
-			err = errors.Join(err, fmt.Errorf("--%s: %q is not a non-negative integer", name, *ints[name]))
-		}
-		return n
-	}
-	dur := func(name string) time.Duration {
-		d, e := time.ParseDuration(*ints[name])
-		if e != nil || d < 0 {
-			err = errors.Join(err, fmt.Errorf("--%s: %q is not a duration", name, *ints[name]))
-		}
-		return d
-	}
-	c.maxSidecars = atoi("max-sidecars")
-	c.vmsPerSidecar = atoi("vms-per-sidecar")
-	c.minIdleSidecars = atoi("min-idle-sidecars")
-	c.sidecarIdleTimeout = dur("sidecar-idle-timeout")
-	c.memoryHighWater = int64(atoi("memory-high-water"))
-	c.warmVMs = atoi("warm-vms")
-	if pl, e := sidecarpool.ParsePlacement(placement); e != nil {
-		err = errors.Join(err, fmt.Errorf("--placement: %w", e))
+}
+
+// readPool reads the sidecar pool's settings and the warm VMs.
+func (t *flagText) readPool(c *config) {
+	c.maxSidecars = t.atoi("max-sidecars")
+	c.vmsPerSidecar = t.atoi("vms-per-sidecar")
+	c.minIdleSidecars = t.atoi("min-idle-sidecars")
+	c.sidecarIdleTimeout = t.dur("sidecar-idle-timeout")
+	c.memoryHighWater = int64(t.atoi("memory-high-water"))
+	c.warmVMs = t.atoi("warm-vms")
+	if pl, e := sidecarpool.ParsePlacement(t.placement); e != nil {
+		t.fail(fmt.Errorf("--placement: %w", e))
 	} else {
 		c.placement = pl
 	}
-	if b, e := strconv.ParseBool(affinity); e != nil {
-		err = errors.Join(err, fmt.Errorf("--tenant-affinity: %q is neither true nor false", affinity))
+	if b, e := strconv.ParseBool(t.affinity); e != nil {
+		t.fail(fmt.Errorf("--tenant-affinity: %q is neither true nor false", t.affinity))
 	} else {
 		c.tenantAffinity = b
 	}
-	c.maxBodyBytes = int64(atoi("max-body-bytes"))
-	c.maxFileBytes = int64(atoi("max-file-bytes"))
-	c.maxArchiveEntries = atoi("max-archive-entries")
-	c.maxPromptBytes = int64(atoi("max-prompt-bytes"))
-	c.outputBufferBytes = atoi("output-buffer-bytes")
-	c.watchMaxEntries = atoi("watch-max-entries")
-	c.watchLogBytes = atoi("watch-log-bytes")
-	c.execTimeoutDefault = dur("exec-timeout-default")
-	c.execTimeoutMax = dur("exec-timeout-max")
+}
+
+// readLimits reads the bounds of requests, buffers and execs.
+func (t *flagText) readLimits(c *config) {
+	c.maxBodyBytes = int64(t.atoi("max-body-bytes"))
+	c.maxFileBytes = int64(t.atoi("max-file-bytes"))
+	c.maxArchiveEntries = t.atoi("max-archive-entries")
+	c.maxPromptBytes = int64(t.atoi("max-prompt-bytes"))
+	c.outputBufferBytes = t.atoi("output-buffer-bytes")
+	c.watchMaxEntries = t.atoi("watch-max-entries")
+	c.watchLogBytes = t.atoi("watch-log-bytes")
+	c.execTimeoutDefault = t.dur("exec-timeout-default")
+	c.execTimeoutMax = t.dur("exec-timeout-max")
 	if c.execTimeoutDefault <= 0 || c.execTimeoutDefault > c.execTimeoutMax {
-		err = errors.Join(err, errors.New("--exec-timeout-default must be positive and at most --exec-timeout-max"))
+		t.fail(errors.New("--exec-timeout-default must be positive and at most --exec-timeout-max"))
 	}
-	c.shutdownGrace = dur("shutdown-grace")
-	c.heartbeat = dur("heartbeat")
-	c.sessionPurge = dur("session-purge-interval")
-	c.vmRetention = dur("vm-retention")
-	c.bodyReadTimeout = dur("body-read-timeout")
-	c.nodeHeartbeat = dur("node-heartbeat")
-	c.nodeTimeout = dur("node-timeout")
+}
+
+// readTimings reads the periods and timeouts of the server and its services.
+func (t *flagText) readTimings(c *config) {
+	c.shutdownGrace = t.dur("shutdown-grace")
+	c.heartbeat = t.dur("heartbeat")
+	c.sessionPurge = t.dur("session-purge-interval")
+	c.vmRetention = t.dur("vm-retention")
+	c.bodyReadTimeout = t.dur("body-read-timeout")
+}
+
+// readCluster reads how this node takes part in a cluster sharing the
+// store.
+func (t *flagText) readCluster(c *config) {
+	c.nodeHeartbeat = t.dur("node-heartbeat")
+	c.nodeTimeout = t.dur("node-timeout")
 	if c.nodeHeartbeat <= 0 || c.nodeTimeout <= c.nodeHeartbeat {
-		err = errors.Join(err, errors.New("--node-heartbeat must be positive and shorter than --node-timeout"))
+		t.fail(errors.New("--node-heartbeat must be positive and shorter than --node-timeout"))
 	}
 	if !cluster.ValidNodeID(c.nodeID) {
-		err = errors.Join(err, fmt.Errorf("--node-id: %q must be letters, digits, '-', '.' or '_' (at most 253)", c.nodeID))
+		t.fail(fmt.Errorf("--node-id: %q must be letters, digits, '-', '.' or '_' (at most 253)", c.nodeID))
 	}
 	if c.advertiseAddr != "" {
 		if u, e := url.Parse(c.advertiseAddr); e != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			err = errors.Join(err, fmt.Errorf("--advertise-addr: %q is not an http(s)://host:port URL", c.advertiseAddr))
+			t.fail(fmt.Errorf("--advertise-addr: %q is not an http(s)://host:port URL", c.advertiseAddr))
 		}
 		c.advertiseAddr = strings.TrimSuffix(c.advertiseAddr, "/")
 	}
-	c.permissionDefault = gateway.PermissionDefault{Decision: decision, TimeoutSeconds: int(dur("permission-timeout").Seconds())}
-	if decision != gateway.DecisionReject && decision != gateway.DecisionAllow {
-		err = errors.Join(err, fmt.Errorf("--permission-decision: %q is neither reject nor allow", decision))
+}
+
+// readPermissions reads the default decision of agent permission requests.
+func (t *flagText) readPermissions(c *config) {
+	c.permissionDefault = gateway.PermissionDefault{Decision: t.decision, TimeoutSeconds: int(t.dur("permission-timeout").Seconds())}
+	if t.decision != gateway.DecisionReject && t.decision != gateway.DecisionAllow {
+		t.fail(fmt.Errorf("--permission-decision: %q is neither reject nor allow", t.decision))
 	}
 	if c.permissionDefault.TimeoutSeconds < 1 {
-		err = errors.Join(err, errors.New("--permission-timeout must be at least 1s"))
+		t.fail(errors.New("--permission-timeout must be at least 1s"))
 	}
+}
+
+// checkRest checks the settings read straight into c, and the pool's size
+// (checked here, after the others, so that its message keeps its place).
+func (t *flagText) checkRest(c *config) {
 	if c.maxSidecars < 1 || c.vmsPerSidecar < 1 {
-		err = errors.Join(err, errors.New("--max-sidecars and --vms-per-sidecar must be at least 1"))
+		t.fail(errors.New("--max-sidecars and --vms-per-sidecar must be at least 1"))
 	}
 	if c.logFormat != "json" && c.logFormat != "console" {
-		err = errors.Join(err, fmt.Errorf("--log-format: %q is not json or console", c.logFormat))
+		t.fail(fmt.Errorf("--log-format: %q is not json or console", c.logFormat))
 	}
 	c.previewDomain = strings.ToLower(strings.Trim(c.previewDomain, "."))
 	if c.previewDomain != "" && !validPreviewDomain(c.previewDomain) {
-		err = errors.Join(err, fmt.Errorf("--preview-domain: %q is not a domain name such as preview.example.com", c.previewDomain))
+		t.fail(fmt.Errorf("--preview-domain: %q is not a domain name such as preview.example.com", c.previewDomain))
 	}
+}
+
+// deriveStore settles where the gateway keeps its data.
+func (t *flagText) deriveStore(c *config) {
 	// The engine opens the session databases under the data directory from
 	// its own working directory and refuses a relative path, so a relative
 	// --data-dir is resolved here, once, against the gateway's.
 	if abs, e := filepath.Abs(c.dataDir); e != nil {
-		err = errors.Join(err, fmt.Errorf("--data-dir: %w", e))
+		t.fail(fmt.Errorf("--data-dir: %w", e))
 	} else {
 		c.dataDir = abs
 	}
 	if c.storeDSN == "" {
 		c.storeDSN = filepath.Join(c.dataDir, "gateway.db")
 	}
-	return c, err
 }
 
 // validPreviewDomain reports whether d is a host name of dot-separated
@@ -357,31 +429,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	engine, err := agentos.LocateEngine()
+	engine, db, err := openStore(ctx, c, log, getenv, stderr)
 	if err != nil {
 		return err
-	}
-	db, err := store.Open(ctx, c.storeDSN)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
 	}
 	defer db.Close()
-	shared := db.Dialect() == "postgres"
-	if !shared {
-		// A SQLite store has one gateway: every VM it recorded live died
-		// with its previous run.
-		if n, err := db.MarkLiveVMsLost(ctx, "the gateway restarted"); err != nil {
-			return fmt.Errorf("store: %w", err)
-		} else if n > 0 {
-			log.Warn().Int("vms", n).Msg("VMs that were live before the restart are marked lost")
-		}
-	}
-	if err := ensureAdmin(ctx, db, getenv("AGENTOS_GATEWAY_ADMIN_KEY"), stderr); err != nil {
-		return err
-	}
 	secret := getenv("AGENTOS_GATEWAY_CLUSTER_SECRET")
 	if secret != "" && len(secret) < 16 {
 		return errors.New("AGENTOS_GATEWAY_CLUSTER_SECRET must be at least 16 characters")
@@ -404,7 +456,76 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	pool := sidecarpool.New(sidecarpool.Config{
+	g, err := startVMs(ctx, c, log, engine, db, advertise, secret, leave)
+	if err != nil {
+		return err
+	}
+	keeper := idempotency.New(db, idempotency.Config{Log: log})
+	defer keeper.Close()
+	hookSecret, err := webhookSecret(getenv("AGENTOS_GATEWAY_WEBHOOK_SECRET"), secret, log)
+	if err != nil {
+		return err
+	}
+	hooks := webhook.NewClient(c.webhookAllow, hookSecret)
+	defer hooks.Close()
+	if err := g.startServices(ctx, c, log, db, keeper, hooks); err != nil {
+		return err
+	}
+	return serve(ctx, c, log, ln, g, ready, db.Dialect(), advertise, engine.SidecarBin)
+}
+
+// openStore makes the data directory, finds the engine, and opens the
+// store with its admin key. The caller closes the store.
+func openStore(ctx context.Context, c config, log zerolog.Logger, getenv func(string) string, stderr io.Writer) (agentos.Engine, *store.DB, error) {
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		return agentos.Engine{}, nil, fmt.Errorf("data dir: %w", err)
+	}
+	engine, err := agentos.LocateEngine()
+	if err != nil {
+		return agentos.Engine{}, nil, err
+	}
+	db, err := store.Open(ctx, c.storeDSN)
+	if err != nil {
+		return agentos.Engine{}, nil, fmt.Errorf("store: %w", err)
+	}
+	if db.Dialect() != "postgres" {
+		// A SQLite store has one gateway: every VM it recorded live died
+		// with its previous run.
+		if n, err := db.MarkLiveVMsLost(ctx, "the gateway restarted"); err != nil {
+			db.Close()
+			return agentos.Engine{}, nil, fmt.Errorf("store: %w", err)
+		} else if n > 0 {
+			log.Warn().Int("vms", n).Msg("VMs that were live before the restart are marked lost")
+		}
+	}
+	if err := ensureAdmin(ctx, db, getenv("AGENTOS_GATEWAY_ADMIN_KEY"), stderr); err != nil {
+		db.Close()
+		return agentos.Engine{}, nil, err
+	}
+	return engine, db, nil
+}
+
+// gatewayServices are the parts of a running gateway that its shutdown
+// stops, each in its turn.
+type gatewayServices struct {
+	pool    *sidecarpool.Pool
+	warm    *warmpool.Pool[*agentos.VM]
+	vms     *vms.Service
+	snaps   *snapshots.Service
+	node    *cluster.Node
+	watches *watch.Service
+	binds   *bindings.Service
+	sess    *sessions.Service
+	sched   *schedules.Service
+	h       *handlers.Server
+}
+
+// startVMs starts what runs VMs (the sidecar pool, the warm VMs, the vms
+// service with its snapshots and file watches) and joins the cluster. When
+// the join fails, what it started is stopped again.
+func startVMs(ctx context.Context, c config, log zerolog.Logger, engine agentos.Engine, db *store.DB, advertise, secret string, leave context.CancelCauseFunc) (*gatewayServices, error) {
+	g := &gatewayServices{}
+	g.pool = sidecarpool.New(sidecarpool.Config{
 		MaxSidecars: c.maxSidecars, VMsPerSidecar: c.vmsPerSidecar, MinIdleSidecars: c.minIdleSidecars,
 		IdleTimeout: c.sidecarIdleTimeout, MemoryHighWater: c.memoryHighWater, Placement: c.placement,
 		TenantAffinity: c.tenantAffinity,
@@ -414,55 +535,61 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		},
 	})
 	snapBlobs := snapshotBlobs(db, c.dataDir)
-	warm := warmpool.New(warmpool.Config{Size: c.warmVMs, Options: agentos.VMOptions{DataDir: filepath.Join(c.dataDir, "sessions")},
-		IsolatedIdle: c.sidecarIdleTimeout, Log: log.With().Str("component", "warmpool").Logger()}, warmAdapter{pool})
-	svc := vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
-		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Warm: warm, Log: log,
-		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs)}, db, poolAdapter{pool})
-	snaps := snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log}, db, snapBlobs, svc)
+	g.warm = warmpool.New(warmpool.Config{Size: c.warmVMs, Options: agentos.VMOptions{DataDir: filepath.Join(c.dataDir, "sessions")},
+		IsolatedIdle: c.sidecarIdleTimeout, Log: log.With().Str("component", "warmpool").Logger()}, warmAdapter{g.pool})
+	g.vms = vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
+		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Warm: g.warm, Log: log,
+		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs)}, db, poolAdapter{g.pool})
+	g.snaps = snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log}, db, snapBlobs, g.vms)
 	node, lost, err := cluster.Join(ctx, cluster.Config{
-		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: shared,
+		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: db.Dialect() == "postgres",
 		Heartbeat: c.nodeHeartbeat, Timeout: c.nodeTimeout,
-		Load:    func() store.NodeLoad { return nodeLoad(svc, pool, c.maxSidecars*c.vmsPerSidecar) },
-		Cordon:  svc.Cordon,
-		LiveVMs: svc.LiveCount,
+		Load:    func() store.NodeLoad { return nodeLoad(g.vms, g.pool, c.maxSidecars*c.vmsPerSidecar) },
+		Cordon:  g.vms.Cordon,
+		LiveVMs: g.vms.LiveCount,
 		Leave:   func(reason string) { leave(errors.New(reason)) },
 		Log:     log.With().Str("node", c.nodeID).Logger(),
 	}, db)
 	if err != nil {
-		_ = warm.Close(context.Background())
-		_ = svc.Shutdown(context.Background())
-		_ = pool.Close(context.Background())
-		return err
+		_ = g.warm.Close(context.Background())
+		_ = g.vms.Shutdown(context.Background())
+		_ = g.pool.Close(context.Background())
+		return nil, err
 	}
+	g.node = node
 	if len(lost) > 0 {
 		log.Warn().Int("vms", len(lost)).Msg("VMs this node ran before it restarted are marked lost")
 	}
-	watches := watch.New(watch.Config{MaxEntries: c.watchMaxEntries, LogBytes: c.watchLogBytes, Log: log}, watch.FilesOf(svc))
-	svc.ObserveFiles(watches)
-	keeper := idempotency.New(db, idempotency.Config{Log: log})
-	defer keeper.Close()
-	hookSecret, err := webhookSecret(getenv("AGENTOS_GATEWAY_WEBHOOK_SECRET"), secret, log)
-	if err != nil {
-		return err
-	}
-	hooks := webhook.NewClient(c.webhookAllow, hookSecret)
-	defer hooks.Close()
-	binds := bindings.New(bindings.Config{Log: log}, db, svc, hooks)
-	svc.SetUpVMsWith(binds)
-	sess := sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, PermissionWebhook: binds, Log: log}, db, svc)
-	sched := schedules.New(schedules.Config{Log: log}, db, svc, sess)
-	if err := sched.Start(ctx); err != nil {
+	g.watches = watch.New(watch.Config{MaxEntries: c.watchMaxEntries, LogBytes: c.watchLogBytes, Log: log}, watch.FilesOf(g.vms))
+	g.vms.ObserveFiles(g.watches)
+	return g, nil
+}
+
+// startServices starts the services over the VMs (host bindings, agent
+// sessions, schedules) and builds the HTTP handler over all of them.
+func (g *gatewayServices) startServices(ctx context.Context, c config, log zerolog.Logger, db *store.DB, keeper *idempotency.Keeper, hooks *webhook.Client) error {
+	g.binds = bindings.New(bindings.Config{Log: log}, db, g.vms, hooks)
+	g.vms.SetUpVMsWith(g.binds)
+	g.sess = sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, PermissionWebhook: g.binds, Log: log}, db, g.vms)
+	g.sched = schedules.New(schedules.Config{Log: log}, db, g.vms, g.sess)
+	if err := g.sched.Start(ctx); err != nil {
 		return fmt.Errorf("schedules: %w", err)
 	}
-	h := handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
-		Previews: previews.New(previews.Config{}, db, svc), PreviewDomain: c.previewDomain,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: node, Watches: watches, Bindings: binds, Snapshots: snaps, Log: log}, svc, sess, sched, db, keeper, pool)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	g.h = handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
+		Previews: previews.New(previews.Config{}, db, g.vms), PreviewDomain: c.previewDomain,
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: g.node, Watches: g.watches, Bindings: g.binds, Snapshots: g.snaps, Log: log}, g.vms, g.sess, g.sched, db, keeper, g.pool)
+	return nil
+}
+
+// serve serves HTTP on ln, warming the sidecar pool meanwhile, until the
+// server fails or ctx ends; then the gateway shuts down and leaves the
+// cluster. dialect, advertise and sidecarBin are logged once listening.
+func serve(ctx context.Context, c config, log zerolog.Logger, ln net.Listener, g *gatewayServices, ready chan<- string, dialect, advertise, sidecarBin string) error {
+	srv := &http.Server{Handler: g.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(problemlistener.Wrap(ln)) }()
-	log.Info().Str("addr", ln.Addr().String()).Str("store", db.Dialect()).Str("node", c.nodeID).Str("advertise", advertise).Str("sidecar", engine.SidecarBin).Msg("agentos-gateway listening")
+	log.Info().Str("addr", ln.Addr().String()).Str("store", dialect).Str("node", c.nodeID).Str("advertise", advertise).Str("sidecar", sidecarBin).Msg("agentos-gateway listening")
 
 	// Warm the pool in the background: /readyz turns ready once it answered.
 	warmCtx, cancelWarm := context.WithCancel(ctx)
@@ -470,7 +597,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	warmed := make(chan struct{})
 	go func() {
 		defer close(warmed)
-		if err := pool.Warm(warmCtx); err != nil && warmCtx.Err() == nil {
+		if err := g.pool.Warm(warmCtx); err != nil && warmCtx.Err() == nil {
 			log.Error().Err(err).Msg("warming the sidecar pool")
 		}
 	}()
@@ -482,7 +609,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case err := <-serveErr:
 		cancelWarm()
 		<-warmed
-		leaveCluster(log, node, "its server failed")
+		leaveCluster(log, g.node, "its server failed")
 		return err
 	case <-ctx.Done():
 	}
@@ -492,8 +619,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		reason = cause.Error()
 	}
-	err = shutdown(log, c.shutdownGrace, srv, h, sched, warm, svc, sess, pool, watches)
-	leaveCluster(log, node, reason)
+	err := shutdown(log, c.shutdownGrace, srv, g)
+	leaveCluster(log, g.node, reason)
 	return err
 }
 
@@ -555,18 +682,18 @@ func nodeLoad(svc *vms.Service, pool *sidecarpool.Pool, capacity int) store.Node
 
 // shutdown stops accepting, lets in-flight requests finish within the grace
 // period, ends streams with a final event, disposes VMs and stops sidecars.
-func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *handlers.Server, sched *schedules.Service, warm *warmpool.Pool[*agentos.VM], svc *vms.Service, sess *sessions.Service, pool *sidecarpool.Pool, watches *watch.Service) error {
+func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, g *gatewayServices) error {
 	log.Info().Dur("grace", grace).Msg("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- srv.Shutdown(ctx) }()
-	h.DrainStreams()
+	g.h.DrainStreams()
 	if err := <-done; err != nil {
 		log.Warn().Err(err).Msg("requests still running at the end of the grace period")
 		_ = srv.Close()
 	}
-	h.Close()
+	g.h.Close()
 	// Each stage has a budget of its own, so that a slow one does not leave
 	// the next without time.
 	stage := func(name string, budget time.Duration, stop func(context.Context) error) {
@@ -577,13 +704,13 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, h *hand
 		}
 	}
 	// Before the VMs: a run in progress is cancelled, not cut by the disposal.
-	stage("stopping schedules", 15*time.Second, sched.Close)
-	stage("stopping file watches", 10*time.Second, watches.Shutdown)
-	stage("disposing warm VMs", 30*time.Second, warm.Close)
-	stage("disposing VMs", 30*time.Second, svc.Shutdown)
+	stage("stopping schedules", 15*time.Second, g.sched.Close)
+	stage("stopping file watches", 10*time.Second, g.watches.Shutdown)
+	stage("disposing warm VMs", 30*time.Second, g.warm.Close)
+	stage("disposing VMs", 30*time.Second, g.vms.Shutdown)
 	// After the VMs: their sessions' last events are recorded as they end.
-	stage("stopping agent sessions", 15*time.Second, sess.Shutdown)
-	stage("stopping sidecars", 30*time.Second, pool.Close)
+	stage("stopping agent sessions", 15*time.Second, g.sess.Shutdown)
+	stage("stopping sidecars", 30*time.Second, g.pool.Close)
 	log.Info().Msg("stopped")
 	return nil
 }
