@@ -57,9 +57,13 @@ build: setup
 
 # The store's tests run against SQLite and a throwaway PostgreSQL server that
 # this target installs (apt) and starts, and always stops, even on failure.
+# The console's pure modules (web/src/*.test.mjs) have unit tests of their own
+# on Node's built-in runner, run before the Go suite (whose browser test drives
+# the whole console).
 test: setup tidy-check
 	@scripts/ensure-tools.sh
 	$(GO) vet ./...
+	node --test web/src/*.test.mjs
 	@if [[ -z "$${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then \
 		pgdir="$$(mktemp -d -t agentos-gateway-pg.XXXXXX)"; \
 		trap 'scripts/postgres-test.sh stop "$$pgdir"' EXIT; \
