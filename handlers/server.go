@@ -118,9 +118,11 @@ type Server struct {
 	console *consoleFiles
 }
 
-// New builds the router. keeper runs the idempotent requests (exec and
-// spawn with an Idempotency-Key); sched serves the VMs' schedules.
-func New(cfg Config, svc *vms.Service, sess *sessions.Service, sched *schedules.Service, st Store, keeper *idempotency.Keeper, pool Pool) *Server {
+// New builds the router. Its arguments come in the order of every service
+// constructor: the configuration, the store, then the services. keeper runs
+// the idempotent requests (exec and spawn with an Idempotency-Key); sched
+// serves the VMs' schedules.
+func New(cfg Config, st Store, svc *vms.Service, sess *sessions.Service, sched *schedules.Service, keeper *idempotency.Keeper, pool Pool) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}

@@ -111,7 +111,7 @@ func newSpecEnv(t *testing.T) *specEnv {
 	t.Cleanup(keeper.Close)
 	sess := sessions.New(sessions.Config{Idempotency: keeper}, db, svc)
 	t.Cleanup(func() { _ = sess.Shutdown(context.Background()) })
-	s := New(Config{MaxBodyBytes: 4 << 10, MaxFileBytes: 1 << 10, OpenAPI: api.Spec}, svc, sess, nil, db, keeper, &specPool{ready: true})
+	s := New(Config{MaxBodyBytes: 4 << 10, MaxFileBytes: 1 << 10, OpenAPI: api.Spec}, db, svc, sess, nil, keeper, &specPool{ready: true})
 	t.Cleanup(s.Close)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)

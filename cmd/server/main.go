@@ -577,7 +577,7 @@ func (g *gatewayServices) startServices(ctx context.Context, c config, log zerol
 	}
 	g.h = handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
 		Previews: previews.New(previews.Config{}, db, g.vms), PreviewDomain: c.previewDomain,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: g.node, Watches: g.watches, Bindings: g.binds, Snapshots: g.snaps, Log: log}, g.vms, g.sess, g.sched, db, keeper, g.pool)
+		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: g.node, Watches: g.watches, Bindings: g.binds, Snapshots: g.snaps, Log: log}, db, g.vms, g.sess, g.sched, keeper, g.pool)
 	return nil
 }
 
