@@ -158,6 +158,52 @@ test("a dropped stream is resumed with Last-Event-ID, then ends at its final eve
   }
 });
 
+// settle lets every promise the stream chains (fetch, reads, its loop) run,
+// while mocked timers stand still.
+async function settle() {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+}
+
+test("reconnects back off from 0.5 s, doubling up to 5 s, and start over once a stream opens", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  let calls = 0;
+  const states = [];
+  // Six refused connections (network errors), then a stream that drops
+  // without a final event, then one that ends.
+  globalThis.fetch = async () => {
+    calls++;
+    if (calls <= 6) throw new TypeError("fetch failed");
+    if (calls === 7) return eventStream(["id: 1\ndata: 1\n\n"]);
+    return eventStream(["id: 2\nevent: end\ndata: {}\n\n"]);
+  };
+  stream("/v1/vms/vm_1/events", { onEvent() {}, onState: (s) => states.push(s) });
+  await settle();
+  for (const [call, delay] of [[1, 500], [2, 1000], [3, 2000], [4, 4000], [5, 5000], [6, 5000], [7, 500]]) {
+    assert.equal(calls, call);
+    t.mock.timers.tick(delay - 1);
+    await settle();
+    assert.equal(calls, call, `no reconnect before ${delay} ms`);
+    t.mock.timers.tick(1);
+    await settle();
+  }
+  assert.equal(calls, 8);
+  assert.deepEqual(states, ["retrying", "retrying", "retrying", "retrying", "retrying", "retrying", "open", "retrying", "open", "ended"]);
+});
+
+test("stop ends a stream for good, even while it waits to reconnect", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  let calls = 0;
+  const states = [];
+  globalThis.fetch = async () => { calls++; throw new TypeError("fetch failed"); };
+  const s = stream("/v1/vms/vm_1/events", { onEvent() {}, onState: (st) => states.push(st) });
+  await settle();
+  s.stop();
+  t.mock.timers.tick(10000);
+  await settle();
+  assert.equal(calls, 1);
+  assert.deepEqual(states, ["retrying"]);
+});
+
 test("a streamed POST is never retried: a command must not run twice", async () => {
   const { events, states, requests } = await follow([
     eventStream(["id: 1\nevent: stdout\ndata: \"partial\"\n\n"]),
