@@ -1,5 +1,7 @@
-// Command server runs agentos-gateway: REST + Server-Sent Events over a pool
-// of agentOS sidecars, on an embedded SQLite store by default.
+// Command server runs agentos-gateway: the REST API with its Server-Sent
+// Event streams and WebSocket attaches, and the web console, over a pool of
+// agentOS sidecars, on an embedded SQLite store by default or on a
+// PostgreSQL store that several gateway nodes share.
 package main
 
 import (
