@@ -106,11 +106,11 @@ func newSpecEnv(t *testing.T) *specEnv {
 	}
 
 	svc := vms.New(vms.Config{}, db, specFullPool{})
-	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
-	keeper := idempotency.New(db, idempotency.Config{})
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+	keeper := idempotency.New(idempotency.Config{}, db)
 	t.Cleanup(keeper.Close)
 	sess := sessions.New(sessions.Config{Idempotency: keeper}, db, svc)
-	t.Cleanup(func() { _ = sess.Shutdown(context.Background()) })
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
 	s := New(Config{MaxBodyBytes: 4 << 10, MaxFileBytes: 1 << 10, OpenAPI: api.Spec}, db, svc, sess, nil, keeper, &specPool{ready: true})
 	t.Cleanup(s.Close)
 	srv := httptest.NewServer(s)

@@ -58,7 +58,7 @@ type Keeper struct {
 }
 
 // New returns a keeper and starts its purge; Close stops it.
-func New(st Store, cfg Config) *Keeper {
+func New(cfg Config, st Store) *Keeper {
 	if cfg.PurgeInterval <= 0 {
 		cfg.PurgeInterval = 10 * time.Minute
 	}

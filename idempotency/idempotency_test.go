@@ -29,7 +29,7 @@ func openStore(t *testing.T) *store.DB {
 
 func keeper(t *testing.T, db *store.DB, cfg idempotency.Config) *idempotency.Keeper {
 	t.Helper()
-	k := idempotency.New(db, cfg)
+	k := idempotency.New(cfg, db)
 	t.Cleanup(k.Close)
 	return k
 }

@@ -206,7 +206,7 @@ type endedVMs struct {
 	calls int
 }
 
-func (v *endedVMs) Agent(ctx context.Context, tenantID, vmID string) (vms.AgentHost, func(), error) {
+func (v *endedVMs) AgentHost(ctx context.Context, tenantID, vmID string) (vms.AgentHost, func(), error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.calls++
@@ -224,7 +224,7 @@ func newTestService(t *testing.T, st Store, v VMs) *Service {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
+		if err := s.Close(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
@@ -430,11 +430,11 @@ func TestServiceShutdownIdempotentAndRefuses(t *testing.T) {
 	waitFor(t, "the purger to run", func() bool { return st.runs.Load() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown = %v", err)
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close = %v", err)
 	}
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatalf("second Shutdown = %v", err)
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("second Close = %v", err)
 	}
 	if _, err := s.recorderFor(vms.AgentHost{}, "t1", "vm1"); gateway.ErrorCode(err) != gateway.CodeUnavailable {
 		t.Errorf("recorderFor after shutdown = %v, want unavailable", err)

@@ -7,7 +7,7 @@ import (
 )
 
 // TestMain fails the package's tests if any goroutine outlives them: the
-// service's purger, recorders and turns must all end with Shutdown.
+// service's purger, recorders and turns must all end with Close.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }

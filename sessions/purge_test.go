@@ -14,7 +14,7 @@ import (
 // noVMs is a VMs whose VMs have all ended.
 type noVMs struct{}
 
-func (noVMs) Agent(context.Context, string, string) (vms.AgentHost, func(), error) {
+func (noVMs) AgentHost(context.Context, string, string) (vms.AgentHost, func(), error) {
 	return vms.AgentHost{}, nil, gateway.Wrap(gateway.CodeConflict, vms.ErrVMEnded, "the VM is disposed")
 }
 
@@ -55,7 +55,7 @@ func TestPurgeFollowsTenantRetention(t *testing.T) {
 	// Two days from now, the brief tenant's session is past its retention.
 	later := func() time.Time { return time.Now().Add(48 * time.Hour) }
 	s := New(Config{PurgeInterval: 10 * time.Millisecond, Now: later}, db, noVMs{})
-	defer s.Shutdown(ctx)
+	defer s.Close(ctx)
 	waitFor(t, "the purge", func() bool {
 		_, err := s.Get(ctx, "brief", "vm-brief", "s")
 		return gateway.ErrorCode(err) == gateway.CodeNotFound

@@ -28,7 +28,7 @@ type recorder struct {
 	// deleted are the sessions deleted while the VM lives: a request that
 	// read the record just before the deletion must not register it again.
 	deleted  map[string]bool
-	stopping bool // Shutdown closed sub on purpose
+	stopping bool // Close closed sub on purpose
 	ended    bool
 }
 

@@ -74,7 +74,7 @@ func realService(t *testing.T, cfg Config) (*Service, *vms.Service, *flakyStore)
 	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 4})
 	v := vms.New(vms.Config{DataDir: t.TempDir()}, db, poolAdapter{pool})
 	if cfg.Idempotency == nil {
-		k := idempotency.New(db, idempotency.Config{})
+		k := idempotency.New(idempotency.Config{}, db)
 		t.Cleanup(k.Close)
 		cfg.Idempotency = k
 	}
@@ -82,10 +82,10 @@ func realService(t *testing.T, cfg Config) (*Service, *vms.Service, *flakyStore)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := v.Shutdown(ctx); err != nil {
+		if err := v.Close(ctx); err != nil {
 			t.Error(err)
 		}
-		if err := s.Shutdown(ctx); err != nil {
+		if err := s.Close(ctx); err != nil {
 			t.Error(err)
 		}
 		if err := pool.Close(ctx); err != nil {

@@ -45,11 +45,11 @@ type Store interface {
 	PurgeExpiredSessions(ctx context.Context, now time.Time) (int, error)
 }
 
-// VMs gives the engine's handle of a tenant's live VM, held busy until
+// VMs gives the agent host of a tenant's live VM, held busy until
 // release is called, and tells when a VM's end is recorded; *vms.Service
 // implements it.
 type VMs interface {
-	Agent(ctx context.Context, tenantID, vmID string) (host vms.AgentHost, release func(), err error)
+	AgentHost(ctx context.Context, tenantID, vmID string) (host vms.AgentHost, release func(), err error)
 	Ended(vmID string) <-chan struct{}
 }
 
@@ -113,7 +113,7 @@ type Service struct {
 	wg        sync.WaitGroup // recorders, turns, the purger
 }
 
-// New returns a service and starts its purger; Shutdown stops it.
+// New returns a service and starts its purger; Close stops it.
 func New(cfg Config, st Store, v VMs) *Service {
 	if cfg.PermissionDefault.Decision == "" {
 		cfg.PermissionDefault = defaultPermissionDefault
@@ -134,13 +134,13 @@ func New(cfg Config, st Store, v VMs) *Service {
 	return s
 }
 
-// Shutdown stops recording (the VMs' events end with them; call it after
+// Close stops recording (the VMs' events end with them; call it after
 // the VMs were disposed), cancels running turns and waits for every
 // goroutine of the service. It waits even when ctx expires first, and then
 // returns ctx's error: nothing it started outlives it, and every one of
 // those goroutines is bounded (engine calls by the service's context, which
-// Shutdown cancels, store writes by storeWriteTimeout).
-func (s *Service) Shutdown(ctx context.Context) error {
+// Close cancels, store writes by storeWriteTimeout).
+func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
 	recs := slices.Collect(maps.Values(s.recorders))
@@ -215,7 +215,7 @@ func (s *Service) purge() {
 
 // Agents lists the agents a tenant's VM can run.
 func (s *Service) Agents(ctx context.Context, tenantID, vmID string) ([]gateway.Agent, error) {
-	vm, release, err := s.vms.Agent(ctx, tenantID, vmID)
+	vm, release, err := s.vms.AgentHost(ctx, tenantID, vmID)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ const openTimeout = 3 * time.Minute
 
 // Open starts an agent in a tenant's VM and opens a session with it.
 func (s *Service) Open(ctx context.Context, tenant gateway.Tenant, vmID string, req OpenRequest) (gateway.Session, error) {
-	vm, release, err := s.vms.Agent(ctx, tenant.ID, vmID)
+	vm, release, err := s.vms.AgentHost(ctx, tenant.ID, vmID)
 	if err != nil {
 		return gateway.Session{}, err
 	}
@@ -556,7 +556,7 @@ func (s *Service) live(ctx context.Context, tenantID, vmID, id string) (liveSess
 	if err != nil {
 		return liveSession{}, nil, err
 	}
-	vm, release, err := s.vms.Agent(ctx, tenantID, vmID)
+	vm, release, err := s.vms.AgentHost(ctx, tenantID, vmID)
 	if err != nil {
 		return liveSession{}, nil, err
 	}

@@ -68,7 +68,7 @@ func newEnvOver(t *testing.T, cfg vms.Config, wrap func(*store.DB) vms.Store, te
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := svc.Shutdown(ctx); err != nil {
+		if err := svc.Close(ctx); err != nil {
 			t.Error(err)
 		}
 		if err := pool.Close(ctx); err != nil {
@@ -300,7 +300,7 @@ func TestCreateWhenThePoolIsFull(t *testing.T) {
 	}
 	full := gateway.Errorf(gateway.CodeResourceExhausted, "every sidecar is full")
 	svc := vms.New(vms.Config{DataDir: t.TempDir()}, db, noPool{full})
-	defer func() { _ = svc.Shutdown(ctx) }()
+	defer func() { _ = svc.Close(ctx) }()
 	for range 2 {
 		if _, err := svc.Create(ctx, tenant, gateway.VMSpec{}); !errors.Is(err, full) {
 			t.Fatalf("Create = %v, want the pool's refusal", err)

@@ -288,7 +288,7 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 	lv.procs[p.pid] = p
 	lv.mu.Unlock()
 	if !s.goTracked(func() { s.awaitExit(lv, p, release) }) {
-		// Shutdown began while the process started: it disposes the VM and
+		// Close began while the process started: it disposes the VM and
 		// the process with it, and no watcher may start after its Wait.
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 		_ = ap.Kill(kctx)

@@ -25,7 +25,7 @@ func TestExecTimeout(t *testing.T) {
 		cfg.DataDir = t.TempDir()
 		svc := vms.New(cfg, db, nil)
 		t.Cleanup(func() {
-			if err := svc.Shutdown(ctx); err != nil {
+			if err := svc.Close(ctx); err != nil {
 				t.Error(err)
 			}
 		})

@@ -109,7 +109,7 @@ type Service struct {
 	wg   sync.WaitGroup
 }
 
-// New returns a service and starts its idle reaper; Shutdown stops it.
+// New returns a service and starts its idle reaper; Close stops it.
 func New(cfg Config, store Store, pool Pool) *Service {
 	if cfg.OutputBufferBytes <= 0 {
 		cfg.OutputBufferBytes = 1 << 20
@@ -359,10 +359,10 @@ func (s *Service) undoCreate(ctx context.Context, made halfMade, cause error) {
 	}
 }
 
-// goTracked runs f on a goroutine that Shutdown waits for, and reports
-// false, running nothing, once Shutdown has begun: the closing check and
-// the wait group's Add happen under the same lock as Shutdown's, so no
-// goroutine can start after Shutdown's Wait.
+// goTracked runs f on a goroutine that Close waits for, and reports
+// false, running nothing, once Close has begun: the closing check and
+// the wait group's Add happen under the same lock as Close's, so no
+// goroutine can start after Close's Wait.
 func (s *Service) goTracked(f func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -501,8 +501,8 @@ func (s *Service) watch(lv *liveVM) {
 					lv.events.Append(0, 128, gateway.VMEvent{Type: gateway.VMEventType(ev.Kind), Time: ev.Time.UTC(), Name: ev.Name, Detail: ev.Detail})
 				}
 			case <-s.stop:
-				// Shutdown ends the VM itself; a VM whose disposal failed
-				// must not keep this goroutine (and Shutdown) waiting.
+				// Close ends the VM itself; a VM whose disposal failed
+				// must not keep this goroutine (and Close) waiting.
 				sub.Close()
 				return
 			}
@@ -673,7 +673,7 @@ func (s *Service) purgeEnded() {
 	}
 }
 
-// every runs f every interval until Shutdown.
+// every runs f every interval until Close.
 func (s *Service) every(interval time.Duration, f func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -737,10 +737,10 @@ func (lv *liveVM) idleSince(now time.Time) bool {
 	return true
 }
 
-// Shutdown disposes every live VM (bounded by ctx), ends their streams with
+// Close disposes every live VM (bounded by ctx), ends their streams with
 // a final event, and stops the service's goroutines, waiting for all of
 // them.
-func (s *Service) Shutdown(ctx context.Context) error {
+func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -754,7 +754,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.stop)
 	// Every disposal is bounded by ctx (and every store write by its own
-	// timeout), so Shutdown waits for all of them: nothing it started
+	// timeout), so Close waits for all of them: nothing it started
 	// outlives it, even when ctx expires.
 	var wg sync.WaitGroup
 	for _, lv := range lvs {
@@ -799,9 +799,9 @@ func (s *Service) Ended(id string) <-chan struct{} {
 	return lv.done
 }
 
-// Agent returns the agent host of a tenant's live VM, for the agent
+// AgentHost returns the agent host of a tenant's live VM, for the agent
 // sessions that run in it, and holds the VM busy until release is called.
-func (s *Service) Agent(ctx context.Context, tenantID, id string) (host AgentHost, release func(), err error) {
+func (s *Service) AgentHost(ctx context.Context, tenantID, id string) (host AgentHost, release func(), err error) {
 	lv, err := s.lookup(ctx, tenantID, id)
 	if err != nil {
 		return AgentHost{}, nil, err

@@ -46,8 +46,8 @@ func TestShutdownWithExpiredContext(t *testing.T) {
 	}
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := e.svc.Shutdown(expired); err == nil {
-		t.Fatal("Shutdown with an expired context returned nil")
+	if err := e.svc.Close(expired); err == nil {
+		t.Fatal("Close with an expired context returned nil")
 	}
 	for _, id := range ids {
 		vm, err := e.db.GetVM(ctx, "t1", id)
@@ -100,8 +100,8 @@ func TestCreateFailsWhenReadyCannotBeRecorded(t *testing.T) {
 }
 
 // TestSpawnRacesShutdown spawns processes from several goroutines while
-// Shutdown runs: every spawn either ran (and ended with the VM) or was
-// refused, and nothing the service started outlives Shutdown and the pool.
+// Close runs: every spawn either ran (and ended with the VM) or was
+// refused, and nothing the service started outlives Close and the pool.
 func TestSpawnRacesShutdown(t *testing.T) {
 	tenant := gateway.Tenant{ID: "t1", Name: "t1"}
 	e := newEnv(t, vms.Config{}, tenant)
@@ -129,7 +129,7 @@ func TestSpawnRacesShutdown(t *testing.T) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := e.svc.Shutdown(sctx); err != nil {
+	if err := e.svc.Close(sctx); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()

@@ -154,7 +154,7 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	lv.shells[sh.id] = sh
 	lv.mu.Unlock()
 	if !s.goTracked(func() { s.awaitShell(lv, sh, release) }) {
-		// Shutdown began while the shell started: it disposes the VM and
+		// Close began while the shell started: it disposes the VM and
 		// the shell with it, and no watcher may start after its Wait.
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 		_ = p.Kill(kctx)

@@ -6,18 +6,18 @@ import (
 	"time"
 )
 
-// TestGoTrackedAfterShutdown: once Shutdown has begun, no goroutine of the
-// service starts, and Shutdown waits for those that started before.
+// TestGoTrackedAfterShutdown: once Close has begun, no goroutine of the
+// service starts, and Close waits for those that started before.
 func TestGoTrackedAfterShutdown(t *testing.T) {
 	s := &Service{cfg: Config{Now: time.Now}, live: map[string]*liveVM{}, procCount: map[string]int{}, stop: make(chan struct{})}
 	release := make(chan struct{})
 	var finished atomic.Bool
 	if !s.goTracked(func() { <-release; finished.Store(true) }) {
-		t.Fatal("goTracked refused before Shutdown")
+		t.Fatal("goTracked refused before Close")
 	}
 	shut := make(chan error, 1)
-	go func() { shut <- s.Shutdown(t.Context()) }()
-	// Shutdown has begun once it set closing; from then on nothing starts.
+	go func() { shut <- s.Close(t.Context()) }()
+	// Close has begun once it set closing; from then on nothing starts.
 	for {
 		s.mu.Lock()
 		closing := s.closing
@@ -29,11 +29,11 @@ func TestGoTrackedAfterShutdown(t *testing.T) {
 	}
 	var ran atomic.Bool
 	if s.goTracked(func() { ran.Store(true) }) {
-		t.Fatal("goTracked started a goroutine during Shutdown")
+		t.Fatal("goTracked started a goroutine during Close")
 	}
 	select {
 	case <-shut:
-		t.Fatal("Shutdown returned while a tracked goroutine runs")
+		t.Fatal("Close returned while a tracked goroutine runs")
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)

@@ -289,9 +289,9 @@ func (s *Service) VMEnded(vmID string) {
 	}
 }
 
-// Shutdown stops every scanner and waits for them; the watches' streams
+// Close stops every scanner and waits for them; the watches' streams
 // end with an unavailable error.
-func (s *Service) Shutdown(ctx context.Context) error {
+func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
 	all := make([]*vmWatch, 0, len(s.vms))

@@ -97,7 +97,7 @@ func newTestService(t *testing.T, tree *memTree, cfg Config) *Service {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
+		if err := s.Close(ctx); err != nil {
 			t.Error(err)
 		}
 	})

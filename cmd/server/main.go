@@ -462,7 +462,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	keeper := idempotency.New(db, idempotency.Config{Log: log})
+	keeper := idempotency.New(idempotency.Config{Log: log}, db)
 	defer keeper.Close()
 	hookSecret, err := webhookSecret(getenv("AGENTOS_GATEWAY_WEBHOOK_SECRET"), secret, log)
 	if err != nil {
@@ -554,7 +554,7 @@ func startVMs(ctx context.Context, c config, log zerolog.Logger, engine agentos.
 	}, db)
 	if err != nil {
 		_ = g.warm.Close(context.Background())
-		_ = g.vms.Shutdown(context.Background())
+		_ = g.vms.Close(context.Background())
 		_ = g.pool.Close(context.Background())
 		return nil, err
 	}
@@ -707,11 +707,11 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, g *gate
 	}
 	// Before the VMs: a run in progress is cancelled, not cut by the disposal.
 	stage("stopping schedules", 15*time.Second, g.sched.Close)
-	stage("stopping file watches", 10*time.Second, g.watches.Shutdown)
+	stage("stopping file watches", 10*time.Second, g.watches.Close)
 	stage("disposing warm VMs", 30*time.Second, g.warm.Close)
-	stage("disposing VMs", 30*time.Second, g.vms.Shutdown)
+	stage("disposing VMs", 30*time.Second, g.vms.Close)
 	// After the VMs: their sessions' last events are recorded as they end.
-	stage("stopping agent sessions", 15*time.Second, g.sess.Shutdown)
+	stage("stopping agent sessions", 15*time.Second, g.sess.Close)
 	stage("stopping sidecars", 30*time.Second, g.pool.Close)
 	log.Info().Msg("stopped")
 	return nil
