@@ -6,48 +6,43 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
-
-	r3labs "github.com/r3labs/sse/v2"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
 )
 
 // A shared feed serves every client of one source (a VM's events, a
-// process's or a shell's output) from one r3labs stream, so that an idle
-// client costs what r3labs keeps for a subscriber (its goroutine, its
-// channel, the goroutine that waits for its request to end) and its socket,
-// and nothing more:
+// process's or a shell's output) from one pump, so that an idle client costs
+// its socket and a few hundred bytes of state, and no goroutine:
 //
 //   - On HTTP/1.1 the connection is taken over from net/http once the
 //     response head is written, which frees the request goroutine's deep
-//     stack, its bufio reader and writers and its request state. r3labs
-//     serves the client in a goroutine of its own, writing its frames to an
-//     sseConn that sends each as one chunk.
-//   - One pump per source follows its log and publishes each event once for
-//     all its clients; one heartbeat timer per source.
+//     stack, its bufio reader and writers and its request state.
+//   - One pump per source follows its log and renders each event once, as
+//     one frame for all its clients, which it queues to each; one heartbeat
+//     timer per source. A client's queue is written to its socket by a
+//     goroutine that lives while there is something to write.
 //   - A client's backlog (what it asked for with Last-Event-ID, or the
-//     log's retained events) is written by the client itself once r3labs
-//     has registered it, so that it misses nothing published meanwhile;
-//     the live events its backlog already had are dropped by their id
-//     (final events share the id of the last entry, and come only live
-//     unless the backlog had the end). So every client gets each event
-//     exactly once and in order, from wherever it resumed.
-//   - A client never slows the others: its frames go to a bounded queue
-//     that a goroutine writes to its socket while there is something to
-//     write. A client that leaves sseQueueLimit bytes unread falls behind:
-//     it leaves the topic, and its writer follows the log itself from the
-//     last event it queued, at the client's pace, as a stream of its own
-//     would (a gap event where the log dropped what it had not read).
+//     log's retained events) is queued when it joins, between two events
+//     the pump publishes; the live events its backlog already had are
+//     dropped by their id (final events share the id of the last entry,
+//     and come only live unless the backlog had the end). So every client
+//     gets each event exactly once and in order, from wherever it resumed.
+//   - A client never slows the others: a client that leaves sseQueueLimit
+//     bytes unread falls behind: it leaves the topic, and its writer
+//     follows the log itself from the last event it queued, at the client's
+//     pace, as a stream of its own would (a gap event where the log dropped
+//     what it had not read).
 //   - One goroutine for all clients waits in epoll for clients hanging up
-//     (Linux; elsewhere a goroutine per client reads its socket).
+//     (Linux; elsewhere a goroutine per client reads its socket). A client
+//     that ends (it hung up, its source ended, the gateway drains) is
+//     finished by a goroutine started then.
 //
-// Other protocols (HTTP/2, HTTP/1.0) get a stream of their own in the
-// request, as every other stream does.
+// Other protocols (HTTP/2, HTTP/1.0) get an r3labs stream of their own in
+// the request, as every other stream does.
 
 // Feed is an event source that many clients can follow at once. LogFeed is
 // the one there is; its methods are the hub's business, so they are not
@@ -105,17 +100,57 @@ const (
 	sseCloseTimeout = 10 * time.Second
 )
 
-// sseTopic is the r3labs stream of one source and the pump that feeds it.
+// sseTopic is the pump of one source and the clients it publishes to.
 type sseTopic struct {
-	id     string
 	source any
 	cancel context.CancelFunc // ends the pump
 	done   chan struct{}      // closed when the pump returned
 	beat   *sseBeat
+	// members counts the clients that joined and have not left, under the
+	// hub's mu: the last one out stops the pump.
+	members int
 
-	// Under the hub's mu.
-	clients map[*url.URL]*sseConn // by the URL r3labs keeps for each subscriber
-	ended   bool                  // no client joins any more
+	// mu orders the clients' joining with the frames published: a client
+	// gets its backlog, then every frame published after it joined.
+	mu      sync.Mutex
+	clients map[*sseConn]struct{} // the clients frames are queued to
+	ended   bool                  // the pump published its last frames
+}
+
+// liveFrame is a frame the pump publishes to every client, rendered once.
+type liveFrame struct {
+	b     []byte
+	id    uint64
+	event string
+	hasID bool // heartbeats have no id
+}
+
+// heartbeatFrame is the comment line a heartbeat sends, as r3labs writes
+// it on the other streams.
+var heartbeatFrame = liveFrame{b: []byte(": heartbeat\n\n")}
+
+func newLiveFrame(e Event) liveFrame {
+	f := framePool.Get().(*bytes.Buffer)
+	defer func() {
+		f.Reset()
+		framePool.Put(f)
+	}()
+	writeFrame(f, e)
+	id, event, ok := frameHead(f.Bytes())
+	return liveFrame{b: bytes.Clone(f.Bytes()), id: id, event: event, hasID: ok}
+}
+
+// publish queues f to every client of t; nothing is published after the
+// pump's last frames.
+func (t *sseTopic) publish(f liveFrame) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return
+	}
+	for c := range t.clients {
+		c.deliver(f)
+	}
 }
 
 // ServeFeed streams feed to the client of r from after. release (never
@@ -138,8 +173,8 @@ func (h *Hub) ServeFeed(w http.ResponseWriter, r *http.Request, after uint64, fe
 		h.refuse(w, r, gateway.ErrShuttingDown)
 		return
 	}
-	// The head r3labs would write; the connection is not net/http's to
-	// reuse after the stream, so it says so.
+	// The head r3labs writes on the other streams; the connection is not
+	// net/http's to reuse after the stream, so it says so.
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-cache")
@@ -163,16 +198,15 @@ func (h *Hub) ServeFeed(w http.ResponseWriter, r *http.Request, after uint64, fe
 		return
 	}
 
-	// The stream outlives the request, whose context net/http cancels when
-	// the handler returns; it keeps nothing of it either (chi reuses its
-	// routing context, and the rest would only cost memory).
-	ctx, cancel := context.WithCancel(context.Background())
+	// The stream outlives the request and keeps nothing of it (chi reuses
+	// its routing context, and the rest would only cost memory).
 	followCtx, stop := context.WithCancel(h.drainCtx)
-	c := &sseConn{hub: h, conn: conn, cancel: cancel, followCtx: followCtx, stop: stop, feed: feed, after: after, unsubscribed: make(chan struct{})}
+	c := &sseConn{hub: h, conn: conn, followCtx: followCtx, stop: stop, feed: feed, after: after, release: release}
+	// finish waits until the client is set up, whatever ends it meanwhile.
+	c.ready.Add(1)
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
-		cancel()
 		stop()
 		_ = conn.Close()
 		release()
@@ -180,18 +214,18 @@ func (h *Hub) ServeFeed(w http.ResponseWriter, r *http.Request, after uint64, fe
 	}
 	t := h.topicLocked(feed)
 	c.topic = t
-	u := &url.URL{RawQuery: "stream=" + t.id}
-	t.clients[u] = c
+	t.members++
 	h.conns[c] = struct{}{}
 	h.wg.Add(1)
 	h.mu.Unlock()
 	h.onCount(1)
-	go func() {
-		defer h.wg.Done()
-		defer h.onCount(-1)
-		defer release()
-		c.run(ctx, t, u)
-	}()
+	// The backlog is rendered here, on the request's goroutine, which ends
+	// with the handler: an idle client keeps no goroutine.
+	t.mu.Lock()
+	c.join(t)
+	t.mu.Unlock()
+	c.unwatch = c.watch()
+	c.ready.Done()
 }
 
 // serveAfterHead is a private stream of feed through w, whose head was
@@ -215,20 +249,9 @@ func (h *Hub) topicLocked(feed Feed) *sseTopic {
 		return t
 	}
 	ctx, cancel := context.WithCancel(h.drainCtx)
-	t := &sseTopic{id: newStreamID(), source: feed.source(), cancel: cancel, done: make(chan struct{}),
-		clients: map[*url.URL]*sseConn{}}
-	stream := h.srv.CreateStream(t.id)
-	stream.AutoReplay = false
-	stream.OnUnsubscribe = func(_ string, sub *r3labs.Subscriber) {
-		h.mu.Lock()
-		c := t.clients[sub.URL]
-		h.mu.Unlock()
-		if c != nil {
-			close(c.unsubscribed)
-		}
-	}
+	t := &sseTopic{source: feed.source(), cancel: cancel, done: make(chan struct{}), clients: map[*sseConn]struct{}{}}
 	h.topics[t.source] = t
-	t.beat = newSSEBeat(h.heartbeat, func() { h.srv.TryPublish(t.id, &r3labs.Event{Comment: []byte("heartbeat")}) })
+	t.beat = newSSEBeat(h.heartbeat, func() { t.publish(heartbeatFrame) })
 	h.wg.Add(1)
 	go h.pump(ctx, t, feed, feed.position())
 	return t
@@ -242,62 +265,55 @@ func (h *Hub) pump(ctx context.Context, t *sseTopic, feed Feed, from uint64) {
 	lastID := strconv.FormatUint(from, 10)
 	publish := func(e Event) error {
 		e = repeatID(&lastID, e)
-		// Publish waits for r3labs's stream goroutine, which hands the
-		// event to each client's r3labs goroutine; those only move frames
-		// to their client's queue, so no client's socket holds the others.
-		h.srv.Publish(t.id, &r3labs.Event{ID: []byte(e.ID), Event: []byte(e.Event), Data: e.Data})
+		t.publish(newLiveFrame(e))
 		return ctx.Err()
 	}
 	_ = feed.follow(ctx, from, publish)
 	h.mu.Lock()
-	t.ended = true
 	if h.topics[t.source] == t {
 		delete(h.topics, t.source)
 	}
 	h.mu.Unlock()
-	// No heartbeat may follow the end: a client whose r3labs loop ended
-	// reads no more, and r3labs would wait for it.
 	t.beat.stop()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if h.drainCtx.Err() != nil {
-		h.srv.Publish(t.id, &r3labs.Event{ID: []byte(lastID), Event: []byte("error"), Data: []byte(shutdownEventData)})
+		f := newLiveFrame(Event{ID: lastID, Event: "error", Data: []byte(shutdownEventData)})
+		for c := range t.clients {
+			c.deliver(f)
+		}
 	}
-	// An empty event makes r3labs end every client's response.
-	h.srv.Publish(t.id, &r3labs.Event{})
+	// A client that joins from now on finds the topic ended and ends
+	// itself after its backlog.
+	t.ended = true
+	for c := range t.clients {
+		c.end()
+	}
 }
 
-// leave takes c off t; the last client out stops t's pump and removes its
-// stream.
-func (h *Hub) leave(t *sseTopic, u *url.URL, c *sseConn) {
+// leave takes c off t; the last client out stops t's pump.
+func (h *Hub) leave(t *sseTopic, c *sseConn) {
 	h.mu.Lock()
-	delete(t.clients, u)
 	delete(h.conns, c)
-	last := len(t.clients) == 0
-	if last {
-		t.ended = true
-		if h.topics[t.source] == t {
-			delete(h.topics, t.source)
-		}
+	t.members--
+	last := t.members == 0
+	if last && h.topics[t.source] == t {
+		delete(h.topics, t.source)
 	}
 	h.mu.Unlock()
 	if !last {
 		return
 	}
 	t.cancel()
-	// The pump may be waiting in Publish for the stream's goroutine, which
-	// runs until RemoveStream.
 	<-t.done
 	t.beat.stop()
-	h.srv.RemoveStream(t.id)
 }
 
 // sseConn is one client of a shared feed on a connection taken over from
-// net/http: the http.ResponseWriter r3labs writes its frames to. Each frame
-// (r3labs writes one in several Writes and then flushes) is sent as one
-// HTTP/1.1 chunk.
+// net/http. Each frame is sent as one HTTP/1.1 chunk.
 type sseConn struct {
-	hub    *Hub
-	conn   net.Conn
-	cancel context.CancelFunc // ends the client's r3labs subscription
+	hub  *Hub
+	conn net.Conn
 	// followCtx is the context of the writer's own following of the log
 	// once the client fell behind; stop cancels it.
 	followCtx context.Context
@@ -305,15 +321,16 @@ type sseConn struct {
 	feed      Feed
 	topic     *sseTopic
 	after     uint64
-	// unsubscribed is closed when r3labs has removed the subscriber.
-	unsubscribed chan struct{}
+	release   func()
+	// ready is done once ServeFeed set the client up; unwatch, set then,
+	// stops the hang-up watch.
+	ready   sync.WaitGroup
+	unwatch func()
+	ending  sync.Once
 
-	// Only touched by the r3labs goroutine serving the client.
-	registered bool // r3labs registered the client (it called WriteHeader)
-	header     http.Header
-	frame      *bytes.Buffer // the frame being written, until Flush
-	skip       uint64        // live frames with an id up to this came in the backlog
-	ended      bool          // the backlog had the source's end: no live frame is sent
+	// Under the topic's mu.
+	skip  uint64 // live frames with an id up to this came in the backlog
+	ended bool   // the backlog had the source's end: no live frame is sent
 
 	mu      sync.Mutex
 	queue   []byte // chunks waiting to be written
@@ -323,24 +340,26 @@ type sseConn struct {
 	behind  bool   // the queue overflowed: the writer follows the log itself
 	failed  bool   // a write failed: nothing more is sent
 	gone    bool   // the client hung up
-	closed  bool   // run is finishing: no writer starts
+	closed  bool   // finish runs: no writer starts
 	writers sync.WaitGroup
 }
 
 var framePool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// run serves c until its stream ends, then frees everything it holds.
-func (c *sseConn) run(ctx context.Context, t *sseTopic, u *url.URL) {
-	h := c.hub
-	stop := c.watch()
-	req := (&http.Request{Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
-	h.srv.ServeHTTP(c, req)
-	// r3labs's goroutine that waits for the request's end deregisters the
-	// subscriber; only then may the topic's stream go.
-	c.cancel()
-	if c.registered {
-		<-c.unsubscribed
-	}
+// end ends c's stream: a goroutine finishes it, once.
+func (c *sseConn) end() {
+	c.ending.Do(func() { go c.finish() })
+}
+
+// finish waits for c's queue to be written (and, for a client that fell
+// behind, for its writer to follow the log to the end), ends the response
+// and frees everything c holds.
+func (c *sseConn) finish() {
+	c.ready.Wait()
+	h, t := c.hub, c.topic
+	t.mu.Lock()
+	delete(t.clients, c)
+	t.mu.Unlock()
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -353,9 +372,12 @@ func (c *sseConn) run(ctx context.Context, t *sseTopic, u *url.URL) {
 		_ = c.conn.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 		_, _ = c.conn.Write([]byte("0\r\n\r\n"))
 	}
-	stop()
+	c.unwatch()
 	_ = c.conn.Close()
-	h.leave(t, u, c)
+	h.leave(t, c)
+	h.onCount(-1)
+	c.release()
+	h.wg.Done()
 }
 
 // watch arranges for c to end when its client hangs up, and returns what
@@ -366,7 +388,7 @@ func (c *sseConn) watch() (stop func()) {
 		c.gone = true
 		c.mu.Unlock()
 		_ = c.conn.SetWriteDeadline(time.Now())
-		c.cancel()
+		c.end()
 		c.stop()
 	}
 	if hu := c.hub.hangupWatch(); hu != nil {
@@ -378,7 +400,7 @@ func (c *sseConn) watch() (stop func()) {
 	go func() {
 		defer close(done)
 		// A client sends nothing on an event stream: a read returns when
-		// it closes the connection, or when run closes it.
+		// it closes the connection, or when finish closes it.
 		var b [16]byte
 		for {
 			if _, err := c.conn.Read(b[:]); err != nil {
@@ -393,29 +415,10 @@ func (c *sseConn) watch() (stop func()) {
 	}
 }
 
-// Header is where r3labs sets the head it would write; the head is already
-// out.
-func (c *sseConn) Header() http.Header {
-	if c.header == nil {
-		c.header = http.Header{}
-	}
-	return c.header
-}
-
-// WriteHeader is called by r3labs once it has registered the client: from
-// then on, every event published reaches it. The client's backlog is sent
-// first, and the live events it covers are dropped.
-func (c *sseConn) WriteHeader(int) {
-	c.registered = true
-	c.header = nil
+// join queues c's backlog and adds it to t's clients, or ends it after its
+// backlog if the topic's pump has ended (t.mu held).
+func (c *sseConn) join(t *sseTopic) {
 	c.skip = c.after
-	// Whether the topic's pump had ended is read before the backlog: a
-	// pump ends after its source did, or when the gateway drains, and in
-	// either case it may have published its last events before r3labs
-	// registered this client.
-	c.hub.mu.Lock()
-	pumpEnded := c.topic.ended
-	c.hub.mu.Unlock()
 	events, done := c.feed.backlog(c.after)
 	for _, e := range events {
 		c.event(e)
@@ -428,20 +431,28 @@ func (c *sseConn) WriteHeader(int) {
 		// The source ended before the client came: its backlog ends with
 		// the final events, which the topic may publish again.
 		c.ended = true
-		c.cancel()
-	case pumpEnded:
-		// The gateway drains: the topic's shutdown event may have gone out
-		// before the client was registered.
+		c.end()
+	case t.ended:
+		// The gateway drains: the topic's shutdown event went out before
+		// the client joined.
 		c.event(Event{ID: strconv.FormatUint(c.skip, 10), Event: "error", Data: []byte(shutdownEventData)})
 		c.ended = true
-		c.cancel()
+		c.end()
+	default:
+		t.clients[c] = struct{}{}
 	}
 }
 
 // event queues e, a frame of the client's backlog.
 func (c *sseConn) event(e Event) {
-	writeFrame(c.buffer(), e)
-	c.send(false)
+	f := framePool.Get().(*bytes.Buffer)
+	defer func() {
+		f.Reset()
+		framePool.Put(f)
+	}()
+	writeFrame(f, e)
+	id, event, ok := frameHead(f.Bytes())
+	c.send(liveFrame{b: f.Bytes(), id: id, event: event, hasID: ok})
 }
 
 // writeFrame writes e to f as r3labs writes an event without replay, base64
@@ -460,51 +471,35 @@ func writeFrame(f *bytes.Buffer, e Event) {
 	f.WriteByte('\n')
 }
 
-func (c *sseConn) buffer() *bytes.Buffer {
-	if c.frame == nil {
-		c.frame = framePool.Get().(*bytes.Buffer)
+// deliver queues f, a live frame, unless the backlog already had it (the
+// topic's mu held).
+func (c *sseConn) deliver(f liveFrame) {
+	if c.ended || (f.hasID && f.id <= c.skip && !finalEvents[f.event]) {
+		return
 	}
-	return c.frame
+	c.send(f)
 }
 
-func (c *sseConn) Write(b []byte) (int, error) { return c.buffer().Write(b) }
-
-// Flush ends the frame r3labs wrote.
-func (c *sseConn) Flush() { c.send(true) }
-
-// send queues the frame written since the last one as a chunk; live frames
-// the backlog already had are dropped.
-func (c *sseConn) send(live bool) {
-	f := c.frame
-	if f == nil {
-		return
-	}
-	c.frame = nil
-	defer func() {
-		f.Reset()
-		framePool.Put(f)
-	}()
-	if f.Len() == 0 || (live && c.covered(f.Bytes())) {
-		return
-	}
+// send queues f as a chunk.
+func (c *sseConn) send(f liveFrame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.failed || c.gone || c.behind {
 		return
 	}
-	if len(c.queue)+f.Len() > sseQueueLimit {
+	if len(c.queue)+len(f.b) > sseQueueLimit {
 		// The client reads slower than its source produces. It leaves the
 		// topic, and its writer (running, since the queue is not empty)
 		// goes on from the log once the queue is written.
 		c.behind = true
-		c.cancel()
+		c.end()
 		return
 	}
-	if id, event, ok := frameHead(f.Bytes()); ok {
-		c.through = id
-		c.final = c.final || finalEvents[event]
+	if f.hasID {
+		c.through = f.id
+		c.final = c.final || finalEvents[f.event]
 	}
-	c.queue = appendChunk(c.queue, f.Bytes())
+	c.queue = appendChunk(c.queue, f.b)
 	if !c.writing && !c.closed {
 		c.writing = true
 		c.writers.Add(1)
@@ -551,7 +546,7 @@ func (c *sseConn) writeNow(b []byte) bool {
 		c.mu.Lock()
 		c.failed = true
 		c.mu.Unlock()
-		c.cancel()
+		c.end()
 		c.stop()
 		return false
 	}
@@ -591,22 +586,13 @@ func (c *sseConn) followBehind() {
 // it failed.
 var errStreamWrite = errors.New("write to the event stream failed")
 
-// covered reports whether the backlog already had the live frame f.
-func (c *sseConn) covered(f []byte) bool {
-	if c.ended {
-		return true
-	}
-	id, event, ok := frameHead(f)
-	return ok && id <= c.skip && !finalEvents[event]
-}
-
 // finalEvents are the events a log feed ends with (EndEvent, a process's
 // exit); they carry the id of the last entry before them.
 var finalEvents = map[string]bool{"end": true, "error": true, "exit": true}
 
-// frameHead returns the id and the event name of an event frame as r3labs
-// writes it ("id: 42\ndata: ...\nevent: exit\n\n"); ok is false for a
-// frame without an id (a heartbeat).
+// frameHead returns the id and the event name of an event frame as
+// writeFrame writes it ("id: 42\ndata: ...\nevent: exit\n\n"); ok is false
+// for a frame without an id (a heartbeat).
 func frameHead(f []byte) (id uint64, event string, ok bool) {
 	rest, found := bytes.CutPrefix(f, []byte("id: "))
 	if !found {

@@ -1,8 +1,9 @@
 // Package sse serves Server-Sent Events for the gateway: Hub runs every
 // event stream (heartbeats, resumption with Last-Event-ID, a final event
-// when the gateway shuts down) over r3labs/sse, and its shared feeds serve
-// all the clients of one streamlog.Log from one stream, off the request, so
-// that an idle client costs little more than its socket.
+// when the gateway shuts down), over r3labs/sse for a stream of its own per
+// connection, and its shared feeds serve all the clients of one
+// streamlog.Log from one pump, off the request and without a goroutine per
+// client, so that an idle client costs little more than its socket.
 //
 // It knows nothing of VMs or tenants: a stream is a pump function, and a
 // shared feed is a log with a function that renders its entries as events.
@@ -38,8 +39,8 @@ type Event struct {
 // its defaults: no replay log (resume comes from the gateway's own bounded
 // logs and sequence numbers), non-blocking publishes, and heartbeats. A
 // stream of its own serves each connection, so a slow client can only ever
-// slow itself, except for the shared feeds (see ssefeed.go), whose clients
-// share one stream per source and are served off the request.
+// slow itself, except for the shared feeds (see feed.go), whose clients
+// share one pump per source and are served off the request.
 type Hub struct {
 	srv       *r3labs.Server
 	heartbeat time.Duration
@@ -137,7 +138,7 @@ func (h *Hub) Close() {
 	for c := range h.conns {
 		// A client still being written to (one that fell behind) is cut.
 		_ = c.conn.SetWriteDeadline(time.Now())
-		c.cancel()
+		c.end()
 		c.stop()
 	}
 	h.mu.Unlock()

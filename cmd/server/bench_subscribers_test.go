@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +40,8 @@ func BenchmarkIdleSubscribers(b *testing.B) {
 		}
 	}
 	bin := buildGateway(b)
+	kernel := heldAsAClientWould(b, bin, n)
+
 	cmd, base, logs := startBinary(b, bin, b.TempDir())
 	pid := cmd.Process.Pid
 	var vm struct{ ID string }
@@ -141,6 +145,11 @@ func BenchmarkIdleSubscribers(b *testing.B) {
 	}
 
 	b.ReportMetric(float64(n), "subscribers")
+	b.ReportMetric(float64(kernel.held-kernel.before)/float64(n)/1024, "kernel-KiB/subscriber")
+	b.ReportMetric(float64(kernel.ramp-kernel.before)/float64(n)/1024, "kernel-ramp-KiB/subscriber")
+	b.ReportMetric(float64(kernel.before)/(1<<20), "kernel-rss-before-MiB")
+	b.ReportMetric(float64(kernel.ramp)/(1<<20), "kernel-rss-ramp-MiB")
+	b.ReportMetric(float64(kernel.held)/(1<<20), "kernel-rss-held-MiB")
 	b.ReportMetric(float64(rssHeld-rssFresh)/float64(n)/1024, "KiB/subscriber")
 	b.ReportMetric(float64(rssFresh)/(1<<20), "rss-base-MiB")
 	b.ReportMetric(float64(rssHeld)/(1<<20), "rss-held-MiB")
@@ -150,6 +159,135 @@ func BenchmarkIdleSubscribers(b *testing.B) {
 	b.ReportMetric(float64(heapSecond)/(1<<20), "heap-after-MiB")
 	b.ReportMetric(float64(heapSecond)/float64(heapFirst), "heap-after/base")
 	b.ReportMetric(float64(heapFirst)/float64(heapFresh), "heap-first/fresh")
+}
+
+// kernelRSS is the gateway's resident set as the kernel counts it (VmRSS)
+// while subscribers come and are held.
+type kernelRSS struct {
+	before int64 // the fresh gateway, its VM created
+	ramp   int64 // right after the last subscriber was in
+	held   int64 // the lowest of the samples taken every 2 s over 30 s of holding them
+}
+
+// heldAsAClientWould measures the gateway's resident set as issue 26 did,
+// the way an operator sizing a node sees it: a fresh gateway of its own with
+// the defaults and one VM; n plain net/http clients (one connection each,
+// Accept: text/event-stream) that all connect at once, read their streams
+// and are held; VmRSS from /proc right after the last one is in, then every
+// 2 s over 30 s, of which the lowest counts. Unlike the figure
+// BenchmarkIdleSubscribers has reported since before (32 raw connections at
+// a time after a warm-up wave, one sample once the gateway ran five
+// collections, minutes later), this counts what the runtime freed but had
+// not yet returned to the system when the operator looks.
+func heldAsAClientWould(b *testing.B, bin string, n int) kernelRSS {
+	b.Helper()
+	cmd, base, logs := startBinary(b, bin, b.TempDir())
+	pid := cmd.Process.Pid
+	var vm struct{ ID string }
+	if st := call(b, "POST", base+"/v1/vms", testAdminKey, map[string]any{}, &vm); st != http.StatusCreated {
+		b.Fatalf("create vm: %d", st)
+	}
+	// The warm VMs the defaults keep are made in the background: the
+	// resident set before counts them once they are ready.
+	waitGateway(b, base, func(text string) bool { return sumMetric(text, "agentos_gateway_warm_vms") >= 4 })
+	var m kernelRSS
+	m.before = procRSS(b, pid)
+
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/vms/"+vm.ID+"/events", nil)
+			req.Header.Set("Authorization", "Bearer "+testAdminKey)
+			req.Header.Set("Accept", "text/event-stream")
+			resp, err := client.Do(req)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+				}
+				return
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+		})
+	}
+	release := func() {
+		cancel()
+		wg.Wait()
+		client.CloseIdleConnections()
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for sumMetric(scrape(b, base), "agentos_gateway_sse_subscribers") != float64(n) {
+		mu.Lock()
+		err := firstErr
+		mu.Unlock()
+		if err != nil || time.Now().After(deadline) {
+			release()
+			b.Fatalf("subscribers: %v\n%s", err, tail(logs.String(), 2000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	m.ramp = procRSS(b, pid)
+	// Each gets a live event too, as in the benchmark's own waves.
+	var proc struct{ Pid int }
+	if st := call(b, "POST", base+"/v1/vms/"+vm.ID+"/processes", testAdminKey, map[string]any{"command": "true"}, &proc); st != http.StatusCreated {
+		b.Fatalf("spawn: %d", st)
+	}
+	samples := []string{}
+	for i := range 16 {
+		if i > 0 {
+			time.Sleep(2 * time.Second)
+		}
+		rss := procRSS(b, pid)
+		if i == 0 || rss < m.held {
+			m.held = rss
+		}
+		samples = append(samples, fmt.Sprintf("%.0f", float64(rss)/(1<<20)))
+	}
+	b.Logf("%d net/http subscribers: VmRSS %.0f MiB before, %.0f right after the ramp, every 2 s held (MiB): %s",
+		n, float64(m.before)/(1<<20), float64(m.ramp)/(1<<20), strings.Join(samples, " "))
+	// What the runtime says of the same memory: the heap in use (objects,
+	// garbage not yet collected, room in spans), the heap it freed and kept,
+	// and the stacks.
+	text := scrape(b, base)
+	mib := func(name string) float64 { return sumMetric(text, name) / (1 << 20) }
+	b.Logf("held, the runtime's account (MiB): heap in use %.1f, free and kept %.1f, stacks %.1f, other %.1f; %v goroutines, %v collections",
+		mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_idle_bytes")-mib("go_memstats_heap_released_bytes"),
+		mib("go_memstats_stack_inuse_bytes"), mib("go_memstats_other_sys_bytes")+mib("go_memstats_mspan_inuse_bytes")+mib("go_memstats_gc_sys_bytes"),
+		sumMetric(text, "go_goroutines"), sumMetric(text, "go_gc_duration_seconds_count"))
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "returned freed memory") {
+			b.Logf("gateway: %s", strings.TrimSpace(line))
+		}
+	}
+	release()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("gateway: %v\n%s", err, tail(logs.String(), 2000))
+	}
+	return m
+}
+
+// waitGateway waits up to a minute for the gateway's metrics to satisfy ok.
+func waitGateway(b *testing.B, base string, ok func(metrics string) bool) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok(scrape(b, base)) {
+		if time.Now().After(deadline) {
+			b.Fatal("the gateway's metrics did not come to what was awaited in a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // openIdleStream opens one events stream on a connection of its own and

@@ -24,7 +24,7 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{name: "defaults", check: func(t *testing.T, c config) {
 			if c.addr != "127.0.0.1:8080" || c.maxSidecars != 4 || c.vmsPerSidecar != 64 || c.minIdleSidecars != 1 ||
-				c.sidecarIdleTimeout != 5*time.Minute || c.shutdownGrace != 20*time.Second || c.heartbeat != 15*time.Second ||
+				c.sidecarIdleTimeout != 5*time.Minute || c.shutdownGrace != 20*time.Second || c.heartbeat != 15*time.Second || c.memoryReturn != 5*time.Second ||
 				c.dataDir != filepath.Join(wd, "data") || c.storeDSN != filepath.Join(wd, "data", "gateway.db") || c.logFormat != "json" {
 				t.Fatalf("%+v", c)
 			}
@@ -35,6 +35,12 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("%+v", c)
 				}
 			}},
+		{name: "memory return off", args: []string{"--memory-return-interval", "0"}, check: func(t *testing.T, c config) {
+			if c.memoryReturn != 0 {
+				t.Fatalf("memoryReturn %v", c.memoryReturn)
+			}
+		}},
+		{name: "memory return not a duration", args: []string{"--memory-return-interval", "-1s"}, wantErr: "memory-return-interval"},
 		{name: "relative data dir made absolute", args: []string{"--data-dir", "x/../state"}, check: func(t *testing.T, c config) {
 			if c.dataDir != filepath.Join(wd, "state") || c.storeDSN != filepath.Join(wd, "state", "gateway.db") {
 				t.Fatalf("dataDir %q, storeDSN %q", c.dataDir, c.storeDSN)

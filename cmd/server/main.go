@@ -33,6 +33,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/cluster"
 	"github.com/agentos-gateway/agentos-gateway/handlers"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	"github.com/agentos-gateway/agentos-gateway/memtrim"
 	"github.com/agentos-gateway/agentos-gateway/previews"
 	"github.com/agentos-gateway/agentos-gateway/problemlistener"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
@@ -118,6 +119,7 @@ type config struct {
 	execTimeoutMax     time.Duration
 	shutdownGrace      time.Duration
 	heartbeat          time.Duration
+	memoryReturn       time.Duration
 	permissionDefault  gateway.PermissionDefault
 	sessionPurge       time.Duration
 	corsOrigins        []string
@@ -240,6 +242,7 @@ func defineFlags(c *config, getenv func(string) string) (fs *flag.FlagSet, defau
 	num("exec-timeout-max", "1h", "largest timeoutMs an exec may ask for")
 	num("shutdown-grace", "20s", "time in-flight requests get to finish on SIGTERM")
 	num("heartbeat", "15s", "SSE heartbeat period")
+	num("memory-return-interval", "5s", "how often the gateway looks for memory its runtime freed but keeps after a burst (a ramp of connections), returned to the system once allocation has calmed (0: left to the runtime's own pace)")
 	str(&t.decision, "permission-decision", "reject", "decision taken for permission requests nobody answers in time (reject or allow), unless the tenant or session sets one")
 	num("permission-timeout", "10m", "how long a permission request waits for an answer before the default decision")
 	num("session-purge-interval", "1h", "how often sessions past their tenant's retention are deleted")
@@ -322,6 +325,7 @@ func (t *flagText) readLimits(c *config) {
 func (t *flagText) readTimings(c *config) {
 	c.shutdownGrace = t.dur("shutdown-grace")
 	c.heartbeat = t.dur("heartbeat")
+	c.memoryReturn = t.dur("memory-return-interval")
 	c.sessionPurge = t.dur("session-purge-interval")
 	c.vmRetention = t.dur("vm-retention")
 	c.bodyReadTimeout = t.dur("body-read-timeout")
@@ -589,6 +593,11 @@ func (g *gatewayServices) startServices(ctx context.Context, c config, log zerol
 func serve(ctx context.Context, c config, log zerolog.Logger, ln net.Listener, g *gatewayServices, ready chan<- string, dialect, advertise, sidecarBin string) error {
 	srv := &http.Server{Handler: g.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
+	if c.memoryReturn > 0 {
+		trimCtx, stopTrim := context.WithCancel(ctx)
+		defer stopTrim()
+		go memtrim.Run(trimCtx, memtrim.Config{Every: c.memoryReturn, Log: log.With().Str("component", "memtrim").Logger()})
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(problemlistener.Wrap(ln)) }()
 	log.Info().Str("addr", ln.Addr().String()).Str("store", dialect).Str("node", c.nodeID).Str("advertise", advertise).Str("sidecar", sidecarBin).Msg("agentos-gateway listening")
