@@ -78,6 +78,9 @@ type Config struct {
 	// Stats.SharedPlacements). VMs placed for no tenant (warm VMs) go
 	// where Placement says.
 	TenantAffinity bool
+	// Engine is the installed engine every sidecar runs (LocateEngine);
+	// it takes the place of Options.Engine when set.
+	Engine Engine
 	// Options are passed to Start for every sidecar.
 	Options agentos.Options
 	// Start spawns a sidecar; nil means agentos.Start. Tests inject failures.
@@ -93,6 +96,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	if c.Engine != (Engine{}) {
+		c.Options.Engine = c.Engine
+	}
 	if c.MaxSidecars <= 0 {
 		c.MaxSidecars = DefaultMaxSidecars
 	}
@@ -116,6 +122,13 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// Engine is an installed engine: its sidecar binary and software packages.
+type Engine = agentos.Engine
+
+// LocateEngine finds the installed engine (`make setup` installs it), or
+// says where it looked.
+func LocateEngine() (Engine, error) { return agentos.LocateEngine() }
 
 // SidecarInfo describes one pooled sidecar; the type lives in the root
 // package, so that the handlers that show it need not import the pool.

@@ -24,6 +24,12 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
 
+// VMOptions create a warm VM: the engine's options of a VM.
+type VMOptions = agentos.VMOptions
+
+// EnginePool is the pool of the engine's VMs, which New returns.
+type EnginePool = Pool[*agentos.VM]
+
 // Lease is a hold on the sidecar a warm VM runs on.
 type Lease interface {
 	Sidecar() *agentos.Sidecar
@@ -97,7 +103,7 @@ type Config struct {
 	// within IsolatedIdle (0: the pool keeps none).
 	Size int
 	// Options create every warm VM: the default spec's.
-	Options agentos.VMOptions
+	Options VMOptions
 	// Quiet is how long after the last create a refill waits (default 1 s).
 	Quiet time.Duration
 	// IsolatedIdle is how long an isolated tenant's warm VMs are kept after
@@ -178,7 +184,7 @@ type Pool[V VM] struct {
 
 // New returns a pool and starts its refills; Close stops them and
 // disposes the VMs nobody took.
-func New(cfg Config, placer Placer) *Pool[*agentos.VM] {
+func New(cfg Config, placer Placer) *EnginePool {
 	return newPool(cfg, placer, createEngineVM)
 }
 

@@ -27,7 +27,6 @@ import (
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/cluster"
@@ -482,31 +481,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 // openStore makes the data directory, finds the engine, and opens the
 // store with its admin key. The caller closes the store.
-func openStore(ctx context.Context, c config, log zerolog.Logger, getenv func(string) string, stderr io.Writer) (agentos.Engine, *store.DB, error) {
+func openStore(ctx context.Context, c config, log zerolog.Logger, getenv func(string) string, stderr io.Writer) (sidecarpool.Engine, *store.DB, error) {
 	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
-		return agentos.Engine{}, nil, fmt.Errorf("data dir: %w", err)
+		return sidecarpool.Engine{}, nil, fmt.Errorf("data dir: %w", err)
 	}
-	engine, err := agentos.LocateEngine()
+	engine, err := sidecarpool.LocateEngine()
 	if err != nil {
-		return agentos.Engine{}, nil, err
+		return sidecarpool.Engine{}, nil, err
 	}
 	db, err := store.Open(ctx, c.storeDSN)
 	if err != nil {
-		return agentos.Engine{}, nil, fmt.Errorf("store: %w", err)
+		return sidecarpool.Engine{}, nil, fmt.Errorf("store: %w", err)
 	}
 	if db.Dialect() != "postgres" {
 		// A SQLite store has one gateway: every VM it recorded live died
 		// with its previous run.
 		if n, err := db.MarkLiveVMsLost(ctx, "the gateway restarted"); err != nil {
 			db.Close()
-			return agentos.Engine{}, nil, fmt.Errorf("store: %w", err)
+			return sidecarpool.Engine{}, nil, fmt.Errorf("store: %w", err)
 		} else if n > 0 {
 			log.Warn().Int("vms", n).Msg("VMs that were live before the restart are marked lost")
 		}
 	}
 	if err := ensureAdmin(ctx, db, getenv("AGENTOS_GATEWAY_ADMIN_KEY"), stderr); err != nil {
 		db.Close()
-		return agentos.Engine{}, nil, err
+		return sidecarpool.Engine{}, nil, err
 	}
 	return engine, db, nil
 }
@@ -515,7 +514,7 @@ func openStore(ctx context.Context, c config, log zerolog.Logger, getenv func(st
 // stops, each in its turn.
 type gatewayServices struct {
 	pool    *sidecarpool.Pool
-	warm    *warmpool.Pool[*agentos.VM]
+	warm    *warmpool.EnginePool
 	vms     *vms.Service
 	snaps   *snapshots.Service
 	node    *cluster.Node
@@ -529,19 +528,19 @@ type gatewayServices struct {
 // startVMs starts what runs VMs (the sidecar pool, the warm VMs, the vms
 // service with its snapshots and file watches) and joins the cluster. When
 // the join fails, what it started is stopped again.
-func startVMs(ctx context.Context, c config, log zerolog.Logger, engine agentos.Engine, db *store.DB, advertise, secret string, leave context.CancelCauseFunc) (*gatewayServices, error) {
+func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarpool.Engine, db *store.DB, advertise, secret string, leave context.CancelCauseFunc) (*gatewayServices, error) {
 	g := &gatewayServices{}
 	g.pool = sidecarpool.New(sidecarpool.Config{
 		MaxSidecars: c.maxSidecars, VMsPerSidecar: c.vmsPerSidecar, MinIdleSidecars: c.minIdleSidecars,
 		IdleTimeout: c.sidecarIdleTimeout, MemoryHighWater: c.memoryHighWater, Placement: c.placement,
 		TenantAffinity: c.tenantAffinity,
-		Options:        agentos.Options{Engine: engine},
+		Engine:         engine,
 		OnExit: func(info sidecarpool.SidecarInfo, err error) {
 			log.Error().Err(err).Str("sidecar", info.ID).Int("pid", info.Pid).Msg("sidecar died; its VMs are lost")
 		},
 	})
 	snapBlobs := snapshotBlobs(db, c.dataDir)
-	g.warm = warmpool.New(warmpool.Config{Size: c.warmVMs, Options: agentos.VMOptions{DataDir: filepath.Join(c.dataDir, "sessions")},
+	g.warm = warmpool.New(warmpool.Config{Size: c.warmVMs, Options: warmpool.VMOptions{DataDir: filepath.Join(c.dataDir, "sessions")},
 		IsolatedIdle: c.sidecarIdleTimeout, Log: log.With().Str("component", "warmpool").Logger()}, warmAdapter{g.pool})
 	g.vms = vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
 		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Warm: g.warm, Log: log,
