@@ -131,14 +131,21 @@ async function readEvents(body, emit) {
   let buf = "";
   let name = "", data = [], id = "";
   let final = false;
+  // cr says the last line ended with a CR at the end of a read: an LF at
+  // the start of the next read is the rest of that CRLF, not an empty line.
+  let cr = false;
   for (;;) {
     const { value, done } = await reader.read();
     if (done) return final;
     buf += value;
+    if (cr && buf.startsWith("\n")) buf = buf.slice(1);
+    cr = false;
     let i;
     while ((i = buf.search(/\r\n|\n|\r/)) >= 0) {
       const line = buf.slice(0, i);
-      buf = buf.slice(i + (buf.startsWith("\r\n", i) ? 2 : 1));
+      const end = i + (buf.startsWith("\r\n", i) ? 2 : 1);
+      cr = buf[i] === "\r" && end === buf.length;
+      buf = buf.slice(end);
       if (line === "") {
         if (data.length) {
           let parsed;
