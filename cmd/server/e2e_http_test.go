@@ -147,7 +147,10 @@ func TestE2ELabelSelectors(t *testing.T) {
 
 func TestE2EDeleteVMIsIdempotent(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t, "--vm-retention=3s")
+	// Short enough for the retention subtest to see a purge, long enough
+	// that the lost subtest lists its VM before the purge on a loaded
+	// machine (3 s was not: a CI run saw the lost record purged first).
+	e := newE2E(t, "--vm-retention=20s")
 	_, c := e.tenant("deletes", nil)
 
 	t.Run("live, then its record, then nothing", func(t *testing.T) {
