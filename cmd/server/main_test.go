@@ -83,6 +83,13 @@ func startGateway(t testing.TB, dataDir string, args ...string) *gatewayProc {
 		// default; config_test and TestE2EWarmBurst check it.
 		args = append([]string{"--warm-vms=1"}, args...)
 	}
+	if !bench && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--memory-return-interval") }) {
+		// Returning memory acts on the whole process, and a test process
+		// holds many gateways at once: their trimmers would force a
+		// collection of every gateway's heap, under -race, every few
+		// seconds. memtrim's own tests and the benchmarks cover it.
+		args = append([]string{"--memory-return-interval=0"}, args...)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gatewayProc{dataDir: dataDir, cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
 	ready := make(chan string, 1)
