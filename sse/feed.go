@@ -129,6 +129,9 @@ type liveFrame struct {
 // it on the other streams.
 var heartbeatFrame = liveFrame{b: []byte(": heartbeat\n\n")}
 
+// newLiveFrame renders e once, with the id and name that deliver and send
+// read: from e itself, not parsed back from the frame. An id that is not a
+// sequence number (none) makes a frame without one, as a heartbeat.
 func newLiveFrame(e Event) liveFrame {
 	f := framePool.Get().(*bytes.Buffer)
 	defer func() {
@@ -136,8 +139,8 @@ func newLiveFrame(e Event) liveFrame {
 		framePool.Put(f)
 	}()
 	writeFrame(f, e)
-	id, event, ok := frameHead(f.Bytes())
-	return liveFrame{b: bytes.Clone(f.Bytes()), id: id, event: event, hasID: ok}
+	id, err := strconv.ParseUint(e.ID, 10, 64)
+	return liveFrame{b: bytes.Clone(f.Bytes()), id: id, event: e.Event, hasID: err == nil}
 }
 
 // publish queues f to every client of t; nothing is published after the
@@ -444,16 +447,7 @@ func (c *sseConn) join(t *sseTopic) {
 }
 
 // event queues e, a frame of the client's backlog.
-func (c *sseConn) event(e Event) {
-	f := framePool.Get().(*bytes.Buffer)
-	defer func() {
-		f.Reset()
-		framePool.Put(f)
-	}()
-	writeFrame(f, e)
-	id, event, ok := frameHead(f.Bytes())
-	c.send(liveFrame{b: f.Bytes(), id: id, event: event, hasID: ok})
-}
+func (c *sseConn) event(e Event) { c.send(newLiveFrame(e)) }
 
 // writeFrame writes e to f as r3labs writes an event without replay, base64
 // or data splitting.
@@ -589,27 +583,6 @@ var errStreamWrite = errors.New("write to the event stream failed")
 // finalEvents are the events a log feed ends with (EndEvent, a process's
 // exit); they carry the id of the last entry before them.
 var finalEvents = map[string]bool{"end": true, "error": true, "exit": true}
-
-// frameHead returns the id and the event name of an event frame as
-// writeFrame writes it ("id: 42\ndata: ...\nevent: exit\n\n"); ok is false
-// for a frame without an id (a heartbeat).
-func frameHead(f []byte) (id uint64, event string, ok bool) {
-	rest, found := bytes.CutPrefix(f, []byte("id: "))
-	if !found {
-		return 0, "", false
-	}
-	line, rest, _ := bytes.Cut(rest, []byte("\n"))
-	id, err := strconv.ParseUint(string(line), 10, 64)
-	if err != nil {
-		return 0, "", false
-	}
-	// The data is JSON on one line, so the first event line is the event's.
-	if _, after, found := bytes.Cut(rest, []byte("\nevent: ")); found {
-		name, _, _ := bytes.Cut(after, []byte("\n"))
-		event = string(name)
-	}
-	return id, event, true
-}
 
 // sseBeat publishes heartbeats from a timer, so that a topic needs no
 // goroutine for them; stop waits for a beat in progress.

@@ -401,23 +401,26 @@ func TestSharedFeedHangUpAndDrain(t *testing.T) {
 	}
 }
 
-func TestFrameHead(t *testing.T) {
+func TestNewLiveFrame(t *testing.T) {
 	for _, c := range []struct {
+		e     Event
 		frame string
 		id    uint64
 		event string
 		ok    bool
 	}{
-		{"id: 42\ndata: {}\nevent: exit\n\n", 42, "exit", true},
-		{"id: 7\ndata: {\"a\":\"event: end\"}\n\n", 7, "", true},
-		{": heartbeat\n\n", 0, "", false},
-		{"id: \ndata: {}\n\n", 0, "", false},
-		{"id: 18446744073709551615\ndata: x\nevent: line\n\n", 1<<64 - 1, "line", true},
+		{Event{ID: "42", Event: "exit", Data: []byte("{}")}, "id: 42\ndata: {}\nevent: exit\n\n", 42, "exit", true},
+		{Event{ID: "7", Data: []byte(`{"a":"event: end"}`)}, "id: 7\ndata: {\"a\":\"event: end\"}\n\n", 7, "", true},
+		{Event{Data: []byte("{}")}, "id: \ndata: {}\n\n", 0, "", false},
+		{Event{ID: "18446744073709551615", Event: "line", Data: []byte("x")}, "id: 18446744073709551615\ndata: x\nevent: line\n\n", 1<<64 - 1, "line", true},
 	} {
-		id, event, ok := frameHead([]byte(c.frame))
-		if id != c.id || event != c.event || ok != c.ok {
-			t.Errorf("frameHead(%q) = %d %q %v, want %d %q %v", c.frame, id, event, ok, c.id, c.event, c.ok)
+		f := newLiveFrame(c.e)
+		if string(f.b) != c.frame || f.id != c.id || f.event != c.event || f.hasID != c.ok {
+			t.Errorf("newLiveFrame(%+v) = %q %d %q %v, want %q %d %q %v", c.e, f.b, f.id, f.event, f.hasID, c.frame, c.id, c.event, c.ok)
 		}
+	}
+	if heartbeatFrame.hasID {
+		t.Error("a heartbeat frame has an id")
 	}
 }
 
