@@ -114,31 +114,25 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 		return nil, err
 	}
 	defer unhold()
+	shell, err := agentos.ShellName(req.Shell)
+	if err != nil {
+		return nil, EngineError(err, "open shell")
+	}
 	release, err := s.countProcess(tenant)
 	if err != nil {
 		return nil, err
-	}
-	shell := req.Shell
-	if shell == "" {
-		shell = "sh"
 	}
 	sh := &Shell{id: newID("sh_"), shell: shell, startedAt: s.cfg.Now().UTC(), out: streamlog.New[Chunk](s.cfg.OutputBufferBytes),
 		done: make(chan struct{})}
 	// A line's process has no terminal, so nothing waits for the answer to
 	// a terminal query: the model keeps the size and answers no one.
 	sh.term = terminal.New(terminal.Config{Cols: int(req.Cols), Rows: int(req.Rows), Reply: func(context.Context, []byte) error { return errNoTerminal }})
-	shellName, err := agentos.ShellName(req.Shell)
-	if err != nil {
-		sh.term.Close()
-		release()
-		return nil, EngineError(err, "open shell")
-	}
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = agentos.DefaultCwd
 	}
 	p, err := lineshell.Start(lineVM{lv.vm}, lineshell.Options{
-		ID: sh.id, Shell: shellName, Cols: req.Cols, Rows: req.Rows, Cwd: cwd, Env: req.Env,
+		ID: sh.id, Shell: shell, Cols: req.Cols, Rows: req.Rows, Cwd: cwd, Env: req.Env,
 		OnOutput: func(o lineshell.Output) {
 			sh.term.Output(o.Data)
 			sh.out.Append(o.Seq, len(o.Data), Chunk{Stream: "stdout", Data: o.Data, Time: o.Time})

@@ -62,6 +62,18 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// withDefaultFlags puts each of flags ("--name=value") before args unless
+// args set that flag themselves.
+func withDefaultFlags(args []string, flags ...string) []string {
+	for _, f := range flags {
+		name, _, _ := strings.Cut(f, "=")
+		if !slices.ContainsFunc(args, func(a string) bool { return a == name || strings.HasPrefix(a, name+"=") }) {
+			args = append([]string{f}, args...)
+		}
+	}
+	return args
+}
+
 // startGateway runs a gateway on a free loopback port with a fresh data
 // directory (or dataDir, to restart on an old one) and stops it at cleanup.
 func startGateway(t testing.TB, dataDir string, args ...string) *gatewayProc {
@@ -75,20 +87,16 @@ func startGateway(t testing.TB, dataDir string, args ...string) *gatewayProc {
 		"AGENTOS_GATEWAY_ADDR":      "127.0.0.1:0",
 		"AGENTOS_GATEWAY_HEARTBEAT": "1s",
 	}
-	_, bench := t.(*testing.B)
-	if !bench && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--warm-vms") }) {
+	if _, bench := t.(*testing.B); !bench {
 		// Tests get one warm VM, not the default's four: the suite starts
 		// a gateway per test, four at a time on a 2-core machine, and three
-		// more warm-ups each would cost it minutes. Benchmarks run the
-		// default; config_test and TestE2EWarmBurst check it.
-		args = append([]string{"--warm-vms=1"}, args...)
-	}
-	if !bench && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--memory-return-interval") }) {
-		// Returning memory acts on the whole process, and a test process
-		// holds many gateways at once: their trimmers would force a
-		// collection of every gateway's heap, under -race, every few
-		// seconds. memtrim's own tests and the benchmarks cover it.
-		args = append([]string{"--memory-return-interval=0"}, args...)
+		// more warm-ups each would cost it minutes (config_test and
+		// TestE2EWarmBurst check the default). And they return no memory:
+		// that acts on the whole process, which holds many gateways at
+		// once, and their trimmers would force a collection of every
+		// gateway's heap, under -race, every few seconds (memtrim's own
+		// tests cover it). Benchmarks run the defaults.
+		args = withDefaultFlags(args, "--warm-vms=1", "--memory-return-interval=0")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gatewayProc{dataDir: dataDir, cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
