@@ -593,9 +593,14 @@ func serve(ctx context.Context, c config, log zerolog.Logger, ln net.Listener, g
 	srv := &http.Server{Handler: g.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return context.Background() }}
 	if c.memoryReturn > 0 {
+		// The trimmer is stopped, and waited for, when serve returns.
 		trimCtx, stopTrim := context.WithCancel(ctx)
-		defer stopTrim()
-		go memtrim.Run(trimCtx, memtrim.Config{Every: c.memoryReturn, Log: log.With().Str("component", "memtrim").Logger()})
+		trimmed := make(chan struct{})
+		go func() {
+			defer close(trimmed)
+			memtrim.Run(trimCtx, memtrim.Config{Every: c.memoryReturn, Log: log.With().Str("component", "memtrim").Logger()})
+		}()
+		defer func() { stopTrim(); <-trimmed }()
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(problemlistener.Wrap(ln)) }()
