@@ -89,6 +89,10 @@ type run struct {
 	// was taken.
 	baseSidecars int
 
+	// tenants are the tenants' clients, whose listings catch a VM whose
+	// create ended on the gateway after the worker had given up on it.
+	tenants []*client.Client
+
 	mu     sync.Mutex
 	vms    map[string]*client.Client // every VM created, by id, with its tenant's client
 	groups map[int]bool              // the process groups of the gateway and every sidecar seen
@@ -187,6 +191,7 @@ func (r *run) soak(ctx context.Context) (*Report, error) {
 		}
 		tenants = append(tenants, c)
 	}
+	r.tenants = tenants
 	if n, err := goroutines(ctx, admin); err == nil {
 		r.logf("gateway ready (%d goroutines), %d tenants created; warming up", n, len(tenants))
 	}
@@ -314,7 +319,9 @@ func (w *worker) once(ctx context.Context) {
 }
 
 // deleteVMs deletes every VM the run created: a live one is disposed, and
-// the record of a lost one removed.
+// the record of a lost one removed. Then it deletes whatever the tenants'
+// listings still hold: under load a create can end on the gateway after
+// the worker gave up waiting for it, and its VM is in no record of ours.
 func (r *run) deleteVMs(ctx context.Context) {
 	r.mu.Lock()
 	vms := r.vms
@@ -325,6 +332,31 @@ func (r *run) deleteVMs(ctx context.Context) {
 		_, _ = c.VM(id).Delete(dctx)
 		cancel()
 	}
+	r.sweepVMs(ctx)
+}
+
+// sweepVMs deletes every VM the tenants' listings hold and reports how
+// many it found.
+func (r *run) sweepVMs(ctx context.Context) int {
+	found := 0
+	for _, c := range r.tenants {
+		lctx, cancel := context.WithTimeout(ctx, callDeadline)
+		var ids []string
+		for vm, err := range c.VMs(lctx, client.ListVMsOptions{}) {
+			if err != nil {
+				break
+			}
+			ids = append(ids, vm.ID)
+		}
+		cancel()
+		for _, id := range ids {
+			found++
+			dctx, cancel := context.WithTimeout(ctx, callDeadline)
+			_, _ = c.VM(id).Delete(dctx)
+			cancel()
+		}
+	}
+	return found
 }
 
 // settledGoroutines waits until the gateway holds no tenant's VM (only
@@ -332,7 +364,8 @@ func (r *run) deleteVMs(ctx context.Context) {
 // goroutine count: the lowest of a few samples, or the first one at or
 // below target once there (target < 0: this is the baseline, whose sidecar
 // count the later call must match, since each sidecar has goroutines of
-// its own).
+// its own). While it waits it sweeps the tenants' VMs now and then, for a
+// create that ended after its worker gave up.
 func (r *run) settledGoroutines(ctx context.Context, target int) (int, error) {
 	admin, err := r.client(r.gw.key)
 	if err != nil {
@@ -341,9 +374,14 @@ func (r *run) settledGoroutines(ctx context.Context, target int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	lowest, samples, shape := -1, 0, -1
+	var last settleState
+	sweep := time.NewTicker(10 * time.Second)
+	defer sweep.Stop()
 	for {
 		r.tr.CloseIdleConnections()
-		if n, ok := r.settledSidecars(ctx, admin); ok && (target < 0 || n <= r.baseSidecars) {
+		last = r.settleState(ctx, admin)
+		if last.settled() && (target < 0 || last.sidecars <= r.baseSidecars) {
+			n := last.sidecars
 			if target < 0 && n != shape {
 				lowest, samples, shape = -1, 0, n
 			}
@@ -366,34 +404,55 @@ func (r *run) settledGoroutines(ctx context.Context, target int) (int, error) {
 		select {
 		case <-ctx.Done():
 			if lowest < 0 {
-				return 0, fmt.Errorf("soak: the gateway never settled to its warm VMs alone: %w", ctx.Err())
+				return 0, fmt.Errorf("soak: the gateway never settled to its warm VMs alone (last seen: %s): %w", last, ctx.Err())
 			}
 			if target < 0 {
 				r.baseSidecars = shape
 			}
 			return lowest, nil
+		case <-sweep.C:
+			if n := r.sweepVMs(ctx); n > 0 {
+				r.logf("deleted %d VMs the tenants still held while settling", n)
+			}
 		case <-time.After(time.Second):
 		}
 	}
 }
 
-// settledSidecars reports how many sidecars run when every VM on them is
-// one of the gateway's warm VMs (ok false while a tenant's VM remains).
-func (r *run) settledSidecars(ctx context.Context, admin *client.Client) (n int, ok bool) {
+// settleState is what the gateway reported of its sidecars and warm VMs,
+// read while waiting for it to settle.
+type settleState struct {
+	err                 error
+	sidecars, vms, warm int
+}
+
+// settled reports whether every VM on the sidecars is a warm VM.
+func (s settleState) settled() bool { return s.err == nil && s.vms <= s.warm }
+
+func (s settleState) String() string {
+	if s.err != nil {
+		return s.err.Error()
+	}
+	return fmt.Sprintf("%d VMs on %d sidecars, %d of them warm", s.vms, s.sidecars, s.warm)
+}
+
+// settleState reads how many sidecars run, how many VMs they hold, and how
+// many of those are warm VMs ready to be taken.
+func (r *run) settleState(ctx context.Context, admin *client.Client) settleState {
 	scs, err := sidecars(ctx, admin)
 	if err != nil {
-		return 0, false
+		return settleState{err: err}
 	}
 	b, err := admin.Metrics(ctx)
 	if err != nil {
-		return 0, false
+		return settleState{err: err}
 	}
 	warm, _ := metricValue(b, "agentos_gateway_warm_vms")
-	vms := 0
+	st := settleState{sidecars: len(scs), warm: int(warm)}
 	for _, sc := range scs {
-		vms += sc.VMCount
+		st.vms += sc.VMCount
 	}
-	return len(scs), float64(vms) <= warm
+	return st
 }
 
 // everyTick calls f every period until stop is closed or ctx ends.

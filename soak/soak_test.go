@@ -3,6 +3,7 @@ package soak
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -36,10 +37,12 @@ func TestSoak(t *testing.T) {
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	dir := t.TempDir()
 	rep, err := Run(ctx, Config{GatewayBin: bin, Duration: time.Minute, KillEvery: 20 * time.Second,
-		Dir: t.TempDir(), Progress: testLog{t}, ProgressEvery: 20 * time.Second})
+		Dir: dir, Progress: testLog{t}, ProgressEvery: 20 * time.Second})
 	if err != nil {
-		t.Fatal(err)
+		// The directory goes with the test: its log's end is kept here.
+		t.Fatalf("%v\nthe gateway log's last lines:\n%s", err, logTail(filepath.Join(dir, "gateway.log"), 80))
 	}
 	var b bytes.Buffer
 	if err := rep.Print(&b); err != nil {
@@ -58,6 +61,16 @@ func TestSoak(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// logTail returns the last n lines of the file at path.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // TestLeakedProcesses checks the process leak detection on a real

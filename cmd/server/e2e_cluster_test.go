@@ -56,7 +56,10 @@ func (n *clusterNode) start(t testing.TB, bin, dsn string) {
 	t.Helper()
 	args := []string{"--addr", "127.0.0.1:" + strconv.Itoa(n.port), "--data-dir", n.dataDir, "--store", dsn,
 		"--node-id", n.id, "--node-heartbeat", clusterHeartbeat.String(), "--node-timeout", clusterTimeout.String(),
-		"--max-sidecars", "2", "--min-idle-sidecars", "1", "--shutdown-grace", "5s", "--log-level", "warn"}
+		"--max-sidecars", "2", "--min-idle-sidecars", "1", "--shutdown-grace", "5s", "--log-level", "warn",
+		// One warm VM, as startGateway's tests get: a node's three more
+		// warm-ups would slow every other test of the suite.
+		"--warm-vms", "1"}
 	n.cmd = exec.Command(bin, append(args, n.extra...)...)
 	// A private TMPDIR: a node the test SIGKILLs cannot remove its
 	// sidecars' temporary directories, and they must not outlive the test.

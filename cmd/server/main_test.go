@@ -316,7 +316,8 @@ func TestSIGTERMShutdownAndRestart(t *testing.T) {
 func startBinary(t testing.TB, bin, dataDir string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
 	port := freePort(t)
-	cmd := exec.Command(bin, "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", dataDir, "--shutdown-grace", "5s")
+	// One warm VM, as startGateway's tests get, for the same reason.
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", dataDir, "--shutdown-grace", "5s", "--warm-vms", "1")
 	// A private TMPDIR: a gateway the test SIGKILLs cannot remove its
 	// sidecars' temporary directories, and they must not outlive the test.
 	cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey, "TMPDIR="+t.TempDir())
