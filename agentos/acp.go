@@ -21,6 +21,8 @@ type AgentEntry struct {
 // SessionEvent is an event of an ACP session. Durable events have a Sequence
 // (per session, from 1, no gaps) and are kept by the sidecar; ephemeral ones
 // (streamed deltas) have AfterSequence, the last durable sequence before them.
+// Its fields keep the engine's words: Kind says which lane the event came by,
+// and Type, of a durable event, what it records.
 type SessionEvent struct {
 	Kind          string          `json:"kind"` // "durable", "ephemeral", "notification", "agent_stderr", "agent_exit"
 	SessionID     string          `json:"sessionId"`

@@ -83,7 +83,7 @@ func (u update) text() string {
 	return c.Text
 }
 
-func updateKind(e SessionEvent) string {
+func updateType(e SessionEvent) string {
 	var u update
 	_ = json.Unmarshal(e.Update, &u)
 	return u.SessionUpdate
@@ -408,7 +408,7 @@ func TestACPSessionPi(t *testing.T) {
 			t.Fatalf("second Cancel = %q, %v; want no_active_prompt", st, err)
 		}
 		f.sync(t, ctx, s)
-		if evs := f.since(before); len(evs) == 0 || updateKind(evs[0]) != "user_message_chunk" {
+		if evs := f.since(before); len(evs) == 0 || updateType(evs[0]) != "user_message_chunk" {
 			t.Fatalf("durable events of the cancelled turn: %+v", evs)
 		}
 	})

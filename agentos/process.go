@@ -424,7 +424,7 @@ func (p *Process) settle() {
 	// The exit event goes out before waiters wake, so that whatever a waiter
 	// does next (dispose the VM, say) comes after it in the VM's events.
 	p.vm.noteExited(p.id)
-	p.vm.events.publish(Event{Kind: "process_exit", Time: time.Now(), Process: &ProcessExit{ProcessID: p.id, ExitStatus: st}})
+	p.vm.events.publish(Event{Type: "process_exit", Time: time.Now(), Process: &ProcessExit{ProcessID: p.id, ExitStatus: st}})
 	close(p.done)
 	p.notify()
 }

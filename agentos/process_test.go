@@ -364,7 +364,7 @@ func TestVMEventsAndLifecycle(t *testing.T) {
 	}
 	var kinds []string
 	for ev := range sub.C() {
-		k := ev.Kind
+		k := ev.Type
 		if ev.State != "" {
 			k += ":" + string(ev.State)
 		}

@@ -102,7 +102,7 @@ type VMOptions struct {
 // life-cycle change, a limit warning, a process exit, or another structured
 // event of the sidecar. The gateway's own VM events are gateway.VMEvent.
 type Event struct {
-	Kind    string            `json:"kind"` // "lifecycle", "limit_warning", "process_exit", "structured"
+	Type    string            `json:"type"` // "lifecycle", "limit_warning", "process_exit", "structured"
 	Time    time.Time         `json:"time"`
 	State   VMState           `json:"state,omitempty"`
 	Reason  string            `json:"reason,omitempty"`
@@ -540,7 +540,7 @@ func (vm *VM) Dispose(ctx context.Context) error {
 	}
 	vm.state = VMDisposing
 	vm.mu.Unlock()
-	vm.events.publish(Event{Kind: "lifecycle", Time: time.Now(), State: VMDisposing})
+	vm.events.publish(Event{Type: "lifecycle", Time: time.Now(), State: VMDisposing})
 
 	vm.closeSessions(ctx)
 	resp, err := vm.s.call(ctx, vm.own, protocol.DisposeVMRequest{Reason: protocol.DisposeReasonRequested})
@@ -604,7 +604,7 @@ func (vm *VM) finish(state VMState, err error) {
 	if err != nil && state == VMLost {
 		reason = err.Error()
 	}
-	vm.events.publish(Event{Kind: "lifecycle", Time: time.Now(), State: state, Reason: reason})
+	vm.events.publish(Event{Type: "lifecycle", Time: time.Now(), State: state, Reason: reason})
 	vm.events.close(err)
 	vm.acpEvents.close(err)
 	vm.cleanupFiles()
@@ -646,7 +646,7 @@ func (vm *VM) handleEvent(ev protocol.EventPayload) {
 		if e.Name == "limit_warning" {
 			kind = "limit_warning"
 		}
-		vm.events.publish(Event{Kind: kind, Time: time.Now(), Name: e.Name, Detail: e.Detail.ToMap()})
+		vm.events.publish(Event{Type: kind, Time: time.Now(), Name: e.Name, Detail: e.Detail.ToMap()})
 	case protocol.ExtEnvelope:
 		if e.Namespace == protocol.ACPNamespace {
 			vm.handleACPEvent(e.Payload)
@@ -690,7 +690,7 @@ func (vm *VM) onLifecycle(st protocol.VMLifecycleState) {
 		}
 	}
 	vm.mu.Unlock()
-	vm.events.publish(Event{Kind: "lifecycle", Time: time.Now(), State: next})
+	vm.events.publish(Event{Type: "lifecycle", Time: time.Now(), State: next})
 }
 
 // stateRank orders the states a VM moves through.

@@ -127,24 +127,17 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if _, err := s.vms.ExecTimeout(sreq.Timeout); err != nil {
-		writeError(w, r, err)
-		return
-	}
 	p := principalFrom(r.Context())
 	vmID := pathParam(r, "vm")
 	if wantsEventStream(r) {
-		// Refuse an unusable VM or a missing cwd with a status, before the
-		// stream starts.
-		if err := s.vms.Usable(r.Context(), p.tenant.ID, vmID); err != nil {
+		// The deadline, the VM and the cwd are checked before the stream
+		// starts, so that a refusal is a status.
+		prep, err := s.vms.PrepareExec(r.Context(), p.tenant, vmID, sreq)
+		if err != nil {
 			writeError(w, r, err)
 			return
 		}
-		if err := s.vms.CheckCwd(r.Context(), p.tenant.ID, vmID, sreq.Cwd); err != nil {
-			writeError(w, r, err)
-			return
-		}
-		s.execStreamIdempotent(w, r, body, p.tenant, vmID, sreq)
+		s.execStreamIdempotent(w, r, body, p.tenant, prep)
 		return
 	}
 	s.idempotent(w, r, body, http.StatusOK, func(ctx context.Context) (any, error) {
@@ -177,19 +170,21 @@ func execResultBody(res *vms.ExecResult) api.ExecResult {
 // Idempotency-Key: the first request streams and records its result (the
 // same record a buffered exec makes); a retry gets that result replayed as
 // stdout, stderr and exit events, and the command never runs twice.
-func (s *Server) execStreamIdempotent(w http.ResponseWriter, r *http.Request, body []byte, tenant gateway.Tenant, vmID string, req vms.ExecRequest) {
+func (s *Server) execStreamIdempotent(w http.ResponseWriter, r *http.Request, body []byte, tenant gateway.Tenant, prep *vms.PreparedExec) {
 	claim, outcome, ok := s.claimIdempotencyKey(w, r, body, tenant)
 	switch {
 	case !ok:
+		prep.Release()
 		return
 	case outcome != nil:
+		prep.Release()
 		s.replayExecStream(w, r, outcome)
 		return
 	case claim == nil:
-		s.execStream(w, r, tenant, vmID, req, nil)
+		s.execStream(w, r, prep, nil)
 		return
 	}
-	s.execStream(w, r, tenant, vmID, req, func(res *vms.ExecResult, err error) {
+	s.execStream(w, r, prep, func(res *vms.ExecResult, err error) {
 		var v any
 		if err == nil {
 			v = execResultBody(res)
@@ -240,7 +235,9 @@ func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, outcom
 //
 // With record set, the command runs to its end even when the client goes away,
 // and record receives its outcome.
-func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gateway.Tenant, vmID string, req vms.ExecRequest, record func(*vms.ExecResult, error)) {
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, prep *vms.PreparedExec, record func(*vms.ExecResult, error)) {
+	// The VM is let go even if the stream never starts.
+	defer prep.Release()
 	// The output goes through a bounded log so that the event lane of the
 	// sidecar never waits for this client.
 	log := streamlog.New[vms.Chunk](4 << 20)
@@ -255,7 +252,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, tenant gatew
 		go func() {
 			defer close(done)
 			start := time.Now()
-			res, execErr = s.vms.Exec(execCtx, tenant, vmID, req, func(c vms.Chunk) { log.Append(0, len(c.Data), c) })
+			res, execErr = prep.Run(execCtx, func(c vms.Chunk) { log.Append(0, len(c.Data), c) })
 			s.metrics.execDuration.Observe(time.Since(start).Seconds())
 			if record != nil {
 				record(res, execErr)

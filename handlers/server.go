@@ -3,6 +3,16 @@
 // streams are served by package sse, their WebSocket attachments by package
 // attach, and requests for VMs that other nodes run are forwarded by package
 // nodeproxy.
+//
+// An exec's path shows the shape of every call on a VM. The router's
+// middleware authenticates the key and, when another live node runs the
+// VM, forwards the request there untouched (toOwner); else exec decodes
+// the body, and the vms service checks the deadline, looks the VM up and
+// checks the cwd, once each (vms.Service.PrepareExec). A buffered exec
+// does all of it inside the one idempotency step (idempotent), which claims
+// the Idempotency-Key, runs the command and records its outcome. A
+// streamed exec prepares first, so that a refusal is a status and not an
+// event, then claims the key and streams (execStreamIdempotent).
 package handlers
 
 import (

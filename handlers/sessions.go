@@ -362,8 +362,8 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sse.Serve(w, r, after, func(ctx context.Context, emit func(sse.Event) error) error {
 		err := s.sessions.Follow(ctx, tenantID, vmID, id, after, func(ev sessions.Event) error {
-			out := sse.Event{Event: ev.Kind, Data: ev.Data}
-			if ev.Kind == sessions.KindDurable {
+			out := sse.Event{Event: ev.Type, Data: ev.Data}
+			if ev.Type == sessions.TypeDurable {
 				out.ID = strconv.FormatUint(ev.Sequence, 10)
 			}
 			return emit(out)

@@ -517,20 +517,20 @@ func TestEventDataMatchesSpec(t *testing.T) {
 	// Agent session events: the SSE event name is the sessions.Event kind.
 	const sessEvents = "/v1/vms/vm_1/sessions/s_1/events"
 	for _, raw := range specDurableEvents(now) {
-		check("GET", sessEvents, sse.Event{ID: "1", Event: sessions.KindDurable, Data: raw})
+		check("GET", sessEvents, sse.Event{ID: "1", Event: sessions.TypeDurable, Data: raw})
 	}
 	for _, ev := range []sessions.Event{
-		{Kind: sessions.KindEphemeral, AfterSequence: 3, Data: json.RawMessage(`{"afterSequence":3,"type":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"he"}}}`)},
-		{Kind: sessions.KindEphemeral, Data: json.RawMessage(`{"afterSequence":0,"type":"session_update","update":null}`)},
-		{Kind: sessions.KindAgentStderr, Data: specMarshal(map[string]any{"agentType": "pi", "processId": "p1", "text": "warning: slow\n"})},
-		{Kind: sessions.KindAgentExit, Data: specMarshal(map[string]any{"agentType": "pi", "processId": "p1", "exitCode": (*int32)(nil), "restart": "never"})},
-		{Kind: sessions.KindAgentExit, Data: specMarshal(map[string]any{"agentType": "pi", "processId": "p1", "exitCode": new(int32), "restart": "restarting"})},
-		{Kind: sessions.KindOverflow, Data: json.RawMessage(`{"reason":"the stream fell behind; streamed deltas were dropped, durable events follow from the store"}`)},
-		{Kind: sessions.KindEnd, Data: specMarshal(map[string]string{"state": string(gateway.SessionClosed)})},
-		{Kind: sessions.KindEnd, Data: specMarshal(map[string]string{"state": string(gateway.SessionLost)})},
-		{Kind: sessions.KindEnd, Data: specMarshal(map[string]string{"state": "deleted"})},
+		{Type: sessions.TypeEphemeral, AfterSequence: 3, Data: json.RawMessage(`{"afterSequence":3,"type":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"he"}}}`)},
+		{Type: sessions.TypeEphemeral, Data: json.RawMessage(`{"afterSequence":0,"type":"session_update","update":null}`)},
+		{Type: sessions.TypeAgentStderr, Data: specMarshal(map[string]any{"agentType": "pi", "processId": "p1", "text": "warning: slow\n"})},
+		{Type: sessions.TypeAgentExit, Data: specMarshal(map[string]any{"agentType": "pi", "processId": "p1", "exitCode": (*int32)(nil), "restart": "never"})},
+		{Type: sessions.TypeAgentExit, Data: specMarshal(map[string]any{"agentType": "pi", "processId": "p1", "exitCode": new(int32), "restart": "restarting"})},
+		{Type: sessions.TypeOverflow, Data: json.RawMessage(`{"reason":"the stream fell behind; streamed deltas were dropped, durable events follow from the store"}`)},
+		{Type: sessions.TypeEnd, Data: specMarshal(map[string]string{"state": string(gateway.SessionClosed)})},
+		{Type: sessions.TypeEnd, Data: specMarshal(map[string]string{"state": string(gateway.SessionLost)})},
+		{Type: sessions.TypeEnd, Data: specMarshal(map[string]string{"state": "deleted"})},
 	} {
-		check("GET", sessEvents, sse.Event{Event: ev.Kind, Data: ev.Data})
+		check("GET", sessEvents, sse.Event{Event: ev.Type, Data: ev.Data})
 	}
 	check("GET", sessEvents, sse.Event{Event: "error", Data: problemData(gateway.Errorf(gateway.CodeInternal, "store: read history"))})
 	check("GET", sessEvents, sse.Event{Event: "error", Data: []byte(`{"code":"unavailable","detail":"the gateway is shutting down"}`)})

@@ -29,7 +29,7 @@ func (r *recorder) describe(ev vms.SessionEvent, now time.Time) recorded {
 	rec := recorded{at: at, data: gateway.SessionEventData{Sequence: ev.Sequence, Timestamp: at, Type: ev.Type}}
 	switch ev.Type {
 	case "session_update":
-		rec.data.Type = updateKind(ev.Update)
+		rec.data.Type = updateType(ev.Update)
 		rec.data.Update = ev.Update
 	case "permission_request":
 		var req struct {
@@ -62,13 +62,13 @@ func (r *recorder) describe(ev vms.SessionEvent, now time.Time) recorded {
 }
 
 func ephemeralData(ev vms.SessionEvent) json.RawMessage {
-	b, _ := json.Marshal(gateway.EphemeralEvent{AfterSequence: ev.AfterSequence, Type: updateKind(ev.Update), Update: orNull(ev.Update)})
+	b, _ := json.Marshal(gateway.EphemeralEvent{AfterSequence: ev.AfterSequence, Type: updateType(ev.Update), Update: orNull(ev.Update)})
 	return b
 }
 
-// updateKind is the sessionUpdate field of an ACP session/update, the
+// updateType is the sessionUpdate field of an ACP session/update, the
 // event's type.
-func updateKind(update json.RawMessage) string {
+func updateType(update json.RawMessage) string {
 	var u struct {
 		SessionUpdate string `json:"sessionUpdate"`
 	}

@@ -9,14 +9,14 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
-// Kinds of Event.
+// Types of Event: an event's Type is its name in the session's event stream.
 const (
-	KindDurable     = "durable"      // a stored event, with its Sequence
-	KindEphemeral   = "ephemeral"    // a streamed delta, not stored
-	KindAgentStderr = "agent_stderr" // output of the agent process
-	KindAgentExit   = "agent_exit"   // the agent process ended
-	KindOverflow    = "overflow"     // the follower fell behind: ephemeral events were dropped
-	KindEnd         = "end"          // the session ended: closed, lost or deleted
+	TypeDurable     = "durable"      // a stored event, with its Sequence
+	TypeEphemeral   = "ephemeral"    // a streamed delta, not stored
+	TypeAgentStderr = "agent_stderr" // output of the agent process
+	TypeAgentExit   = "agent_exit"   // the agent process ended
+	TypeOverflow    = "overflow"     // the follower fell behind: ephemeral events were dropped
+	TypeEnd         = "end"          // the session ended: closed, lost or deleted
 )
 
 // endDeleted is the final state of a session deleted while followed.
@@ -25,7 +25,7 @@ const endDeleted = "deleted"
 // Event is an event of a session's stream. Data is its JSON as the API
 // serves it.
 type Event struct {
-	Kind          string
+	Type          string
 	Sequence      uint64 // durable: its sequence
 	AfterSequence uint64 // ephemeral: the last durable sequence before it
 	Data          json.RawMessage
@@ -100,7 +100,7 @@ func (r *recorder) unwatch(sid string, w *watcher) {
 
 // Follow emits a session's events after the durable sequence after: the
 // stored ones first, then live ones as they happen, until the session ends
-// (a final KindEnd event), emit fails or ctx ends. Durable events are
+// (a final TypeEnd event), emit fails or ctx ends. Durable events are
 // emitted exactly once each, in order, with no gap: live events are
 // subscribed to before the store is read, and whatever a slow follower
 // missed is read from the store again.
@@ -148,7 +148,7 @@ func (s *Service) Follow(ctx context.Context, tenantID, vmID, id string, after u
 		case gap:
 			continue
 		case w.overflowed:
-			if err := emit(Event{Kind: KindOverflow, Data: overflowData}); err != nil {
+			if err := emit(Event{Type: TypeOverflow, Data: overflowData}); err != nil {
 				return err
 			}
 			continue
@@ -174,8 +174,8 @@ func pump(ctx context.Context, w *watcher, cursor *uint64, emit func(Event) erro
 			if !ok {
 				return false, nil
 			}
-			switch ev.Kind {
-			case KindDurable:
+			switch ev.Type {
+			case TypeDurable:
 				if ev.Sequence <= *cursor {
 					continue
 				}
@@ -183,7 +183,7 @@ func pump(ctx context.Context, w *watcher, cursor *uint64, emit func(Event) erro
 					return true, nil
 				}
 				*cursor = ev.Sequence
-			case KindEphemeral:
+			case TypeEphemeral:
 				if ev.AfterSequence < *cursor {
 					continue // a delta of a message already emitted whole
 				}
@@ -203,7 +203,7 @@ func (s *Service) catchUp(ctx context.Context, vmID, id string, cursor uint64, e
 			return cursor, err
 		}
 		for _, e := range page.Events {
-			if err := emit(Event{Kind: KindDurable, Sequence: e.Sequence, Data: e.Data}); err != nil {
+			if err := emit(Event{Type: TypeDurable, Sequence: e.Sequence, Data: e.Data}); err != nil {
 				return cursor, err
 			}
 			cursor = e.Sequence
@@ -228,7 +228,7 @@ func (s *Service) emitEnd(ctx context.Context, tenantID, vmID, state string, emi
 
 func endEvent(state string) Event {
 	data, _ := json.Marshal(gateway.SessionEndEvent{State: gateway.SessionState(state)})
-	return Event{Kind: KindEnd, Data: data}
+	return Event{Type: TypeEnd, Data: data}
 }
 
 // overflowData is the data of every overflow event.

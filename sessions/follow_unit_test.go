@@ -16,20 +16,20 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
-func durable(seq uint64) Event { return Event{Kind: KindDurable, Sequence: seq} }
+func durable(seq uint64) Event { return Event{Type: TypeDurable, Sequence: seq} }
 func ephemeral(after uint64) Event {
-	return Event{Kind: KindEphemeral, AfterSequence: after}
+	return Event{Type: TypeEphemeral, AfterSequence: after}
 }
 
 // label names an event for comparisons: D<seq>, E<afterSequence> or its kind.
 func label(ev Event) string {
-	switch ev.Kind {
-	case KindDurable:
+	switch ev.Type {
+	case TypeDurable:
 		return fmt.Sprintf("D%d", ev.Sequence)
-	case KindEphemeral:
+	case TypeEphemeral:
 		return fmt.Sprintf("E%d", ev.AfterSequence)
 	}
-	return ev.Kind
+	return ev.Type
 }
 
 func TestPump(t *testing.T) {
@@ -63,10 +63,10 @@ func TestPump(t *testing.T) {
 		{
 			name: "other kinds pass through", cursor: 9,
 			events: []Event{
-				{Kind: KindAgentStderr, Data: json.RawMessage(`{}`)}, durable(9),
-				{Kind: KindAgentExit, Data: json.RawMessage(`{}`)}, durable(10),
+				{Type: TypeAgentStderr, Data: json.RawMessage(`{}`)}, durable(9),
+				{Type: TypeAgentExit, Data: json.RawMessage(`{}`)}, durable(10),
 			},
-			wantEmit: []string{KindAgentStderr, KindAgentExit, "D10"}, wantCursor: 10,
+			wantEmit: []string{TypeAgentStderr, TypeAgentExit, "D10"}, wantCursor: 10,
 		},
 		{name: "emit error on durable", cursor: 0, events: []Event{durable(1), durable(2)}, failAt: 2, wantErr: errEmit, wantEmit: []string{"D1"}, wantLeft: 0},
 		{name: "emit error on ephemeral", cursor: 1, events: []Event{ephemeral(1), durable(2)}, open: true, failAt: 1, wantErr: errEmit, wantCursor: 1, wantLeft: 1},
@@ -257,7 +257,7 @@ func checkFollowed(t *testing.T, events []Event, from, to uint64, state gateway.
 	}
 	for i, ev := range events[:want] {
 		seq := from + uint64(i)
-		if ev.Kind != KindDurable || ev.Sequence != seq {
+		if ev.Type != TypeDurable || ev.Sequence != seq {
 			t.Fatalf("event %d is %s, want D%d", i, label(ev), seq)
 		}
 		if wantData := fmt.Sprintf(`{"sequence":%d,"type":"agent_message_chunk"}`, seq); string(ev.Data) != wantData {
@@ -265,7 +265,7 @@ func checkFollowed(t *testing.T, events []Event, from, to uint64, state gateway.
 		}
 	}
 	end := events[want]
-	if end.Kind != KindEnd {
+	if end.Type != TypeEnd {
 		t.Fatalf("last event is %s, want end", label(end))
 	}
 	var data struct {

@@ -66,7 +66,7 @@ func TestPermissionOptionJSON(t *testing.T) {
 	}
 }
 
-func TestUpdateKind(t *testing.T) {
+func TestUpdateType(t *testing.T) {
 	for _, tc := range []struct {
 		update string
 		want   string
@@ -83,12 +83,12 @@ func TestUpdateKind(t *testing.T) {
 		{`{`, "session_update"},
 		{``, "session_update"},
 	} {
-		if got := updateKind(json.RawMessage(tc.update)); got != tc.want {
-			t.Errorf("updateKind(%q) = %q, want %q", tc.update, got, tc.want)
+		if got := updateType(json.RawMessage(tc.update)); got != tc.want {
+			t.Errorf("updateType(%q) = %q, want %q", tc.update, got, tc.want)
 		}
 	}
-	if got := updateKind(nil); got != "session_update" {
-		t.Errorf("updateKind(nil) = %q, want session_update", got)
+	if got := updateType(nil); got != "session_update" {
+		t.Errorf("updateType(nil) = %q, want session_update", got)
 	}
 }
 
@@ -148,11 +148,11 @@ func TestEphemeralData(t *testing.T) {
 	}{
 		{
 			"chunk",
-			agentos.SessionEvent{Kind: "ephemeral", AfterSequence: 7, Update: json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}`)},
+			agentos.SessionEvent{Type: "ephemeral", AfterSequence: 7, Update: json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}`)},
 			`{"afterSequence":7,"type":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`,
 		},
-		{"no update", agentos.SessionEvent{Kind: "ephemeral"}, `{"afterSequence":0,"type":"session_update","update":null}`},
-		{"invalid update", agentos.SessionEvent{Kind: "ephemeral", AfterSequence: 1, Update: json.RawMessage(`{`)}, `{"afterSequence":1,"type":"session_update","update":null}`},
+		{"no update", agentos.SessionEvent{Type: "ephemeral"}, `{"afterSequence":0,"type":"session_update","update":null}`},
+		{"invalid update", agentos.SessionEvent{Type: "ephemeral", AfterSequence: 1, Update: json.RawMessage(`{`)}, `{"afterSequence":1,"type":"session_update","update":null}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ephemeralData(tc.ev)
@@ -184,7 +184,7 @@ func TestPublishLockedCutsOffFullWatcher(t *testing.T) {
 	st := &sessionState{watchers: map[*watcher]struct{}{slow: {}, fast: {}}}
 
 	for seq := uint64(1); seq <= 3; seq++ {
-		st.publishLocked(Event{Kind: KindDurable, Sequence: seq})
+		st.publishLocked(Event{Type: TypeDurable, Sequence: seq})
 	}
 	if _, ok := st.watchers[slow]; ok {
 		t.Error("the full watcher is still registered")
@@ -210,7 +210,7 @@ func TestPublishLockedCutsOffFullWatcher(t *testing.T) {
 	}
 	// Publishing again does not touch the cut-off watcher (a second close
 	// would panic).
-	st.publishLocked(Event{Kind: KindEphemeral, AfterSequence: 3})
+	st.publishLocked(Event{Type: TypeEphemeral, AfterSequence: 3})
 
 	st.endWatchersLocked(string(gateway.SessionLost))
 	if len(st.watchers) != 0 {
@@ -224,7 +224,7 @@ func TestPublishLockedCutsOffFullWatcher(t *testing.T) {
 		t.Errorf("fast watcher end=%q overflowed=%v, want lost, false", fast.end, fast.overflowed)
 	}
 	// Nothing left to publish to or end.
-	st.publishLocked(Event{Kind: KindDurable, Sequence: 4})
+	st.publishLocked(Event{Type: TypeDurable, Sequence: 4})
 	st.endWatchersLocked(string(gateway.SessionClosed))
 }
 
@@ -233,7 +233,7 @@ func TestPublishLockedZeroBufferWatcher(t *testing.T) {
 	// blocking the publisher.
 	w := &watcher{ch: make(chan Event)}
 	st := &sessionState{watchers: map[*watcher]struct{}{w: {}}}
-	st.publishLocked(Event{Kind: KindDurable, Sequence: 1})
+	st.publishLocked(Event{Type: TypeDurable, Sequence: 1})
 	if !w.overflowed || len(st.watchers) != 0 {
 		t.Errorf("overflowed=%v watchers=%d, want true, 0", w.overflowed, len(st.watchers))
 	}
@@ -281,8 +281,8 @@ func TestRecorderWatchUnwatchUnregister(t *testing.T) {
 	if w1 == nil || w2 == nil || cap(w1.ch) != 4 {
 		t.Fatalf("watch = %v, %v", w1, w2)
 	}
-	r.publish("s1", Event{Kind: KindDurable, Sequence: 13})
-	r.publish("nope", Event{Kind: KindDurable, Sequence: 1})
+	r.publish("s1", Event{Type: TypeDurable, Sequence: 13})
+	r.publish("nope", Event{Type: TypeDurable, Sequence: 1})
 
 	r.unwatch("s1", w1)
 	if got := drain(t, w1.ch); !reflect.DeepEqual(got, []uint64{13}) {

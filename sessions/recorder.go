@@ -234,13 +234,13 @@ func (r *recorder) handle(ev vms.SessionEvent) {
 	case "durable":
 		r.durable(ev)
 	case "ephemeral":
-		r.publish(ev.SessionID, Event{Kind: KindEphemeral, AfterSequence: ev.AfterSequence, Data: ephemeralData(ev)})
+		r.publish(ev.SessionID, Event{Type: TypeEphemeral, AfterSequence: ev.AfterSequence, Data: ephemeralData(ev)})
 	case "agent_stderr":
 		data, _ := json.Marshal(gateway.AgentStderrEvent{AgentType: ev.AgentType, ProcessID: ev.ProcessID, Text: string(ev.Chunk)})
-		r.publish(ev.SessionID, Event{Kind: KindAgentStderr, Data: data})
+		r.publish(ev.SessionID, Event{Type: TypeAgentStderr, Data: data})
 	case "agent_exit":
 		data, _ := json.Marshal(gateway.AgentExitEvent{AgentType: ev.AgentType, ProcessID: ev.ProcessID, ExitCode: ev.ExitCode, Restart: ev.Restart})
-		r.publish(ev.SessionID, Event{Kind: KindAgentExit, Data: data})
+		r.publish(ev.SessionID, Event{Type: TypeAgentExit, Data: data})
 	}
 }
 
@@ -352,7 +352,7 @@ func (r *recorder) record(ev vms.SessionEvent) bool {
 	case rec.decision != nil:
 		delete(st.pending, ev.RequestID)
 	}
-	st.publishLocked(Event{Kind: KindDurable, Sequence: ev.Sequence, Data: raw})
+	st.publishLocked(Event{Type: TypeDurable, Sequence: ev.Sequence, Data: raw})
 	return true
 }
 

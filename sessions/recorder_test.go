@@ -42,16 +42,6 @@ func (f *flakyStore) AppendSessionEvents(ctx context.Context, events ...gateway.
 	return f.DB.AppendSessionEvents(ctx, events...)
 }
 
-type poolAdapter struct{ p *sidecarpool.Pool }
-
-func (a poolAdapter) Acquire(ctx context.Context, tenantID string, isolated bool) (vms.Lease, error) {
-	l, err := a.p.Acquire(ctx, tenantID, isolated)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
 // realService is a sessions service over a real pool, vms service and
 // SQLite store, stopped at cleanup in the gateway's order.
 func realService(t *testing.T, cfg Config) (*Service, *vms.Service, *flakyStore) {
@@ -72,7 +62,7 @@ func realService(t *testing.T, cfg Config) (*Service, *vms.Service, *flakyStore)
 	}
 	fs := &flakyStore{DB: db}
 	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 4})
-	v := vms.New(vms.Config{DataDir: t.TempDir()}, db, poolAdapter{pool})
+	v := vms.New(vms.Config{DataDir: t.TempDir()}, db, vms.PoolOf(pool))
 	if cfg.Idempotency == nil {
 		k := idempotency.New(idempotency.Config{}, db)
 		t.Cleanup(k.Close)
@@ -125,7 +115,7 @@ func followDurable(t *testing.T, s *Service, vmID, id string) *collector {
 	c := &collector{done: make(chan error, 1)}
 	go func() {
 		c.done <- s.Follow(ctx, "t1", vmID, id, 0, func(ev Event) error {
-			if ev.Kind == KindDurable {
+			if ev.Type == TypeDurable {
 				c.mu.Lock()
 				c.seqs = append(c.seqs, ev.Sequence)
 				c.mu.Unlock()
@@ -252,8 +242,8 @@ func TestSlowFollowerOverflowsAndCatchesUp(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			kinds = append(kinds, ev.Kind)
-			if ev.Kind == KindDurable {
+			kinds = append(kinds, ev.Type)
+			if ev.Type == TypeDurable {
 				seqs = append(seqs, ev.Sequence)
 			}
 			return nil
@@ -279,7 +269,7 @@ func TestSlowFollowerOverflowsAndCatchesUp(t *testing.T) {
 	defer mu.Unlock()
 	overflowed := false
 	for _, k := range kinds {
-		overflowed = overflowed || k == KindOverflow
+		overflowed = overflowed || k == TypeOverflow
 	}
 	if !overflowed {
 		t.Errorf("no overflow event in %v", kinds)

@@ -64,7 +64,7 @@ func newEnvOver(t *testing.T, cfg vms.Config, wrap func(*store.DB) vms.Store, te
 	if wrap != nil {
 		st = wrap(db)
 	}
-	svc := vms.New(cfg, st, poolAdapter{pool})
+	svc := vms.New(cfg, st, vms.PoolOf(pool))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -140,9 +140,35 @@ func (s *Service) countProcess(tenant gateway.Tenant) (func(), error) {
 	}, nil
 }
 
-// Exec runs a command to completion. onOutput, when set, receives the output
-// as it arrives (for streamed exec) and must not block.
+// Exec runs a command to completion: PrepareExec, then Run. onOutput, when
+// set, receives the output as it arrives and must not block.
 func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, req ExecRequest, onOutput func(Chunk)) (*ExecResult, error) {
+	p, err := s.PrepareExec(ctx, tenant, vmID, req)
+	if err != nil {
+		return nil, err
+	}
+	return p.Run(ctx, onOutput)
+}
+
+// PreparedExec is an exec whose deadline, VM and working directory were
+// checked, each once, and whose VM is held from the checks on: Run runs it,
+// once; Release lets the VM go when it will not run (both may be called,
+// in any order).
+type PreparedExec struct {
+	s       *Service
+	tenant  gateway.Tenant
+	lv      *liveVM
+	req     ExecRequest
+	timeout time.Duration
+	release sync.Once
+	unhold  func()
+}
+
+// PrepareExec checks an exec before it runs: its deadline (ExecTimeout),
+// its VM (usable by the tenant) and its cwd (CheckCwd). A caller that must
+// answer with a status before it starts streaming (a streamed exec)
+// prepares, answers, then runs.
+func (s *Service) PrepareExec(ctx context.Context, tenant gateway.Tenant, vmID string, req ExecRequest) (*PreparedExec, error) {
 	timeout, err := s.ExecTimeout(req.Timeout)
 	if err != nil {
 		return nil, err
@@ -151,26 +177,38 @@ func (s *Service) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, 
 	if err != nil {
 		return nil, err
 	}
-	defer unhold()
-	release, err := s.countProcess(tenant)
+	return &PreparedExec{s: s, tenant: tenant, lv: lv, req: req, timeout: timeout, unhold: unhold}, nil
+}
+
+// Release lets the VM go without running the exec; after Run, it does
+// nothing.
+func (p *PreparedExec) Release() { p.release.Do(p.unhold) }
+
+// Run runs the prepared command to completion and releases the VM.
+// onOutput, when set, receives the output as it arrives (for streamed
+// exec) and must not block.
+func (p *PreparedExec) Run(ctx context.Context, onOutput func(Chunk)) (*ExecResult, error) {
+	defer p.Release()
+	release, err := p.s.countProcess(p.tenant)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	req := p.req
 	maxOut := req.MaxOutputBytes
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutputBytes
 	}
-	opts := agentos.ExecOptions{Cwd: req.Cwd, Env: req.Env, Stdin: req.Stdin, Timeout: timeout, MaxOutputBytes: maxOut}
+	opts := agentos.ExecOptions{Cwd: req.Cwd, Env: req.Env, Stdin: req.Stdin, Timeout: p.timeout, MaxOutputBytes: maxOut}
 	if onOutput != nil {
 		opts.OnOutput = func(o agentos.Output) { onOutput(Chunk{Stream: o.Stream.String(), Data: o.Data, Time: o.Time}) }
 	}
 	var res *agentos.ExecResult
 	err = launching(ctx, func() (err error) {
 		if len(req.Argv) > 0 {
-			res, err = lv.vm.ExecArgv(ctx, req.Argv, opts)
+			res, err = p.lv.vm.ExecArgv(ctx, req.Argv, opts)
 		} else {
-			res, err = lv.vm.Exec(ctx, req.Command, opts)
+			res, err = p.lv.vm.Exec(ctx, req.Command, opts)
 		}
 		return err
 	})

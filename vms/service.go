@@ -20,7 +20,9 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
+	"github.com/agentos-gateway/agentos-gateway/warmpool"
 )
 
 // Store is what the service needs of the database.
@@ -33,16 +35,25 @@ type Store interface {
 	PurgeEndedVMs(ctx context.Context, before time.Time) (int, error)
 }
 
-// Lease is a counted hold on a pooled sidecar.
-type Lease interface {
-	Sidecar() *agentos.Sidecar
-	SidecarID() string
-	Release()
-}
+// Lease is a counted hold on a pooled sidecar: one type for the VMs of
+// tenants and the warm VMs, since a warm VM's hold becomes its tenant's.
+type Lease = warmpool.Lease
 
-// Pool places VMs on sidecars.
-type Pool interface {
-	Acquire(ctx context.Context, tenantID string, isolated bool) (Lease, error)
+// Pool places VMs on sidecars, as it places warm VMs.
+type Pool = warmpool.Placer
+
+// PoolOf is the sidecar pool as a Pool: the pool returns its concrete
+// lease, which Go does not convert for a method that returns the interface.
+func PoolOf(p *sidecarpool.Pool) Pool { return sidecarPool{p} }
+
+type sidecarPool struct{ p *sidecarpool.Pool }
+
+func (a sidecarPool) Acquire(ctx context.Context, tenantID string, isolated bool) (Lease, error) {
+	l, err := a.p.Acquire(ctx, tenantID, isolated)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // Config tunes the service.
@@ -496,9 +507,9 @@ func (s *Service) watch(lv *liveVM) {
 				if !ok {
 					break events
 				}
-				switch ev.Kind {
+				switch ev.Type {
 				case "limit_warning", "structured":
-					lv.events.Append(0, 128, gateway.VMEvent{Type: gateway.VMEventType(ev.Kind), Time: ev.Time.UTC(), Name: ev.Name, Detail: ev.Detail})
+					lv.events.Append(0, 128, gateway.VMEvent{Type: gateway.VMEventType(ev.Type), Time: ev.Time.UTC(), Name: ev.Name, Detail: ev.Detail})
 				}
 			case <-s.stop:
 				// Close ends the VM itself; a VM whose disposal failed

@@ -11,22 +11,11 @@ import (
 	"go.uber.org/goleak"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type poolAdapter struct{ p *sidecarpool.Pool }
-
-func (a poolAdapter) Acquire(ctx context.Context, tenantID string, isolated bool) (vms.Lease, error) {
-	l, err := a.p.Acquire(ctx, tenantID, isolated)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
 
 // TestShutdownWithExpiredContext: a shutdown whose time is up still waits
 // for everything it started (the disposals fail fast on the expired

@@ -541,10 +541,10 @@ func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarp
 	})
 	snapBlobs := snapshotBlobs(db, c.dataDir)
 	g.warm = warmpool.New(warmpool.Config{Size: c.warmVMs, Options: warmpool.VMOptions{DataDir: filepath.Join(c.dataDir, "sessions")},
-		IsolatedIdle: c.sidecarIdleTimeout, Log: log.With().Str("component", "warmpool").Logger()}, warmAdapter{g.pool})
+		IsolatedIdle: c.sidecarIdleTimeout, Log: log.With().Str("component", "warmpool").Logger()}, vms.PoolOf(g.pool))
 	g.vms = vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
 		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Warm: g.warm, Log: log,
-		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs)}, db, poolAdapter{g.pool})
+		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs)}, db, vms.PoolOf(g.pool))
 	g.snaps = snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log}, db, snapBlobs, g.vms)
 	node, lost, err := cluster.Join(ctx, cluster.Config{
 		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: db.Dialect() == "postgres",
@@ -752,27 +752,4 @@ func ensureAdmin(ctx context.Context, db *store.DB, fromEnv string, out io.Write
 	}
 	fmt.Fprintf(out, "\nagentos-gateway admin API key (shown once, store it now):\n\n    %s\n\nUse it as: Authorization: Bearer %s\n\n", secret, secret)
 	return nil
-}
-
-// poolAdapter lets the vms service use the pool through its own interface.
-type poolAdapter struct{ p *sidecarpool.Pool }
-
-func (a poolAdapter) Acquire(ctx context.Context, tenantID string, isolated bool) (vms.Lease, error) {
-	l, err := a.p.Acquire(ctx, tenantID, isolated)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-// warmAdapter lets the warm VMs take holds on the pool through their own
-// interface.
-type warmAdapter struct{ p *sidecarpool.Pool }
-
-func (a warmAdapter) Acquire(ctx context.Context, tenantID string, isolated bool) (warmpool.Lease, error) {
-	l, err := a.p.Acquire(ctx, tenantID, isolated)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
 }
