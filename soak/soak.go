@@ -223,8 +223,21 @@ func (r *run) soak(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.logf("warmed up; the gateway's baseline is %d goroutines; load for %s", baseline, r.cfg.Duration)
+	r.logf("warmed up; the gateway's baseline is %d goroutines; every worker makes its VM", baseline)
 	r.rec = newRecorder()
+	// Every worker makes its VM (and an agent worker its session) before
+	// the load's clock starts: on a loaded machine a session takes a minute
+	// to open, which would leave no time in the load for the turns it is
+	// opened for. These steps are recorded with the load's.
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.prepare(ctx)
+		}()
+	}
+	wg.Wait()
+	r.logf("workers ready; load for %s", r.cfg.Duration)
 
 	start := time.Now()
 	stop := make(chan struct{})
@@ -298,12 +311,18 @@ func (r *run) soak(ctx context.Context) (*Report, error) {
 	return rep, nil
 }
 
+// prepare makes the worker's VM and, for an agent worker, its session,
+// reporting whether both exist.
+func (w *worker) prepare(ctx context.Context) bool {
+	if w.vm == nil && !w.createVM(ctx) {
+		return false
+	}
+	return w.kind != agentWorker || w.sessID != "" || w.openSession(ctx)
+}
+
 // once makes one round of the worker's operations, for the warm-up.
 func (w *worker) once(ctx context.Context) {
-	if w.vm == nil && !w.createVM(ctx) {
-		return
-	}
-	if w.kind == agentWorker && !w.openSession(ctx) {
+	if !w.prepare(ctx) {
 		return
 	}
 	switch w.kind {

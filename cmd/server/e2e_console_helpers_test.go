@@ -67,6 +67,10 @@ func newBrowser(t *testing.T, base string) *browser {
 	profile := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.UserDataDir(profile),
+		// Chromium keeps its singleton socket in a directory of its own
+		// under TMPDIR (org.chromium.Chromium.*), which a browser ended by
+		// a signal leaves behind: the test's temporary directory takes it.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.WindowSize(int(desktop[0]), int(desktop[1])),
 		chromedp.Flag("disable-dev-shm-usage", true))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)

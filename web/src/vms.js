@@ -23,7 +23,9 @@ export function vmListPage(main) {
   };
   const follow = () => {
     for (const vm of vms) {
-      if (streams.has(vm.id) || vm.state === "disposed" || vm.state === "lost") continue;
+      // Only a ready VM has events to follow: a VM still being created
+      // answers 409 until it is ready, and the next refresh follows it then.
+      if (streams.has(vm.id) || vm.state !== "ready") continue;
       streams.set(vm.id, stream(vmPath(vm.id, "/events"), { onEvent: (name, data) => {
         if (name !== "state") return;
         const v = vms.find((x) => x.id === vm.id);
