@@ -206,15 +206,7 @@ func (r *run) soak(ctx context.Context) (*Report, error) {
 	// A first round of every kind of operation, before the baseline: a
 	// goroutine the gateway starts on first use and keeps is not a leak.
 	warm := workers[:3]
-	var wg sync.WaitGroup
-	for _, w := range warm {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.once(ctx)
-		}()
-	}
-	wg.Wait()
+	eachAtOnce(warm, func(w *worker) { w.once(ctx) })
 	r.deleteVMs(ctx)
 	for _, w := range warm {
 		w.dropVM()
@@ -229,20 +221,14 @@ func (r *run) soak(ctx context.Context) (*Report, error) {
 	// the load's clock starts: on a loaded machine a session takes a minute
 	// to open, which would leave no time in the load for the turns it is
 	// opened for. These steps are recorded with the load's.
-	for _, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.prepare(ctx)
-		}()
-	}
-	wg.Wait()
+	eachAtOnce(workers, func(w *worker) { _ = w.prepare(ctx) })
 	r.logf("workers ready; load for %s", r.cfg.Duration)
 
 	start := time.Now()
 	stop := make(chan struct{})
 	wctx, abandon := context.WithCancel(ctx)
 	defer abandon()
+	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Add(1)
 		go func() {
@@ -309,6 +295,16 @@ func (r *run) soak(ctx context.Context) (*Report, error) {
 	r.rec.fill(rep)
 	rep.judge()
 	return rep, nil
+}
+
+// eachAtOnce runs f for every worker, each on a goroutine of its own, and
+// waits for all of them.
+func eachAtOnce(ws []*worker, f func(*worker)) {
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() { f(w) })
+	}
+	wg.Wait()
 }
 
 // prepare makes the worker's VM and, for an agent worker, its session,
