@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
@@ -23,6 +24,8 @@ func fakeEngine(e Engine) Engine {
 // then misbehaves as mode says:
 //   - "exit": dies before the handshake with a message on stderr;
 //   - "hang": answers nothing after the handshake and sends no heartbeat;
+//   - "slowhang": as "hang", but first loads for a second, sending nothing,
+//     as a real sidecar may on a busy machine;
 //   - "corrupt": answers the first request after the handshake with a frame
 //     whose payload is not a valid ProtocolFrame;
 //   - "oversize": announces a 1 GiB frame on the control lane.
@@ -30,6 +33,10 @@ func runFakeSidecar(mode string) int {
 	if mode == "exit" {
 		fmt.Fprintln(os.Stderr, "fake sidecar: refusing to start")
 		return 3
+	}
+	if mode == "slowhang" {
+		time.Sleep(time.Second)
+		mode = "hang"
 	}
 	ctl := os.NewFile(3, "ctl")
 	fr := protocol.NewFrameReader(os.Stdin, protocol.DefaultMaxFrameBytes)

@@ -34,6 +34,8 @@ type Options struct {
 	MaxFrameBytes int
 	// SilenceTimeout is how long the sidecar may send nothing at all before it
 	// is declared hung and killed (default 30 s; it heartbeats every 10 s).
+	// It applies once the sidecar has answered the handshake: until then the
+	// process may still be loading, and Start's context bounds the wait.
 	SilenceTimeout time.Duration
 	// ShutdownGrace is how long Close waits for a clean exit before SIGKILL
 	// (default 5 s).
@@ -122,6 +124,7 @@ type Sidecar struct {
 	dead     chan struct{} // closed once deadErr is set
 	tripOnce sync.Once
 	tripped  chan struct{}
+	answered chan struct{} // closed once the handshake succeeded
 	cause    error
 
 	closeErr  error         // how the process ended when Close was called
@@ -159,6 +162,7 @@ func Start(ctx context.Context, opts Options) (*Sidecar, error) {
 		orphans:   make(map[string][]protocol.EventPayload),
 		dead:      make(chan struct{}),
 		tripped:   make(chan struct{}),
+		answered:  make(chan struct{}),
 		exited:    make(chan struct{}),
 		stderr:    newStderrLog(16<<10, 48<<10),
 		stderrEOF: make(chan struct{}),
@@ -174,6 +178,7 @@ func Start(ctx context.Context, opts Options) (*Sidecar, error) {
 		s.wait()
 		return nil, fmt.Errorf("agentos: sidecar handshake: %w", err)
 	}
+	close(s.answered)
 	return s, nil
 }
 
@@ -268,7 +273,6 @@ func (s *Sidecar) spawn() (err error) {
 	s.ctl = ctl
 	s.reqW, s.evR, s.errR = stdinW, stdoutR, stderrR
 	s.reqLane, s.ctlLane = newLaneWriter(stdinW), newLaneWriter(ctl)
-	s.lastActivity.Store(time.Now().UnixNano())
 
 	s.wg.Add(5)
 	go s.readStderr()
@@ -394,9 +398,17 @@ func (s *Sidecar) killGroup() {
 }
 
 // watchdog declares the sidecar hung after SilenceTimeout without any inbound
-// frame; heartbeats arrive every 10 s, so silence means a wedged process.
+// frame; heartbeats arrive every 10 s, so silence means a wedged process. It
+// starts counting at the handshake's answer: a process that is slow to load
+// on a busy machine is not wedged, and Start's context bounds that wait.
 func (s *Sidecar) watchdog() {
 	defer s.wg.Done()
+	select {
+	case <-s.tripped:
+		return
+	case <-s.answered:
+	}
+	s.lastActivity.Store(time.Now().UnixNano())
 	period := min(time.Second, s.opts.SilenceTimeout/4)
 	t := time.NewTicker(period)
 	defer t.Stop()

@@ -65,10 +65,12 @@ func TestHandshakeTimeoutKillsChild(t *testing.T) {
 }
 
 // TestWatchdogFailsCallsOnSilence uses the fake: the real sidecar always
-// heartbeats.
+// heartbeats. The fake also takes a second to load, twice the silence
+// timeout: the watchdog counts from the handshake's answer, so a slow start
+// is not taken for a hang.
 func TestWatchdogFailsCallsOnSilence(t *testing.T) {
 	eng := requireEngine(t)
-	s, err := Start(testContext(t, 10*time.Second), Options{Engine: fakeEngine(eng), Env: []string{fakeSidecarEnv + "=hang"}, SilenceTimeout: 500 * time.Millisecond})
+	s, err := Start(testContext(t, 10*time.Second), Options{Engine: fakeEngine(eng), Env: []string{fakeSidecarEnv + "=slowhang"}, SilenceTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
