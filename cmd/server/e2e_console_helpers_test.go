@@ -223,7 +223,14 @@ func (b *browser) checkProblems(t *testing.T) {
 // do runs actions with a step's deadline.
 func (b *browser) do(t testing.TB, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, browserStep)
+	b.doWithin(t, browserStep, what, actions...)
+}
+
+// doWithin is do for a step that waits on the engine's work, such as an
+// agent's turn, rather than on the page: d is that work's own timeout.
+func (b *browser) doWithin(t testing.TB, d time.Duration, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, d)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		b.failed(t)
@@ -329,7 +336,14 @@ func (b *browser) choose(t testing.TB, name, value string) {
 // visible waits for a control of role and name.
 func (b *browser) visible(t testing.TB, role, name string) {
 	t.Helper()
-	b.do(t, "wait for "+label(role, name), chromedp.WaitVisible(label(role, name), byRole(role, name)))
+	b.visibleWithin(t, browserStep, role, name)
+}
+
+// visibleWithin is visible for a control that the engine's work brings,
+// within that work's timeout d.
+func (b *browser) visibleWithin(t testing.TB, d time.Duration, role, name string) {
+	t.Helper()
+	b.doWithin(t, d, "wait for "+label(role, name), chromedp.WaitVisible(label(role, name), byRole(role, name)))
 }
 
 // textOf returns the text of the first element matching a CSS selector.

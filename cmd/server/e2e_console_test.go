@@ -237,7 +237,8 @@ func TestE2EConsole(t *testing.T) {
 	step(t, "PermissionClaude", func(t *testing.T) {
 		sid := openSession(t, "claude", "ask")
 		send(t, `RUN_TOOL:Bash:{"command":"echo approved > /home/agentos/approved.txt","description":"write a file"}`)
-		b.do(t, "wait for the permission request", chromedp.WaitVisible(label("group", "Permission request"), byRole("group", "Permission request")))
+		// The request comes in the agent's turn, so within a turn's time.
+		b.visibleWithin(t, turnTimeout, "group", "Permission request")
 		perms, err := e.admin.VM(vmID).Session(sid).Permissions(ctx)
 		if err != nil || len(perms) != 1 {
 			t.Fatalf("pending permissions %+v %v", perms, err)
