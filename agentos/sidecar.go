@@ -244,7 +244,15 @@ func (s *Sidecar) spawn() (err error) {
 	s.tmpDir = tmp
 
 	cmd := exec.Command(s.opts.Engine.SidecarBin, s.opts.Args...)
-	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp), s.opts.Env...)
+	// The pinned engine (0.2.21) keeps at most 4 warm V8 isolates per
+	// process but refills each (snapshot, heap limit) key up to 4 by
+	// evicting other keys' workers: two keys refilling at once (an agent's
+	// JavaScript and a WebAssembly command it runs) evict each other in a
+	// loop that held a Claude turn for 39 s on 2 cores, and past 150 s in
+	// CI. One per key (three keys are in use) fits in the 4. The gateway's
+	// own environment and Options.Env come later and win.
+	cmd.Env = append([]string{warmIsolatesEnv + "=1"}, os.Environ()...)
+	cmd.Env = append(append(cmd.Env, "TMPDIR="+tmp), s.opts.Env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	cmd.ExtraFiles = []*os.File{childCtl}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -396,6 +404,9 @@ func (s *Sidecar) killGroup() {
 		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
 	}
 }
+
+// warmIsolatesEnv sizes the engine's pool of warm V8 isolates per key.
+const warmIsolatesEnv = "AGENTOS_V8_WARM_ISOLATES"
 
 // watchdog declares the sidecar hung after SilenceTimeout without any inbound
 // frame; heartbeats arrive every 10 s, so silence means a wedged process. It

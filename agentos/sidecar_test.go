@@ -326,3 +326,31 @@ func processAlive(pid int) bool {
 	f := strings.Fields(string(b))
 	return len(f) > 2 && f[2] != "Z"
 }
+
+// TestWarmIsolatesDefault: the sidecar runs with one warm V8 isolate per key
+// (see spawn), unless Options.Env says otherwise.
+func TestWarmIsolatesDefault(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, warmIsolatesEnv + "=1"},
+		{[]string{warmIsolatesEnv + "=3"}, warmIsolatesEnv + "=3"},
+	} {
+		s := ownSidecar(t, Options{Env: tc.env})
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", s.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for kv := range strings.SplitSeq(string(raw), "\x00") {
+			if strings.HasPrefix(kv, warmIsolatesEnv+"=") {
+				got = append(got, kv)
+			}
+		}
+		// exec keeps the last of repeated names, so the process sees one.
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("Env %v: the sidecar has %v, want %s", tc.env, got, tc.want)
+		}
+	}
+}
