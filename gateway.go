@@ -52,13 +52,18 @@ type APIKey struct {
 // VMState is the state of a VM as the gateway records it.
 type VMState string
 
-// VM states. Disposed and lost are final.
+// VM states. Disposed and lost are final. A hibernated VM runs nowhere: its
+// files are an image in the store, and it wakes under the same id
+// (hibernating and waking are the steps between).
 const (
-	VMCreating  VMState = "creating"
-	VMReady     VMState = "ready"
-	VMDisposing VMState = "disposing"
-	VMDisposed  VMState = "disposed"
-	VMLost      VMState = "lost"
+	VMCreating    VMState = "creating"
+	VMReady       VMState = "ready"
+	VMDisposing   VMState = "disposing"
+	VMDisposed    VMState = "disposed"
+	VMLost        VMState = "lost"
+	VMHibernating VMState = "hibernating"
+	VMHibernated  VMState = "hibernated"
+	VMWaking      VMState = "waking"
 )
 
 // Final reports whether no transition leaves s.
@@ -67,7 +72,7 @@ func (s VMState) Final() bool { return s == VMDisposed || s == VMLost }
 // Valid reports whether s is a known state.
 func (s VMState) Valid() bool {
 	switch s {
-	case VMCreating, VMReady, VMDisposing, VMDisposed, VMLost:
+	case VMCreating, VMReady, VMDisposing, VMDisposed, VMLost, VMHibernating, VMHibernated, VMWaking:
 		return true
 	}
 	return false
@@ -83,6 +88,9 @@ type VMSpec struct {
 	Software            []string          `json:"software,omitempty"`
 	Agents              []string          `json:"agents,omitempty"`
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty"`
+	// OnIdle is what becomes of the VM once idle past its timeout:
+	// "hibernate" or "dispose" (empty: the gateway's --on-idle).
+	OnIdle string `json:"onIdle,omitempty"`
 	// Bindings are the VM's host bindings (nil: none).
 	Bindings *Bindings `json:"bindings,omitempty"`
 	// FromSnapshot is the snapshot whose tree the VM was created with.
@@ -101,6 +109,13 @@ type VM struct {
 	Spec      VMSpec    `json:"spec"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// HibernatedAt is when the VM last hibernated (zero: never, or it has
+	// woken since).
+	HibernatedAt time.Time `json:"hibernatedAt,omitzero"`
+	// Image names the blob holding a hibernated VM's root filesystem, and
+	// ImageBytes its size; both are empty while the VM runs.
+	Image      string `json:"-"`
+	ImageBytes int64  `json:"-"`
 }
 
 // VMFilter selects VMs of a tenant.
@@ -123,11 +138,12 @@ type VMFilter struct {
 // the database.
 const MaxLabelSelectors = 64
 
-// LiveStates are the states that are not final.
-var LiveStates = []VMState{VMCreating, VMReady, VMDisposing}
+// LiveStates are the states that are not final: a hibernated VM has not
+// ended.
+var LiveStates = []VMState{VMCreating, VMReady, VMDisposing, VMHibernating, VMHibernated, VMWaking}
 
 // AllStates are every state a VM can be in.
-var AllStates = []VMState{VMCreating, VMReady, VMDisposing, VMDisposed, VMLost}
+var AllStates = []VMState{VMCreating, VMReady, VMDisposing, VMDisposed, VMLost, VMHibernating, VMHibernated, VMWaking}
 
 // Page is one page of a list; NextCursor is empty on the last page.
 type Page[T any] struct {

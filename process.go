@@ -82,7 +82,7 @@ type VMEventType string
 // VM event types.
 const (
 	// VMEventState is a change of the VM's state (State, and Reason when
-	// it is lost).
+	// it is lost, hibernated or woken: request, idle, drain, shutdown).
 	VMEventState VMEventType = "state"
 	// VMEventLimitWarning is the engine's warning that the VM nears one of
 	// its limits (Name, Detail).

@@ -23,6 +23,9 @@ type CreateVMRequest struct {
 	Software            []string          `json:"software,omitempty" validate:"omitempty,max=64,dive,min=1,max=256"`
 	Agents              []string          `json:"agents,omitempty" validate:"omitempty,max=8,dive,oneof=pi claude codex opencode"`
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds,omitempty" validate:"gte=0,lte=604800"`
+	// OnIdle is what becomes of the VM once idle past its timeout:
+	// hibernate or dispose (empty: the gateway's --on-idle).
+	OnIdle string `json:"onIdle,omitempty" validate:"omitempty,oneof=hibernate dispose"`
 	// Bindings declares the VM's host bindings (see PUT /v1/vms/{vm}/bindings).
 	Bindings *gateway.Bindings `json:"bindings,omitempty"`
 	// FromSnapshot creates the VM with the tree of one of the tenant's
@@ -47,6 +50,9 @@ type VM struct {
 	Software            []string          `json:"software"`
 	Agents              []string          `json:"agents"`
 	IdleTimeoutSeconds  int               `json:"idleTimeoutSeconds"`
+	OnIdle              string            `json:"onIdle,omitempty"`
+	// HibernatedAt is when the VM hibernated, while it is hibernated.
+	HibernatedAt *time.Time `json:"hibernatedAt,omitempty"`
 	// FromSnapshot is the snapshot the VM was created from.
 	FromSnapshot string    `json:"fromSnapshot,omitempty"`
 	CreatedAt    time.Time `json:"createdAt"`

@@ -229,6 +229,23 @@ func methodCases() []methodCase {
 				}
 				return expect(vm == nil, "vm", vm)
 			}},
+		{name: "VM.Hibernate", method: "POST", path: vmBase + "/hibernate", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: strings.Replace(vmJSON, `"state":"ready"`, `"state":"hibernated","reason":"request","hibernatedAt":"2025-01-02T03:04:05Z"`, 1)},
+			call: func(ctx context.Context, c *client.Client) error {
+				vm, err := c.VM(weirdVM).Hibernate(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(vm.State == client.VMHibernated && !vm.State.Final() && vm.HibernatedAt != nil && vm.HibernatedAt.Year() == 2025, "vm", vm)
+			}},
+		{name: "VM.Wake", method: "POST", path: vmBase + "/wake", accept: jsonCT, resp: canned{ctype: jsonCT, body: vmJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				vm, err := c.VM(weirdVM).Wake(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(vm.State == client.VMReady && vm.HibernatedAt == nil, "vm", vm)
+			}},
 		{name: "VM.Events", method: "GET", path: vmBase + "/events", accept: sseCT, headers: map[string]string{"Last-Event-ID": "5", "Cache-Control": "no-cache"},
 			resp: canned{ctype: sseCT, body: "id: 6\nevent: state\ndata: {\"type\":\"state\",\"time\":\"2025-01-02T03:04:05Z\",\"state\":\"lost\",\"reason\":\"sidecar died\"}\n\n" +
 				"id: 6\nevent: error\ndata: {\"code\":\"conflict\",\"detail\":\"the VM is lost\"}\n\n"},

@@ -23,13 +23,17 @@ type List[T any] = api.List[T]
 // VMState is the state of a VM.
 type VMState = gateway.VMState
 
-// VM states. Disposed and lost are final.
+// VM states. Disposed and lost are final; a hibernated VM wakes under the
+// same id on its next use (hibernating and waking are the steps between).
 const (
-	VMCreating  = gateway.VMCreating
-	VMReady     = gateway.VMReady
-	VMDisposing = gateway.VMDisposing
-	VMDisposed  = gateway.VMDisposed
-	VMLost      = gateway.VMLost
+	VMCreating    = gateway.VMCreating
+	VMReady       = gateway.VMReady
+	VMDisposing   = gateway.VMDisposing
+	VMDisposed    = gateway.VMDisposed
+	VMLost        = gateway.VMLost
+	VMHibernating = gateway.VMHibernating
+	VMHibernated  = gateway.VMHibernated
+	VMWaking      = gateway.VMWaking
 )
 
 // Signal names a signal, such as SIGTERM.
@@ -64,9 +68,11 @@ type CreateVMRequest struct {
 	Software []string
 	// Agents names agents: pi, claude, codex, opencode.
 	Agents []string
-	// IdleTimeout, rounded up to a second, disposes of the VM after that
-	// long without use (0: the gateway's default).
+	// IdleTimeout, rounded up to a second, ends the VM after that long
+	// without use (0: never), as OnIdle says: "hibernate" or "dispose"
+	// (empty: the gateway's --on-idle).
 	IdleTimeout time.Duration
+	OnIdle      string
 	// Bindings declares the VM's host bindings (see PutBindings).
 	Bindings *Bindings
 	// FromSnapshot creates the VM with the tree of one of the caller's
@@ -78,7 +84,7 @@ type CreateVMRequest struct {
 func (r CreateVMRequest) MarshalJSON() ([]byte, error) {
 	return json.Marshal(api.CreateVMRequest{Labels: r.Labels, Env: r.Env, Permissions: r.Permissions, Limits: r.Limits,
 		LoopbackExemptPorts: r.LoopbackExemptPorts, Software: r.Software, Agents: r.Agents, IdleTimeoutSeconds: int(ceilUnit(r.IdleTimeout, time.Second)),
-		Bindings: r.Bindings, FromSnapshot: r.FromSnapshot})
+		OnIdle: r.OnIdle, Bindings: r.Bindings, FromSnapshot: r.FromSnapshot})
 }
 
 // ceilUnit is d in units, rounded up (0 for d <= 0).

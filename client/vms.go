@@ -93,6 +93,22 @@ func (v *VMHandle) Delete(ctx context.Context) (*VM, error) {
 	return &out, nil
 }
 
+// Hibernate captures the running VM's files into the gateway's store and
+// stops it, and returns its hibernated record: its processes and shells end,
+// everything else about it stays, and any call that needs it (or Wake)
+// runs it again under the same id. A hibernated VM is returned as it is.
+func (v *VMHandle) Hibernate(ctx context.Context) (*VM, error) {
+	out, _, err := call[VM](ctx, v.c, http.MethodPost, vmPath(v.id, "hibernate"), nil, nil)
+	return out, err
+}
+
+// Wake runs a hibernated VM again and returns its ready record; a running
+// VM is returned as it is.
+func (v *VMHandle) Wake(ctx context.Context) (*VM, error) {
+	out, _, err := call[VM](ctx, v.c, http.MethodPost, vmPath(v.id, "wake"), nil, nil)
+	return out, err
+}
+
 // Events opens the VM's event stream: *VMEvent values (state changes,
 // limit warnings, process exits) and *Gap. When the VM ends, the stream
 // ends with an *Error of code conflict, after the *VMEvent of its final

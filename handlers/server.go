@@ -214,6 +214,8 @@ func (s *Server) routes() chi.Router {
 			r.Use(s.toOwner)
 			r.Get("/", s.getVM)
 			r.Delete("/", s.deleteVM)
+			r.Post("/hibernate", s.hibernateVM)
+			r.Post("/wake", s.wakeVM)
 			r.Get("/events", s.vmEvents)
 			r.Post("/exec", s.exec)
 			r.Post("/processes", s.spawn)

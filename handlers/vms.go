@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/sse"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
+	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
 func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
@@ -27,7 +29,7 @@ func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
 	vm, err := s.vms.Create(r.Context(), p.tenant, gateway.VMSpec{
 		Labels: req.Labels, Env: req.Env, Permissions: req.Permissions, Limits: req.Limits,
 		LoopbackExemptPorts: req.LoopbackExemptPorts, Software: req.Software, Agents: req.Agents,
-		IdleTimeoutSeconds: req.IdleTimeoutSeconds, Bindings: req.Bindings, FromSnapshot: req.FromSnapshot,
+		IdleTimeoutSeconds: req.IdleTimeoutSeconds, OnIdle: req.OnIdle, Bindings: req.Bindings, FromSnapshot: req.FromSnapshot,
 	})
 	if err != nil {
 		writeError(w, r, err)
@@ -54,11 +56,16 @@ func vmResource(vm gateway.VM) api.VM {
 	if ports == nil {
 		ports = []uint16{}
 	}
+	var hibernatedAt *time.Time
+	if !vm.HibernatedAt.IsZero() {
+		at := vm.HibernatedAt.UTC()
+		hibernatedAt = &at
+	}
 	return api.VM{
 		ID: vm.ID, State: vm.State, Reason: vm.Reason, Labels: labels, SidecarID: vm.SidecarID, Node: vm.Node,
 		Env: vm.Spec.Env, Permissions: vm.Spec.Permissions, Limits: vm.Spec.Limits,
 		LoopbackExemptPorts: ports, Software: orEmpty(vm.Spec.Software), Agents: orEmpty(vm.Spec.Agents),
-		IdleTimeoutSeconds: vm.Spec.IdleTimeoutSeconds, FromSnapshot: vm.Spec.FromSnapshot,
+		IdleTimeoutSeconds: vm.Spec.IdleTimeoutSeconds, OnIdle: vm.Spec.OnIdle, HibernatedAt: hibernatedAt, FromSnapshot: vm.Spec.FromSnapshot,
 		CreatedAt: vm.CreatedAt.UTC(), UpdatedAt: vm.UpdatedAt.UTC(),
 	}
 }
@@ -102,7 +109,7 @@ func parseStates(values []string) ([]gateway.VMState, error) {
 			case st == "all":
 				return gateway.AllStates, nil
 			case !st.Valid():
-				return nil, gateway.Errorf(gateway.CodeInvalidArgument, "unknown state %q: use creating, ready, disposing, disposed, lost or all", st).WithDetail("field", "state")
+				return nil, gateway.Errorf(gateway.CodeInvalidArgument, "unknown state %q: use creating, ready, disposing, disposed, lost, hibernating, hibernated, waking or all", st).WithDetail("field", "state")
 			case !slices.Contains(out, st):
 				out = append(out, st)
 			}
@@ -205,6 +212,29 @@ func (s *Server) deleteVM(w http.ResponseWriter, r *http.Request) {
 	}
 	if removed {
 		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	writeJSON(w, http.StatusOK, vmResource(vm))
+}
+
+// hibernateVM captures a running VM's files into the store and stops it:
+// 200 with its hibernated record, once done. A hibernated VM is answered as
+// it is.
+func (s *Server) hibernateVM(w http.ResponseWriter, r *http.Request) {
+	vm, err := s.vms.Hibernate(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"), vms.ReasonRequest)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, vmResource(vm))
+}
+
+// wakeVM runs a hibernated VM again under its id: 200 with its ready
+// record. A running VM is answered as it is.
+func (s *Server) wakeVM(w http.ResponseWriter, r *http.Request) {
+	vm, err := s.vms.Wake(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"), vms.ReasonRequest)
+	if err != nil {
+		writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, vmResource(vm))

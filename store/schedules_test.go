@@ -125,7 +125,7 @@ func TestScheduleRunsRecordedAndTrimmed(t *testing.T) {
 		if _, err := db.ListRuns(ctx, "other", "vm_a", s.ID, "", 0); gateway.ErrorCode(err) != gateway.CodeNotFound {
 			t.Errorf("ListRuns of another tenant: %v", err)
 		}
-		if err := db.DeleteVM(ctx, "acme", "vm_a"); err == nil {
+		if _, err := db.DeleteVM(ctx, "acme", "vm_a"); err == nil {
 			t.Fatal("DeleteVM of a ready VM succeeded")
 		}
 		if n, err := db.DeleteVMSchedules(ctx, "vm_a"); err != nil || n != 1 {

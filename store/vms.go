@@ -20,14 +20,20 @@ type StateChange struct {
 	At     time.Time       `json:"at"`
 }
 
-// liveStates are the states that occupy a sidecar and count against quotas;
-// finalStates admit no transition. Spelled out as SQL lists for the queries.
+// liveStatesSQL are the states that occupy a sidecar and count against quotas
+// (a hibernated VM occupies none); finalStates admit no transition. Spelled
+// out as SQL lists for the queries.
 const (
-	liveStatesSQL  = `('creating', 'ready', 'disposing')`
+	liveStatesSQL  = `('creating', 'ready', 'disposing', 'hibernating', 'waking')`
 	finalStatesSQL = `('disposed', 'lost')`
 )
 
-const vmColumns = `id, tenant_id, state, reason, sidecar_id, node, spec, created_at, updated_at`
+// vmInsertColumns are those a new VM's row is written with; vmColumns adds
+// the hibernation image's, which only hibernation writes.
+const (
+	vmInsertColumns = `id, tenant_id, state, reason, sidecar_id, node, spec, created_at, updated_at`
+	vmColumns       = vmInsertColumns + `, image, image_bytes, hibernated_at`
+)
 
 func scanVM(row interface{ Scan(...any) error }) (gateway.VM, error) {
 	var (
@@ -35,7 +41,7 @@ func scanVM(row interface{ Scan(...any) error }) (gateway.VM, error) {
 		spec []byte
 	)
 	err := row.Scan(&vm.ID, &vm.TenantID, &vm.State, &vm.Reason, &vm.SidecarID, &vm.Node, &spec,
-		scanTime(&vm.CreatedAt), scanTime(&vm.UpdatedAt))
+		scanTime(&vm.CreatedAt), scanTime(&vm.UpdatedAt), &vm.Image, &vm.ImageBytes, scanTime(&vm.HibernatedAt))
 	if err != nil {
 		return gateway.VM{}, err
 	}
@@ -92,7 +98,7 @@ func (db *DB) CreateVMWithinQuota(ctx context.Context, vm gateway.VM, maxVMs int
 				return gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s has %d live VMs, its quota", vm.TenantID, maxVMs).WithDetail("quota", "maxVms")
 			}
 		}
-		res, err := db.exec(ctx, tx, `INSERT INTO vms (`+vmColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		res, err := db.exec(ctx, tx, `INSERT INTO vms (`+vmInsertColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
 			vm.ID, vm.TenantID, string(vm.State), vm.Reason, vm.SidecarID, vm.Node, spec,
 			db.d.ts(vm.CreatedAt), db.d.ts(vm.UpdatedAt))
@@ -209,11 +215,113 @@ func (db *DB) ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gat
 // state to, records reason, and appends a history row. An empty sidecarID
 // keeps the current one. A VM in a final state (disposed, lost) admits no
 // transition, not even to the same state: that is CodeConflict with the
-// current state in Details["state"].
+// current state in Details["state"]. A VM moved back to hibernated (a wake
+// that failed) runs on no node or sidecar; to hibernate a running VM, see
+// HibernateVM.
 func (db *DB) SetVMState(ctx context.Context, id string, to gateway.VMState, reason, sidecarID string) (gateway.VM, error) {
 	if !to.Valid() {
 		return gateway.VM{}, gateway.Errorf(gateway.CodeInvalidArgument, "unknown vm state %q", to)
 	}
+	return db.updateVM(ctx, id, func(vm *gateway.VM) error {
+		if to == gateway.VMHibernated && vm.Image == "" {
+			return gateway.Errorf(gateway.CodeConflict, "vm %s has no stored image to hibernate with", id).WithDetail("state", string(vm.State))
+		}
+		vm.State, vm.Reason = to, reason
+		if sidecarID != "" {
+			vm.SidecarID = sidecarID
+		}
+		if to == gateway.VMHibernated {
+			vm.Node, vm.SidecarID = "", ""
+		}
+		return nil
+	})
+}
+
+// HibernateVM records that a hibernating VM's root filesystem is stored as
+// the blob image, bytes long: the VM is hibernated with reason, runs on no
+// node or sidecar, and hibernatedAt is now. A VM in another state is
+// CodeConflict with it in Details["state"].
+func (db *DB) HibernateVM(ctx context.Context, id, image string, bytes int64, reason string) (gateway.VM, error) {
+	if image == "" {
+		return gateway.VM{}, gateway.Errorf(gateway.CodeInvalidArgument, "a hibernated vm needs an image")
+	}
+	return db.updateVM(ctx, id, func(vm *gateway.VM) error {
+		if vm.State != gateway.VMHibernating {
+			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s, not hibernating", id, vm.State).WithDetail("state", string(vm.State))
+		}
+		vm.State, vm.Reason, vm.Node, vm.SidecarID = gateway.VMHibernated, reason, "", ""
+		vm.Image, vm.ImageBytes, vm.HibernatedAt = image, bytes, db.now()
+		return nil
+	})
+}
+
+// ClaimWake moves a tenant's hibernated VM to waking on node and returns its
+// record, image included. The tenant's row is locked, as for a create, and a
+// wake that would pass maxVMs (> 0) running VMs is CodeResourceExhausted
+// (Details["quota"] = "maxVms"). A VM in another state is CodeConflict with
+// it in Details["state"], so that of two nodes waking it at once one wins.
+func (db *DB) ClaimWake(ctx context.Context, tenantID, id, node string, maxVMs int) (gateway.VM, error) {
+	var out gateway.VM
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		if err := db.lockTenant(ctx, tx, tenantID); err != nil {
+			return err
+		}
+		vm, err := scanVM(db.queryRow(ctx, tx, `SELECT `+vmColumns+` FROM vms WHERE id = ? AND tenant_id = ?`+db.d.forUpdate, id, tenantID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
+		}
+		if err != nil {
+			return dbError(err, "store: get vm")
+		}
+		if vm.State != gateway.VMHibernated {
+			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s, not hibernated", id, vm.State).WithDetail("state", string(vm.State))
+		}
+		if maxVMs > 0 {
+			var n int
+			if err := db.queryRow(ctx, tx, `SELECT COUNT(*) FROM vms WHERE tenant_id = ? AND state IN `+liveStatesSQL, tenantID).Scan(&n); err != nil {
+				return dbError(err, "store: count vms")
+			}
+			if n >= maxVMs {
+				return gateway.Errorf(gateway.CodeResourceExhausted, "tenant %s has %d running VMs, its quota", tenantID, maxVMs).WithDetail("quota", "maxVms")
+			}
+		}
+		vm.State, vm.Reason, vm.Node, vm.UpdatedAt = gateway.VMWaking, "", node, db.now()
+		if err := db.writeVMLocked(ctx, tx, vm); err != nil {
+			return err
+		}
+		out = vm
+		return db.appendHistory(ctx, tx, id, vm.State, "", vm.UpdatedAt)
+	})
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	return out, nil
+}
+
+// WokeVM records that a waking VM runs again, on sidecarID: it is ready
+// with reason, and its image is dropped from the record. The image's name
+// is returned with the record, for the caller to remove the blob. A VM in
+// another state is CodeConflict with it in Details["state"].
+func (db *DB) WokeVM(ctx context.Context, id, sidecarID, reason string) (vm gateway.VM, image string, err error) {
+	vm, err = db.updateVM(ctx, id, func(vm *gateway.VM) error {
+		if vm.State != gateway.VMWaking {
+			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s, not waking", id, vm.State).WithDetail("state", string(vm.State))
+		}
+		image = vm.Image
+		vm.State, vm.Reason, vm.SidecarID = gateway.VMReady, reason, sidecarID
+		vm.Image, vm.ImageBytes, vm.HibernatedAt = "", 0, time.Time{}
+		return nil
+	})
+	if err != nil {
+		return gateway.VM{}, "", err
+	}
+	return vm, image, nil
+}
+
+// updateVM reads a VM's row for update, lets change edit it, and writes it
+// back with a history row. A final VM admits no change: CodeConflict with
+// its state in Details["state"].
+func (db *DB) updateVM(ctx context.Context, id string, change func(vm *gateway.VM) error) (gateway.VM, error) {
 	var out gateway.VM
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		vm, err := scanVM(db.queryRow(ctx, tx, `SELECT `+vmColumns+` FROM vms WHERE id = ?`+db.d.forUpdate, id))
@@ -226,16 +334,14 @@ func (db *DB) SetVMState(ctx context.Context, id string, to gateway.VMState, rea
 		if vm.State.Final() {
 			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s", id, vm.State).WithDetail("state", string(vm.State))
 		}
-		vm.State, vm.Reason, vm.UpdatedAt = to, reason, db.now()
-		if sidecarID != "" {
-			vm.SidecarID = sidecarID
+		if err := change(&vm); err != nil {
+			return err
 		}
-		_, err = db.exec(ctx, tx, `UPDATE vms SET state = ?, reason = ?, sidecar_id = ?, updated_at = ? WHERE id = ?`,
-			string(vm.State), vm.Reason, vm.SidecarID, db.d.ts(vm.UpdatedAt), id)
-		if err != nil {
-			return dbError(err, "store: set vm state")
+		vm.UpdatedAt = db.now()
+		if err := db.writeVMLocked(ctx, tx, vm); err != nil {
+			return err
 		}
-		if err := db.appendHistory(ctx, tx, id, to, reason, vm.UpdatedAt); err != nil {
+		if err := db.appendHistory(ctx, tx, id, vm.State, vm.Reason, vm.UpdatedAt); err != nil {
 			return err
 		}
 		out = vm
@@ -245,6 +351,23 @@ func (db *DB) SetVMState(ctx context.Context, id string, to gateway.VMState, rea
 		return gateway.VM{}, err
 	}
 	return out, nil
+}
+
+// writeVMLocked writes the mutable columns of a VM's row, which the
+// transaction tx holds.
+func (db *DB) writeVMLocked(ctx context.Context, tx *sql.Tx, vm gateway.VM) error {
+	var hibernatedAt any
+	if !vm.HibernatedAt.IsZero() {
+		hibernatedAt = db.d.ts(vm.HibernatedAt)
+	}
+	_, err := db.exec(ctx, tx, `UPDATE vms SET state = ?, reason = ?, sidecar_id = ?, node = ?, updated_at = ?,
+		image = ?, image_bytes = ?, hibernated_at = ? WHERE id = ?`,
+		string(vm.State), vm.Reason, vm.SidecarID, vm.Node, db.d.ts(vm.UpdatedAt),
+		vm.Image, vm.ImageBytes, hibernatedAt, vm.ID)
+	if err != nil {
+		return dbError(err, "store: set vm state")
+	}
+	return nil
 }
 
 // VMHistory returns a tenant's VM's state changes, oldest first; another
@@ -307,28 +430,28 @@ func (db *DB) MarkNodeVMsLost(ctx context.Context, node, reason string) ([]strin
 	return ids, err
 }
 
-// markVMsLost marks the VMs matching where (with args) that are not final
-// lost with reason, with a history row each, and returns their ids.
+// markVMsLost marks the VMs matching where (with args) that ran there lost
+// with reason, with a history row each, and returns their ids. A hibernated
+// VM runs nowhere and stays; a waking one still has its image, so it goes
+// back to hibernated, to wake again on its next use.
 func (db *DB) markVMsLost(ctx context.Context, tx *sql.Tx, where string, args []any, reason string) ([]string, error) {
 	now := db.now()
-	rows, err := db.query(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?
-		WHERE state NOT IN `+finalStatesSQL+` AND `+where+` RETURNING id`,
-		append([]any{string(gateway.VMLost), reason, db.d.ts(now)}, args...)...)
+	back, err := db.updateReturningIDs(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?, node = '', sidecar_id = ''
+		WHERE state = 'waking' AND `+where+` RETURNING id`,
+		append([]any{string(gateway.VMHibernated), reason, db.d.ts(now)}, args...))
 	if err != nil {
-		return nil, dbError(err, "store: mark vms lost")
+		return nil, err
 	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, dbError(err, "store: mark vms lost")
+	for _, id := range back {
+		if err := db.appendHistory(ctx, tx, id, gateway.VMHibernated, reason, now); err != nil {
+			return nil, err
 		}
-		ids = append(ids, id)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, dbError(err, "store: mark vms lost")
+	ids, err := db.updateReturningIDs(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?
+		WHERE state NOT IN `+finalStatesSQL+` AND state <> 'hibernated' AND `+where+` RETURNING id`,
+		append([]any{string(gateway.VMLost), reason, db.d.ts(now)}, args...))
+	if err != nil {
+		return nil, err
 	}
 	for _, id := range ids {
 		if err := db.appendHistory(ctx, tx, id, gateway.VMLost, reason, now); err != nil {
@@ -338,8 +461,30 @@ func (db *DB) markVMsLost(ctx context.Context, tx *sql.Tx, where string, args []
 	return ids, nil
 }
 
-// CountLiveVMs returns how many of a tenant's VMs are creating, ready or
-// disposing: those its MaxVMs quota counts.
+// updateReturningIDs runs an UPDATE … RETURNING id and returns the ids.
+func (db *DB) updateReturningIDs(ctx context.Context, tx *sql.Tx, query string, args []any) ([]string, error) {
+	rows, err := db.query(ctx, tx, query, args...)
+	if err != nil {
+		return nil, dbError(err, "store: mark vms lost")
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, dbError(err, "store: mark vms lost")
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError(err, "store: mark vms lost")
+	}
+	return ids, nil
+}
+
+// CountLiveVMs returns how many of a tenant's VMs occupy a sidecar
+// (creating, ready, disposing, hibernating or waking): those its MaxVMs
+// quota counts.
 func (db *DB) CountLiveVMs(ctx context.Context, tenantID string) (int, error) {
 	var n int
 	err := db.queryRow(ctx, db.r, `SELECT COUNT(*) FROM vms WHERE tenant_id = ? AND state IN `+liveStatesSQL, tenantID).Scan(&n)
@@ -349,28 +494,31 @@ func (db *DB) CountLiveVMs(ctx context.Context, tenantID string) (int, error) {
 	return n, nil
 }
 
-// DeleteVM removes a tenant's VM record that reached a final state, with its
-// labels, history and agent sessions. A VM that is not final is
-// CodeConflict with its state in Details["state"]; a missing one (or another
-// tenant's) is CodeNotFound.
-func (db *DB) DeleteVM(ctx context.Context, tenantID, id string) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
-		var state gateway.VMState
-		err := db.queryRow(ctx, tx, `SELECT state FROM vms WHERE id = ? AND tenant_id = ?`+db.d.forUpdate, id, tenantID).Scan(&state)
+// DeleteVM removes a tenant's VM record that reached a final state, or is
+// hibernated, with its labels, history and agent sessions, and returns it:
+// a hibernated VM's Image names the blob the caller removes. A VM in
+// another state is CodeConflict with its state in Details["state"]; a
+// missing one (or another tenant's) is CodeNotFound.
+func (db *DB) DeleteVM(ctx context.Context, tenantID, id string) (gateway.VM, error) {
+	var out gateway.VM
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		vm, err := scanVM(db.queryRow(ctx, tx, `SELECT `+vmColumns+` FROM vms WHERE id = ? AND tenant_id = ?`+db.d.forUpdate, id, tenantID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
 		}
 		if err != nil {
 			return dbError(err, "store: delete vm")
 		}
-		if !state.Final() {
-			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s", id, state).WithDetail("state", string(state))
+		if !vm.State.Final() && vm.State != gateway.VMHibernated {
+			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s", id, vm.State).WithDetail("state", string(vm.State))
 		}
 		if _, err := db.exec(ctx, tx, `DELETE FROM vms WHERE id = ?`, id); err != nil {
 			return dbError(err, "store: delete vm")
 		}
+		out = vm
 		return nil
 	})
+	return out, err
 }
 
 // PurgeEndedVMs removes the records of VMs, of every tenant, that reached a

@@ -299,12 +299,16 @@ func TestDeleteVM(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		wantCode(t, db.DeleteVM(ctx, "acme", "vm_live"), gateway.CodeConflict)
-		wantCode(t, db.DeleteVM(ctx, "globex", "vm_gone"), gateway.CodeNotFound)
-		if err := db.DeleteVM(ctx, "acme", "vm_gone"); err != nil {
+		del := func(tenant, id string) error {
+			_, err := db.DeleteVM(ctx, tenant, id)
+			return err
+		}
+		wantCode(t, del("acme", "vm_live"), gateway.CodeConflict)
+		wantCode(t, del("globex", "vm_gone"), gateway.CodeNotFound)
+		if err := del("acme", "vm_gone"); err != nil {
 			t.Fatalf("delete an ended record: %v", err)
 		}
-		wantCode(t, db.DeleteVM(ctx, "acme", "vm_gone"), gateway.CodeNotFound)
+		wantCode(t, del("acme", "vm_gone"), gateway.CodeNotFound)
 		_, err := db.GetVM(ctx, "acme", "vm_gone")
 		wantCode(t, err, gateway.CodeNotFound)
 		if _, err := db.GetVM(ctx, "acme", "vm_live"); err != nil {
@@ -540,6 +544,111 @@ func TestTimestampsRoundTrip(t *testing.T) {
 		got, _ := db.GetTenant(ctx, ten.ID)
 		if !got.CreatedAt.Equal(ten.CreatedAt) || ten.CreatedAt.Nanosecond()%1000 != 0 {
 			t.Errorf("CreateTenant returned %v, stored %v", ten.CreatedAt, got.CreatedAt)
+		}
+	})
+}
+
+// TestHibernationLifeCycle walks a VM through hibernate and wake as the vms
+// service does, and checks what each step refuses, what counts against the
+// quota of running VMs, and what a restart (MarkNodeVMsLost) keeps.
+func TestHibernationLifeCycle(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *DB) {
+		ctx := testContext(t)
+		mustTenant(t, db, "acme")
+		t0 := time.Date(2025, 2, 3, 4, 5, 6, 0, time.UTC)
+		db.now = func() time.Time { return t0 }
+		if err := db.CreateVM(ctx, gateway.VM{ID: "vm_1", TenantID: "acme", State: gateway.VMReady, SidecarID: "sc_1", Node: "n1",
+			Spec: gateway.VMSpec{Labels: map[string]string{"app": "web"}}}); err != nil {
+			t.Fatal(err)
+		}
+		// Only a hibernating VM takes an image, and an image is needed.
+		_, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "request")
+		wantCode(t, err, gateway.CodeConflict)
+		_, err = db.SetVMState(ctx, "vm_1", gateway.VMHibernated, "request", "")
+		wantCode(t, err, gateway.CodeConflict)
+		if _, err := db.SetVMState(ctx, "vm_1", gateway.VMHibernating, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		_, err = db.HibernateVM(ctx, "vm_1", "", 10, "request")
+		wantCode(t, err, gateway.CodeInvalidArgument)
+		t1 := t0.Add(time.Minute)
+		db.now = func() time.Time { return t1 }
+		vm, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "request")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vm.State != gateway.VMHibernated || vm.Node != "" || vm.SidecarID != "" || vm.Image != "blob-1" || vm.ImageBytes != 10 || !vm.HibernatedAt.Equal(t1) {
+			t.Fatalf("hibernated = %+v", vm)
+		}
+		if got, _ := db.GetVM(ctx, "acme", "vm_1"); got.State != gateway.VMHibernated || got.Image != "blob-1" || !got.HibernatedAt.Equal(t1) {
+			t.Fatalf("GetVM = %+v", got)
+		}
+		// A hibernated VM is listed (it has not ended), by label too, and
+		// occupies no sidecar.
+		page, err := db.ListVMs(ctx, gateway.VMFilter{TenantID: "acme", Labels: map[string]string{"app": "web"}})
+		if err != nil || len(page.Items) != 1 {
+			t.Fatalf("list = %+v, %v", page, err)
+		}
+		if n, err := db.CountLiveVMs(ctx, "acme"); err != nil || n != 0 {
+			t.Fatalf("CountLiveVMs = %d, %v", n, err)
+		}
+		// A restart of any node keeps it.
+		if ids, err := db.MarkNodeVMsLost(ctx, "n1", "restart"); err != nil || len(ids) != 0 {
+			t.Fatalf("MarkNodeVMsLost = %v, %v", ids, err)
+		}
+
+		// A wake within a full quota is refused; one in room claims it once.
+		if err := db.CreateVM(ctx, gateway.VM{ID: "vm_2", TenantID: "acme", State: gateway.VMReady, Node: "n9"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = db.ClaimWake(ctx, "acme", "vm_1", "n2", 1)
+		wantCode(t, err, gateway.CodeResourceExhausted)
+		_, err = db.ClaimWake(ctx, "globex", "vm_1", "n2", 0)
+		wantCode(t, err, gateway.CodeNotFound)
+		vm, err = db.ClaimWake(ctx, "acme", "vm_1", "n2", 2)
+		if err != nil || vm.State != gateway.VMWaking || vm.Node != "n2" || vm.Image != "blob-1" {
+			t.Fatalf("ClaimWake = %+v, %v", vm, err)
+		}
+		_, err = db.ClaimWake(ctx, "acme", "vm_1", "n3", 0)
+		wantCode(t, err, gateway.CodeConflict)
+
+		// The waking node died: the VM is hibernated again, with its image.
+		if ids, err := db.MarkNodeVMsLost(ctx, "n2", "node died"); err != nil || len(ids) != 0 {
+			t.Fatalf("MarkNodeVMsLost = %v, %v", ids, err)
+		}
+		if got, _ := db.GetVM(ctx, "acme", "vm_1"); got.State != gateway.VMHibernated || got.Node != "" || got.Image != "blob-1" {
+			t.Fatalf("after the waking node died: %+v", got)
+		}
+
+		// A wake that completes drops the image and the hibernation time.
+		if _, err := db.ClaimWake(ctx, "acme", "vm_1", "n2", 0); err != nil {
+			t.Fatal(err)
+		}
+		vm, image, err := db.WokeVM(ctx, "vm_1", "sc_9", "request")
+		if err != nil || image != "blob-1" || vm.State != gateway.VMReady || vm.SidecarID != "sc_9" || vm.Image != "" || !vm.HibernatedAt.IsZero() || vm.Node != "n2" {
+			t.Fatalf("WokeVM = %+v, %q, %v", vm, image, err)
+		}
+		_, _, err = db.WokeVM(ctx, "vm_1", "sc_9", "request")
+		wantCode(t, err, gateway.CodeConflict)
+
+		// A hibernated VM can be deleted, and says which image to remove.
+		if _, err := db.SetVMState(ctx, "vm_1", gateway.VMHibernating, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.HibernateVM(ctx, "vm_1", "blob-2", 20, "idle"); err != nil {
+			t.Fatal(err)
+		}
+		gone, err := db.DeleteVM(ctx, "acme", "vm_1")
+		if err != nil || gone.Image != "blob-2" {
+			t.Fatalf("DeleteVM = %+v, %v", gone, err)
+		}
+		var states []gateway.VMState
+		history, _ := db.VMHistory(ctx, "acme", "vm_2")
+		for _, h := range history {
+			states = append(states, h.State)
+		}
+		if len(states) != 1 {
+			t.Fatalf("vm_2's history = %v", states)
 		}
 	})
 }

@@ -4,6 +4,7 @@
 package vms
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -31,8 +32,13 @@ type Store interface {
 	GetVM(ctx context.Context, tenantID, id string) (gateway.VM, error)
 	ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gateway.VM], error)
 	SetVMState(ctx context.Context, id string, to gateway.VMState, reason, sidecarID string) (gateway.VM, error)
-	DeleteVM(ctx context.Context, tenantID, id string) error
+	DeleteVM(ctx context.Context, tenantID, id string) (gateway.VM, error)
 	PurgeEndedVMs(ctx context.Context, before time.Time) (int, error)
+	// Hibernation (hibernate.go).
+	GetTenant(ctx context.Context, id string) (gateway.Tenant, error)
+	HibernateVM(ctx context.Context, id, image string, bytes int64, reason string) (gateway.VM, error)
+	ClaimWake(ctx context.Context, tenantID, id, node string, maxVMs int) (gateway.VM, error)
+	WokeVM(ctx context.Context, id, sidecarID, reason string) (gateway.VM, string, error)
 }
 
 // Lease is a counted hold on a pooled sidecar: one type for the VMs of
@@ -92,7 +98,22 @@ type Config struct {
 	// Warm, when set, serves the creates it can with warm VMs (see
 	// warmServable); its owner shuts it down before the pool.
 	Warm WarmVMs
+	// Images keeps the root filesystems of hibernated VMs (nil: VMs cannot
+	// hibernate). WakeTimeout bounds a wake (default DefaultWakeTimeout).
+	Images      ImageStore
+	WakeTimeout time.Duration
+	// OnIdle is what becomes of a VM idle past its timeout that did not
+	// choose (VMSpec.OnIdle); OnShutdown what becomes of the running VMs
+	// when the service closes. Either is OnIdleHibernate (the default
+	// when Images is set) or OnIdleDispose.
+	OnIdle, OnShutdown string
 }
+
+// What becomes of an idle VM, or of the running VMs at shutdown.
+const (
+	OnIdleHibernate = "hibernate"
+	OnIdleDispose   = "dispose"
+)
 
 // Software is what the service needs of the engine's install folder.
 type Software interface {
@@ -116,8 +137,15 @@ type Service struct {
 	observer FileObserver
 	setup    VMSetup
 
+	// waking are the wakes in progress on this node, by VM id.
+	waking map[string]*wakeCall
+
 	stop chan struct{}
-	wg   sync.WaitGroup
+	// life ends when Close begins: the work the service does on its own
+	// behalf (a wake) stops with it.
+	life    context.Context
+	endLife context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // New returns a service and starts its idle reaper; Close stops it.
@@ -147,17 +175,33 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	if cfg.PurgeInterval <= 0 {
 		cfg.PurgeInterval = min(max(cfg.Retention/10, time.Second), time.Hour)
 	}
+	if cfg.WakeTimeout <= 0 {
+		cfg.WakeTimeout = DefaultWakeTimeout
+	}
+	for _, on := range []*string{&cfg.OnIdle, &cfg.OnShutdown} {
+		if *on == "" || cfg.Images == nil {
+			*on = OnIdleDispose
+			if cfg.Images != nil {
+				*on = OnIdleHibernate
+			}
+		}
+	}
 	s := &Service{
 		cfg: cfg, store: store, pool: pool, log: cfg.Log,
-		live: map[string]*liveVM{}, procCount: map[string]int{},
+		live: map[string]*liveVM{}, procCount: map[string]int{}, waking: map[string]*wakeCall{},
 		stop: make(chan struct{}),
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.reapIdle) })
 	s.goLocked(func() { s.every(s.cfg.PurgeInterval, s.purgeEnded) })
 	s.mu.Unlock()
 	return s
 }
+
+// shutdownParallel bounds the VMs Close hibernates or disposes at once: each
+// capture streams a whole root filesystem through the store.
+const shutdownParallel = 4
 
 // DefaultRetention is how long ended VM records are kept by default.
 const DefaultRetention = 7 * 24 * time.Hour
@@ -187,6 +231,7 @@ type liveVM struct {
 	lease    Lease
 	events   *streamlog.Log[gateway.VMEvent]
 	idle     time.Duration
+	onIdle   string // OnIdleHibernate or OnIdleDispose
 
 	mu          sync.Mutex
 	procs       map[uint32]*Process
@@ -195,6 +240,9 @@ type liveVM struct {
 	lastActive  time.Time
 	busy        int // calls and open streams in progress
 	ended       bool
+	hibernating bool
+	// image is the VM's captured root filesystem once it hibernates.
+	image       *vmImage
 	releaseOnce sync.Once
 	// done is closed once the VM's final state is in the store.
 	done chan struct{}
@@ -294,13 +342,7 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 			return fail(err)
 		}
 	}
-	lv := &liveVM{
-		id: rec.ID, tenantID: tenant.ID, vm: vm, lease: lease,
-		events: streamlog.New[gateway.VMEvent](s.cfg.EventBufferBytes),
-		idle:   time.Duration(spec.IdleTimeoutSeconds) * time.Second,
-		procs:  map[uint32]*Process{}, shells: map[string]*Shell{}, lastActive: s.cfg.Now(),
-		done: make(chan struct{}),
-	}
+	lv := s.newLiveVM(rec, vm, lease)
 	// The VM runs now, whatever the caller does: its record must say so, or
 	// say that it failed, within a bounded time. A record left creating
 	// would count against the tenant's quota until the gateway restarts.
@@ -311,17 +353,38 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		return fail(gateway.Wrap(gateway.CodeUnavailable, err, "the VM could not be recorded as ready; it was disposed"))
 	}
 	rec = ready
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
+	if !s.goLive(lv, "") {
 		s.endVM(context.WithoutCancel(ctx), lv, gateway.VMDisposed, "the gateway is shutting down", true)
 		return gateway.VM{}, errShuttingDown()
 	}
-	s.live[rec.ID] = lv
-	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMReady})
-	s.goLocked(func() { s.watch(lv) })
-	s.mu.Unlock()
 	return rec, nil
+}
+
+// newLiveVM is the gateway's hold on a VM the engine runs for rec.
+func (s *Service) newLiveVM(rec gateway.VM, vm *agentos.VM, lease Lease) *liveVM {
+	return &liveVM{
+		id: rec.ID, tenantID: rec.TenantID, vm: vm, lease: lease,
+		events: streamlog.New[gateway.VMEvent](s.cfg.EventBufferBytes),
+		idle:   time.Duration(rec.Spec.IdleTimeoutSeconds) * time.Second,
+		onIdle: cmp.Or(rec.Spec.OnIdle, s.cfg.OnIdle),
+		procs:  map[uint32]*Process{}, shells: map[string]*Shell{}, lastActive: s.cfg.Now(),
+		done: make(chan struct{}),
+	}
+}
+
+// goLive makes lv one of the service's VMs, whose calls it serves, and
+// reports false, doing nothing, once Close has begun: the caller then ends
+// lv itself. reason is why it became ready (empty for a create).
+func (s *Service) goLive(lv *liveVM, reason string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.live[lv.id] = lv
+	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMReady, Reason: reason})
+	s.goLocked(func() { s.watch(lv) })
+	return true
 }
 
 // halfMade is what a create has made so far: the record always, then the
@@ -351,6 +414,18 @@ const undoTimeout = disposeTimeout + storeWriteTimeout
 func (s *Service) undoCreate(ctx context.Context, made halfMade, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
+	s.undoPlacement(ctx, made, cause)
+	id := made.rec.ID
+	if _, err := s.store.SetVMState(ctx, id, gateway.VMDisposed, "create failed: "+gateway.ErrorMessage(cause), ""); err != nil {
+		s.log.Error().Err(err).Str("vm", id).Msg("record failed create")
+	} else if _, err := s.store.DeleteVM(ctx, made.rec.TenantID, id); err != nil {
+		s.log.Error().Err(err).Str("vm", id).Msg("delete the record of a failed create")
+	}
+}
+
+// undoPlacement disposes the engine's VM of a half-made create or wake,
+// tells the setup that it ended, and releases its lease.
+func (s *Service) undoPlacement(ctx context.Context, made halfMade, cause error) {
 	id := made.rec.ID
 	if made.vm != nil {
 		if err := made.vm.Dispose(ctx); err != nil {
@@ -362,11 +437,6 @@ func (s *Service) undoCreate(ctx context.Context, made halfMade, cause error) {
 	}
 	if made.lease != nil {
 		made.lease.Release()
-	}
-	if _, err := s.store.SetVMState(ctx, id, gateway.VMDisposed, "create failed: "+gateway.ErrorMessage(cause), ""); err != nil {
-		s.log.Error().Err(err).Str("vm", id).Msg("record failed create")
-	} else if err := s.store.DeleteVM(ctx, made.rec.TenantID, id); err != nil {
-		s.log.Error().Err(err).Str("vm", id).Msg("delete the record of a failed create")
 	}
 }
 
@@ -534,8 +604,9 @@ func (s *Service) watch(lv *liveVM) {
 	}
 }
 
-// endVM moves a live VM to a final state: the record, its streams, its lease.
-// With dispose, the VM is disposed first, bounded by ctx and 30 s.
+// endVM moves a live VM to a final state, or to hibernated with the image
+// hibernate captured: the record, its streams, its lease. With dispose, the
+// VM is disposed first, bounded by ctx and 30 s.
 func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, reason string, dispose bool) {
 	lv.mu.Lock()
 	if lv.ended {
@@ -553,7 +624,12 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
-	if _, err := s.store.SetVMState(ctx, lv.id, state, reason, ""); err != nil {
+	if state == gateway.VMHibernated {
+		if err := s.recordHibernated(ctx, lv, reason); err != nil {
+			s.log.Error().Err(err).Str("vm", lv.id).Msg("record a hibernated vm")
+			state, reason = gateway.VMLost, "its hibernation could not be recorded"
+		}
+	} else if _, err := s.store.SetVMState(ctx, lv.id, state, reason, ""); err != nil {
 		s.log.Error().Err(err).Str("vm", lv.id).Str("state", string(state)).Msg("record vm state")
 	}
 	s.mu.Lock()
@@ -567,7 +643,10 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 		su.VMEnded(lv.id)
 	}
 	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: state, Reason: reason})
-	final := gateway.Wrap(gateway.CodeConflict, ErrVMEnded, "the VM is %s", state).WithDetail("state", state)
+	final := gateway.Errorf(gateway.CodeConflict, "the VM is %s", state).WithDetail("state", state)
+	if state.Final() {
+		final.Err = ErrVMEnded
+	}
 	if reason != "" {
 		final.Message += ": " + reason
 	}
@@ -589,8 +668,14 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 	lv.releaseOnce.Do(lv.lease.Release)
 }
 
-// lookup returns the live VM of a tenant, or the reason it cannot be used.
+// lookup returns the live VM of a tenant, waking it if it hibernates, or
+// the reason it cannot be used.
 func (s *Service) lookup(ctx context.Context, tenantID, id string) (*liveVM, error) {
+	return s.lookupReason(ctx, tenantID, id, ReasonRequest)
+}
+
+// lookupReason is lookup, with the reason a wake records.
+func (s *Service) lookupReason(ctx context.Context, tenantID, id, reason string) (*liveVM, error) {
 	s.mu.Lock()
 	lv := s.live[id]
 	s.mu.Unlock()
@@ -602,11 +687,29 @@ func (s *Service) lookup(ctx context.Context, tenantID, id string) (*liveVM, err
 	if err != nil {
 		return nil, err
 	}
-	e := gateway.Errorf(gateway.CodeConflict, "the VM is %s", rec.State)
-	if rec.State.Final() {
-		e.Err = ErrVMEnded
+	// A VM waking on this node is joined; one waking elsewhere is served
+	// there (the HTTP layer routes to the node its record names).
+	if rec.State == gateway.VMHibernated || (rec.State == gateway.VMWaking && rec.Node == s.cfg.NodeID && s.wakingHere(id)) {
+		return s.wake(ctx, rec, reason)
 	}
-	return nil, e.WithDetail("state", rec.State).WithDetail("reason", rec.Reason)
+	if rec.State == gateway.VMReady && rec.Node == s.cfg.NodeID {
+		// A wake finished between the two reads above.
+		s.mu.Lock()
+		lv := s.live[id]
+		s.mu.Unlock()
+		if lv != nil && lv.tenantID == tenantID {
+			lv.touch(s.cfg.Now())
+			return lv, nil
+		}
+	}
+	return nil, stateConflict(rec)
+}
+
+// wakingHere reports whether this node is waking the VM id.
+func (s *Service) wakingHere(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waking[id] != nil
 }
 
 func (lv *liveVM) touch(now time.Time) {
@@ -655,9 +758,12 @@ func (s *Service) Delete(ctx context.Context, tenantID, id string) (vm gateway.V
 	lv := s.live[id]
 	s.mu.Unlock()
 	if lv == nil || lv.tenantID != tenantID {
-		if err := s.store.DeleteVM(ctx, tenantID, id); err != nil {
+		gone, err := s.store.DeleteVM(ctx, tenantID, id)
+		if err != nil {
 			return gateway.VM{}, false, err
 		}
+		// A hibernated VM goes with its image.
+		s.deleteImage(gone.Image)
 		return gateway.VM{}, true, nil
 	}
 	lv.touch(s.cfg.Now())
@@ -721,6 +827,16 @@ func (s *Service) reapIdle() {
 	}
 	s.mu.Unlock()
 	for _, lv := range idle {
+		if lv.onIdle == OnIdleHibernate && s.cfg.Images != nil {
+			s.log.Info().Str("vm", lv.id).Dur("idleTimeout", lv.idle).Msg("hibernating idle vm")
+			ctx, cancel := context.WithTimeout(s.life, s.cfg.WakeTimeout+disposeTimeout)
+			err := s.hibernate(ctx, lv, ReasonIdle)
+			cancel()
+			if err == nil || s.life.Err() != nil {
+				continue
+			}
+			s.log.Warn().Err(err).Str("vm", lv.id).Msg("hibernate idle vm; disposing it")
+		}
 		s.log.Info().Str("vm", lv.id).Dur("idleTimeout", lv.idle).Msg("disposing idle vm")
 		s.endVM(context.Background(), lv, gateway.VMDisposed, "idle timeout", true)
 	}
@@ -732,7 +848,7 @@ func (lv *liveVM) idleSince(now time.Time) bool {
 	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
-	if lv.busy > 0 || now.Sub(lv.lastActive) < lv.idle {
+	if lv.busy > 0 || lv.hibernating || now.Sub(lv.lastActive) < lv.idle {
 		return false
 	}
 	for _, p := range lv.procs {
@@ -764,12 +880,27 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	close(s.stop)
-	// Every disposal is bounded by ctx (and every store write by its own
-	// timeout), so Close waits for all of them: nothing it started
-	// outlives it, even when ctx expires.
+	s.endLife()
+	// Every hibernation and disposal is bounded by ctx (and every store
+	// write by its own timeout), so Close waits for all of them: nothing it
+	// started outlives it, even when ctx expires. A VM whose hibernation
+	// fails is disposed.
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, shutdownParallel)
 	for _, lv := range lvs {
-		wg.Go(func() { s.endVM(ctx, lv, gateway.VMDisposed, "the gateway shut down", true) })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if s.cfg.OnShutdown == OnIdleHibernate {
+				err := s.hibernate(ctx, lv, ReasonShutdown)
+				if err == nil || errors.Is(err, errHibernating) {
+					// Another hibernation (an idle one) ends it.
+					return
+				}
+				s.log.Warn().Err(err).Str("vm", lv.id).Msg("hibernate at shutdown; disposing the vm")
+			}
+			s.endVM(ctx, lv, gateway.VMDisposed, "the gateway shut down", true)
+		})
 	}
 	wg.Wait()
 	s.wg.Wait()

@@ -1,6 +1,7 @@
 package vms
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 // service starts, and Close waits for those that started before.
 func TestGoTrackedAfterShutdown(t *testing.T) {
 	s := &Service{cfg: Config{Now: time.Now}, live: map[string]*liveVM{}, procCount: map[string]int{}, stop: make(chan struct{})}
+	s.life, s.endLife = context.WithCancel(t.Context())
 	release := make(chan struct{})
 	var finished atomic.Bool
 	if !s.goTracked(func() { <-release; finished.Store(true) }) {

@@ -35,7 +35,9 @@ func (s *Service) WarmStats() warmpool.Stats {
 func (s *Service) place(ctx context.Context, tenant gateway.Tenant, spec gateway.VMSpec, opts agentos.VMOptions) (*agentos.VM, Lease, error) {
 	warm := s.cfg.Warm
 	if warm != nil {
-		if !warmServable(spec) {
+		// A root filesystem (a snapshot's or a hibernated VM's image) is
+		// the engine's to create the VM with: no warm VM has it.
+		if !warmServable(spec) || opts.RootSnapshot != nil {
 			warm.Miss(tenant.ID, tenant.Isolated)
 		} else if vm, lease, ok := warm.Take(tenant.ID, tenant.Isolated); ok {
 			vm.SetEnv(spec.Env)

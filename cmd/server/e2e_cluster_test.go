@@ -61,8 +61,9 @@ func (n *clusterNode) start(t testing.TB, bin, dsn string) {
 		"--node-id", n.id, "--node-heartbeat", clusterHeartbeat.String(), "--node-timeout", clusterTimeout.String(),
 		"--max-sidecars", "2", "--min-idle-sidecars", "1", "--shutdown-grace", "5s", "--log-level", "warn",
 		// One warm VM, as startGateway's tests get: a node's three more
-		// warm-ups would slow every other test of the suite.
-		"--warm-vms", "1"}
+		// warm-ups would slow every other test of the suite. VMs disposed
+		// at a stop, as there too (extra may ask for hibernation).
+		"--warm-vms", "1", "--on-shutdown", "dispose"}
 	n.cmd = exec.Command(bin, append(args, n.extra...)...)
 	// A private TMPDIR: a node the test SIGKILLs cannot remove its
 	// sidecars' temporary directories, and they must not outlive the test.

@@ -313,8 +313,9 @@ func TestE2EStreamsFreeGoroutines(t *testing.T) {
 	}
 }
 
-// TestE2EIdleTimeout: a VM nobody uses is disposed after its idle timeout,
-// with the reason; an open stream keeps a VM busy.
+// TestE2EIdleTimeout: a VM nobody uses, created with onIdle dispose, is
+// disposed after its idle timeout, with the reason; an open stream keeps a
+// VM busy. (The default, hibernation, is TestE2EHibernateWake's.)
 func TestE2EIdleTimeout(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
@@ -324,14 +325,14 @@ func TestE2EIdleTimeout(t *testing.T) {
 	// timeout leaves room for that on a loaded machine: created before the
 	// others with 1 s, it once timed out while they were being created.
 	const watchedTimeout = 3 * time.Second
-	watched := e.vm(c, client.CreateVMRequest{IdleTimeout: watchedTimeout})
+	watched := e.vm(c, client.CreateVMRequest{IdleTimeout: watchedTimeout, OnIdle: "dispose"})
 	evs, err := c.VM(watched.ID).Events(ctx, client.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer evs.Close()
 	watchedAt := time.Now()
-	idle := e.vm(c, client.CreateVMRequest{IdleTimeout: 1 * time.Second})
+	idle := e.vm(c, client.CreateVMRequest{IdleTimeout: 1 * time.Second, OnIdle: "dispose"})
 	keep := e.vm(c, client.CreateVMRequest{})
 	created := time.Now()
 

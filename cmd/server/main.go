@@ -124,6 +124,8 @@ type config struct {
 	corsOrigins        []string
 	vmRetention        time.Duration
 	bodyReadTimeout    time.Duration
+	wakeTimeout        time.Duration
+	onIdle, onShutdown string
 	logFormat          string
 	logLevel           string
 	nodeID             string
@@ -247,6 +249,9 @@ func defineFlags(c *config, getenv func(string) string) (fs *flag.FlagSet, defau
 	num("session-purge-interval", "1h", "how often sessions past their tenant's retention are deleted")
 	str(&t.corsOrigins, "cors-origins", "", "comma-separated origins allowed to call the API from a browser, such as https://app.example.com (* for any; empty: same origin only)")
 	num("vm-retention", "168h", "how long the records of ended (disposed or lost) VMs are kept before they are purged")
+	num("wake-timeout", "30s", "how long waking a hibernated VM may take before the request that needed it fails")
+	str(&c.onIdle, "on-idle", vms.OnIdleHibernate, "what becomes of a VM idle past its idleTimeoutSeconds that sets no onIdle: hibernate (its files kept in the store; it wakes under the same id on its next use) or dispose")
+	str(&c.onShutdown, "on-shutdown", vms.OnIdleHibernate, "what becomes of the running VMs when the gateway stops: hibernate (each wakes on its next use, after a restart or through another node) or dispose")
 	num("body-read-timeout", "30s", "how long a request body may go without delivering a byte before the request is refused with 408")
 	host, _ := os.Hostname()
 	str(&c.nodeID, "node-id", host, "this node's name among the gateways sharing the store (default: the host name)")
@@ -327,6 +332,15 @@ func (t *flagText) readTimings(c *config) {
 	c.memoryReturn = t.dur("memory-return-interval")
 	c.sessionPurge = t.dur("session-purge-interval")
 	c.vmRetention = t.dur("vm-retention")
+	c.wakeTimeout = t.dur("wake-timeout")
+	if c.wakeTimeout <= 0 {
+		t.fail(errors.New("--wake-timeout must be positive"))
+	}
+	for name, v := range map[string]string{"on-idle": c.onIdle, "on-shutdown": c.onShutdown} {
+		if v != vms.OnIdleHibernate && v != vms.OnIdleDispose {
+			t.fail(fmt.Errorf("--%s: %q is neither hibernate nor dispose", name, v))
+		}
+	}
 	c.bodyReadTimeout = t.dur("body-read-timeout")
 }
 
@@ -544,7 +558,8 @@ func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarp
 		IsolatedIdle: c.sidecarIdleTimeout, Log: log.With().Str("component", "warmpool").Logger()}, vms.PoolOf(g.pool))
 	g.vms = vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
 		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Warm: g.warm, Log: log,
-		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs)}, db, vms.PoolOf(g.pool))
+		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs),
+		Images: snapBlobs, WakeTimeout: c.wakeTimeout, OnIdle: c.onIdle, OnShutdown: c.onShutdown}, db, vms.PoolOf(g.pool))
 	g.snaps = snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log}, db, snapBlobs, g.vms)
 	node, lost, err := cluster.Join(ctx, cluster.Config{
 		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: db.Dialect() == "postgres",
@@ -696,7 +711,8 @@ func nodeLoad(svc *vms.Service, pool *sidecarpool.Pool, capacity int) store.Node
 }
 
 // shutdown stops accepting, lets in-flight requests finish within the grace
-// period, ends streams with a final event, disposes VMs and stops sidecars.
+// period, ends streams with a final event, hibernates (--on-shutdown) or
+// disposes VMs and stops sidecars.
 func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, g *gatewayServices) error {
 	log.Info().Dur("grace", grace).Msg("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
@@ -722,7 +738,8 @@ func shutdown(log zerolog.Logger, grace time.Duration, srv *http.Server, g *gate
 	stage("stopping schedules", 15*time.Second, g.sched.Close)
 	stage("stopping file watches", 10*time.Second, g.watches.Close)
 	stage("disposing warm VMs", 30*time.Second, g.warm.Close)
-	stage("disposing VMs", 30*time.Second, g.vms.Close)
+	// Hibernating a VM streams its files into the store, a few at once.
+	stage("hibernating or disposing VMs", 2*time.Minute, g.vms.Close)
 	// After the VMs: their sessions' last events are recorded as they end.
 	stage("stopping agent sessions", 15*time.Second, g.sess.Close)
 	stage("stopping sidecars", 30*time.Second, g.pool.Close)

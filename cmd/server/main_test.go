@@ -95,8 +95,11 @@ func startGateway(t testing.TB, dataDir string, args ...string) *gatewayProc {
 		// that acts on the whole process, which holds many gateways at
 		// once, and their trimmers would force a collection of every
 		// gateway's heap, under -race, every few seconds (memtrim's own
-		// tests cover it). Benchmarks run the defaults.
-		args = withDefaultFlags(args, "--warm-vms=1", "--memory-return-interval=0")
+		// tests cover it). And their VMs are disposed when they stop, not
+		// hibernated: every test ends with a stop, and a capture of each
+		// VM's files would only add to the suite's time (the hibernation
+		// tests ask for it). Benchmarks run the defaults.
+		args = withDefaultFlags(args, "--warm-vms=1", "--memory-return-interval=0", "--on-shutdown=dispose")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gatewayProc{dataDir: dataDir, cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
@@ -316,8 +319,9 @@ func TestSIGTERMShutdownAndRestart(t *testing.T) {
 func startBinary(t testing.TB, bin, dataDir string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
 	port := freePort(t)
-	// One warm VM, as startGateway's tests get, for the same reason.
-	cmd := exec.Command(bin, "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", dataDir, "--shutdown-grace", "5s", "--warm-vms", "1")
+	// One warm VM, and VMs disposed at a stop, as startGateway's tests get,
+	// for the same reasons.
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", dataDir, "--shutdown-grace", "5s", "--warm-vms", "1", "--on-shutdown", "dispose")
 	// A private TMPDIR: a gateway the test SIGKILLs cannot remove its
 	// sidecars' temporary directories, and they must not outlive the test.
 	cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey, "TMPDIR="+t.TempDir())
