@@ -104,7 +104,8 @@ type VM struct {
 	State     VMState `json:"state"`
 	Reason    string  `json:"reason,omitempty"` // why it is lost
 	SidecarID string  `json:"sidecarId,omitempty"`
-	// Node is the gateway node that runs the VM: its --node-id.
+	// Node is the gateway node that runs the VM: its --node-id; for a
+	// hibernated VM, the node that ran it last, which arms its schedules.
 	Node      string    `json:"node,omitempty"`
 	Spec      VMSpec    `json:"spec"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -113,9 +114,22 @@ type VM struct {
 	// woken since).
 	HibernatedAt time.Time `json:"hibernatedAt,omitzero"`
 	// Image names the blob holding a hibernated VM's root filesystem, and
-	// ImageBytes its size; both are empty while the VM runs.
-	Image      string `json:"-"`
-	ImageBytes int64  `json:"-"`
+	// ImageBytes its size; SessionsImage the blob of its agent session
+	// database, when it has one. All are empty while the VM runs.
+	Image         string `json:"-"`
+	ImageBytes    int64  `json:"-"`
+	SessionsImage string `json:"-"`
+}
+
+// Images names the blobs a hibernated VM's record holds.
+func (vm VM) Images() []string {
+	var out []string
+	for _, name := range []string{vm.Image, vm.SessionsImage} {
+		if name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // VMFilter selects VMs of a tenant.
@@ -132,6 +146,9 @@ type VMFilter struct {
 	Cursor    string
 	Limit     int
 }
+
+// MaxLabels bounds the labels a VM carries.
+const MaxLabels = 64
 
 // MaxLabelSelectors bounds the label selectors of one list: a VM carries at
 // most 64 labels, so a longer selector can only be a mistake or an attack on

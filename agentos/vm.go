@@ -87,8 +87,13 @@ type VMOptions struct {
 	// Database forces a session database even without Agents.
 	Database bool
 	// DataDir is where the session database file is created (default the
-	// system temp folder). The file is removed when the VM is disposed.
+	// system temp folder). The file is removed when the VM is disposed,
+	// unless KeepDatabase says otherwise.
 	DataDir string
+	// DatabaseFile, when set, is the session database the VM uses: one an
+	// earlier VM left (KeepDatabase), whose agent sessions the engine then
+	// knows. The VM owns it from then on, as a database it created.
+	DatabaseFile string
 	// EventBuffer bounds each VM event subscription (default 256).
 	EventBuffer int
 	// RootSnapshot, when set, is the VM's whole root filesystem: one
@@ -125,7 +130,9 @@ type VM struct {
 
 	createdAt time.Time
 	dbPath    string
-	agents    []protocol.AgentosProjectedAgent
+	// keepDB leaves the session database in place at the VM's end.
+	keepDB atomic.Bool
+	agents []protocol.AgentosProjectedAgent
 
 	cfgMu sync.Mutex // serialises Configure, which is replace-on-write
 	cfg   protocol.ConfigureVMRequest
@@ -226,7 +233,17 @@ func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (_ *VM, err erro
 		cfg.RootFilesystem.Lowers = []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(opts.RootSnapshot)}}
 	}
 	var dbPath string
-	if opts.Database || len(opts.Agents) > 0 {
+	if opts.DatabaseFile != "" {
+		if dbPath, err = filepath.Abs(opts.DatabaseFile); err != nil {
+			return nil, fmt.Errorf("agentos: session database: %w", err)
+		}
+		cfg.Database = &vmDatabaseJSON{Type: "sqlite_file", Path: dbPath}
+		defer func() {
+			if err != nil {
+				removeDatabase(dbPath)
+			}
+		}()
+	} else if opts.Database || len(opts.Agents) > 0 {
 		dir := opts.DataDir
 		if dir == "" {
 			dir = os.TempDir()
@@ -611,16 +628,38 @@ func (vm *VM) finish(state VMState, err error) {
 }
 
 func (vm *VM) cleanupFiles() {
-	if vm.dbPath != "" {
+	if vm.dbPath != "" && !vm.keepDB.Load() {
 		removeDatabase(vm.dbPath)
 	}
+}
+
+// KeepDatabase leaves the VM's session database in place when the VM ends,
+// for a later VM to take on (VMOptions.DatabaseFile), and returns its path
+// ("" when the VM has none). The caller owns the files from the VM's end
+// (DatabaseFiles names them).
+func (vm *VM) KeepDatabase() string {
+	if vm.dbPath == "" {
+		return ""
+	}
+	vm.keepDB.Store(true)
+	return vm.dbPath
+}
+
+// DatabaseFiles are the files of the SQLite database at path: the database
+// and the ones SQLite keeps beside it.
+func DatabaseFiles(path string) []string {
+	var out []string
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		out = append(out, path+suffix)
+	}
+	return out
 }
 
 // removeDatabase removes a VM's SQLite session database and the files
 // SQLite keeps beside it.
 func removeDatabase(path string) {
-	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
-		os.Remove(path + suffix)
+	for _, f := range DatabaseFiles(path) {
+		os.Remove(f)
 	}
 }
 

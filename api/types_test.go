@@ -26,6 +26,7 @@ var wireShapes = []struct {
 }{
 	// Package api: VMs, exec and processes.
 	{"CreateVMRequest", api.CreateVMRequest{}, false},
+	{"UpdateVMRequest", api.UpdateVMRequest{}, false},
 	{"VM", api.VM{}, true},
 	{"VMList", api.List[api.VM]{}, true},
 	{"ExecRequest", api.ExecRequest{}, false},

@@ -33,6 +33,15 @@ type CreateVMRequest struct {
 	FromSnapshot string `json:"fromSnapshot,omitempty" validate:"omitempty,max=64,nonul"`
 }
 
+// UpdateVMRequest is the body of PATCH /v1/vms/{vm}, a JSON merge patch of
+// the VM's settings: an absent field stays as it is, a label set to null is
+// removed.
+type UpdateVMRequest struct {
+	Labels             map[string]*string `json:"labels,omitempty" validate:"omitempty,max=64,dive,keys,min=1,max=63,nonul,endkeys,omitnil,max=256,nonul"`
+	IdleTimeoutSeconds *int               `json:"idleTimeoutSeconds,omitempty" validate:"omitnil,gte=0,lte=604800"`
+	OnIdle             *string            `json:"onIdle,omitempty" validate:"omitnil,oneof=hibernate dispose"`
+}
+
 // VM is a VM resource: the gateway's record of a VM with its spec
 // flattened. Times are in UTC.
 type VM struct {

@@ -229,6 +229,17 @@ func methodCases() []methodCase {
 				}
 				return expect(vm == nil, "vm", vm)
 			}},
+		{name: "VM.Update", method: "PATCH", path: vmBase, accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"labels":{"a":null,"b":"2"},"idleTimeoutSeconds":2,"onIdle":"dispose"}`,
+			resp:     canned{ctype: jsonCT, body: vmJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				b, onIdle, idle := "2", "dispose", 1500*time.Millisecond
+				vm, err := c.VM(weirdVM).Update(ctx, client.UpdateVMRequest{Labels: map[string]*string{"a": nil, "b": &b}, IdleTimeout: &idle, OnIdle: &onIdle})
+				if err != nil {
+					return err
+				}
+				return expect(vm.ID == "vm_1", "vm", vm)
+			}},
 		{name: "VM.Hibernate", method: "POST", path: vmBase + "/hibernate", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: strings.Replace(vmJSON, `"state":"ready"`, `"state":"hibernated","reason":"request","hibernatedAt":"2025-01-02T03:04:05Z"`, 1)},
 			call: func(ctx context.Context, c *client.Client) error {

@@ -87,6 +87,27 @@ func (r CreateVMRequest) MarshalJSON() ([]byte, error) {
 		OnIdle: r.OnIdle, Bindings: r.Bindings, FromSnapshot: r.FromSnapshot})
 }
 
+// UpdateVMRequest changes a VM's settings (VMHandle.Update); a nil field
+// stays as it is.
+type UpdateVMRequest struct {
+	// Labels are merged into the VM's; a label set to nil is removed.
+	Labels map[string]*string
+	// IdleTimeout, rounded up to a second (0: never), and OnIdle
+	// ("hibernate" or "dispose") apply at once to a running VM.
+	IdleTimeout *time.Duration
+	OnIdle      *string
+}
+
+// MarshalJSON encodes the UpdateVMRequest schema.
+func (r UpdateVMRequest) MarshalJSON() ([]byte, error) {
+	out := api.UpdateVMRequest{Labels: r.Labels, OnIdle: r.OnIdle}
+	if r.IdleTimeout != nil {
+		secs := int(ceilUnit(*r.IdleTimeout, time.Second))
+		out.IdleTimeoutSeconds = &secs
+	}
+	return json.Marshal(out)
+}
+
 // ceilUnit is d in units, rounded up (0 for d <= 0).
 func ceilUnit(d, unit time.Duration) int64 {
 	if d <= 0 {

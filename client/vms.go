@@ -93,6 +93,12 @@ func (v *VMHandle) Delete(ctx context.Context) (*VM, error) {
 	return &out, nil
 }
 
+// Update changes the VM's labels and idle settings, and returns its record.
+func (v *VMHandle) Update(ctx context.Context, req UpdateVMRequest) (*VM, error) {
+	out, _, err := call[VM](ctx, v.c, http.MethodPatch, vmPath(v.id), req, nil)
+	return out, err
+}
+
 // Hibernate captures the running VM's files into the gateway's store and
 // stops it, and returns its hibernated record: its processes and shells end,
 // everything else about it stays, and any call that needs it (or Wake)

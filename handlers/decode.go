@@ -100,7 +100,7 @@ var requestTypes = structsByName(requestBodies...)
 
 // requestBodies are the request body types, one of each.
 var requestBodies = []any{
-	api.CreateVMRequest{}, api.ExecRequest{}, api.SpawnRequest{}, api.SignalRequest{}, api.OpenShellRequest{}, api.ResizeRequest{},
+	api.CreateVMRequest{}, api.UpdateVMRequest{}, api.ExecRequest{}, api.SpawnRequest{}, api.SignalRequest{}, api.OpenShellRequest{}, api.ResizeRequest{},
 	api.MkdirRequest{}, api.MoveRequest{}, api.CreateTenantRequest{}, api.UpdateTenantRequest{}, api.OpenSessionRequest{},
 	api.PromptRequest{}, api.AnswerPermissionRequest{}, api.SetConfigRequest{}, gateway.PermissionDefault{},
 }

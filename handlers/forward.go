@@ -105,6 +105,9 @@ func (s *Server) remoteOwner(r *http.Request, tenantID, vmID string) (peer clust
 		return cluster.Peer{}, false, nil
 	}
 	vm, err := s.vms.Get(r.Context(), tenantID, vmID)
+	if err == nil && vm.State == gateway.VMHibernated {
+		return s.wakerOf(r)
+	}
 	if err != nil || vm.Node == "" || vm.Node == s.cfg.Cluster.ID() || vm.State.Final() {
 		return cluster.Peer{}, false, nil
 	}
@@ -116,6 +119,25 @@ func (s *Server) remoteOwner(r *http.Request, tenantID, vmID string) (peer clust
 		return cluster.Peer{}, false, s.cfg.Cluster.ReapNow(r.Context())
 	}
 	return peer, true, nil
+}
+
+// wakerOf returns the node that serves a request for a hibernated VM: this
+// one, which wakes it, unless it drains and wakes nothing; then the first
+// node that takes new VMs (cluster.Rank).
+func (s *Server) wakerOf(r *http.Request) (cluster.Peer, bool, error) {
+	if !s.vms.Cordoned() {
+		return cluster.Peer{}, false, nil
+	}
+	candidates, err := s.cfg.Cluster.Candidates(r.Context())
+	if err != nil {
+		return cluster.Peer{}, false, err
+	}
+	for _, c := range candidates {
+		if c.ID != s.cfg.Cluster.ID() {
+			return cluster.Peer{ID: c.ID, AdvertiseAddr: c.AdvertiseAddr, Alive: true}, true, nil
+		}
+	}
+	return cluster.Peer{}, false, nil
 }
 
 // placeCreate sends POST /v1/vms to the least-loaded live node that is not

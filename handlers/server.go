@@ -214,6 +214,7 @@ func (s *Server) routes() chi.Router {
 			r.Use(s.toOwner)
 			r.Get("/", s.getVM)
 			r.Delete("/", s.deleteVM)
+			r.Patch("/", s.updateVM)
 			r.Post("/hibernate", s.hibernateVM)
 			r.Post("/wake", s.wakeVM)
 			r.Get("/events", s.vmEvents)

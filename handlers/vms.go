@@ -217,6 +217,23 @@ func (s *Server) deleteVM(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, vmResource(vm))
 }
 
+// updateVM changes a VM's labels and idle settings (a JSON merge patch):
+// 200 with the record.
+func (s *Server) updateVM(w http.ResponseWriter, r *http.Request) {
+	var req api.UpdateVMRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	vm, err := s.vms.Update(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"),
+		vms.Patch{Labels: req.Labels, IdleTimeoutSeconds: req.IdleTimeoutSeconds, OnIdle: req.OnIdle})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, vmResource(vm))
+}
+
 // hibernateVM captures a running VM's files into the store and stops it:
 // 200 with its hibernated record, once done. A hibernated VM is answered as
 // it is.

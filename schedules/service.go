@@ -30,6 +30,7 @@ type Store interface {
 	GetSchedule(ctx context.Context, tenantID, vmID, id string) (gateway.Schedule, error)
 	ListSchedules(ctx context.Context, tenantID, vmID, cursor string, limit int) (gateway.Page[gateway.Schedule], error)
 	SchedulesOfVM(ctx context.Context, vmID string) ([]gateway.Schedule, error)
+	SchedulesOfHibernatedVMs(ctx context.Context, node string) ([]gateway.Schedule, error)
 	DeleteSchedule(ctx context.Context, tenantID, vmID, id string) error
 	DeleteVMSchedules(ctx context.Context, vmID string) (int, error)
 	DeleteEndedVMSchedules(ctx context.Context) (int, error)
@@ -46,6 +47,7 @@ type VMs interface {
 	CheckCwd(ctx context.Context, tenantID, vmID, cwd string) error
 	Exec(ctx context.Context, tenant gateway.Tenant, vmID string, req vms.ExecRequest, onOutput func(vms.Chunk)) (*vms.ExecResult, error)
 	Ended(id string) <-chan struct{}
+	Runs(id string) bool
 	Publish(vmID string, ev gateway.VMEvent)
 }
 
@@ -59,6 +61,9 @@ type Config struct {
 	Log zerolog.Logger
 	// Now is the clock of run records (time.Now when nil).
 	Now func() time.Time
+	// NodeID names this node: Start arms the schedules of the VMs it
+	// hibernated.
+	NodeID string
 }
 
 // storeWriteTimeout bounds the store writes the service does on its own
@@ -116,8 +121,9 @@ func New(cfg Config, store Store, v VMs, prompter Prompter) *Service {
 }
 
 // Start removes the schedules of VMs that ended while the gateway was down
-// (a restart loses every VM of this node) and starts the runner. The owner
-// of a VM re-arms its schedules with ArmVM.
+// (a restart loses every VM of this node that it did not hibernate), arms
+// those of the VMs this node hibernated (their runs wake them), and starts
+// the runner. A node that wakes a VM arms its schedules (SetUpVM).
 func (s *Service) Start(ctx context.Context) error {
 	n, err := s.store.DeleteEndedVMSchedules(ctx)
 	if err != nil {
@@ -126,9 +132,33 @@ func (s *Service) Start(ctx context.Context) error {
 	if n > 0 {
 		s.log.Info().Int("schedules", n).Msg("removed the schedules of VMs that ended")
 	}
+	if s.cfg.NodeID != "" {
+		list, err := s.store.SchedulesOfHibernatedVMs(ctx, s.cfg.NodeID)
+		if err != nil {
+			return err
+		}
+		for _, sc := range list {
+			if err := s.arm(sc); err != nil {
+				return err
+			}
+		}
+	}
 	s.runner.Start()
 	return nil
 }
+
+// SetUpVM arms the schedules of a VM this node wakes (a new VM has none
+// yet). It implements vms.VMSetup with VMEnded.
+func (s *Service) SetUpVM(ctx context.Context, vm gateway.VM, _ vms.BindingHost) error {
+	if vm.State != gateway.VMWaking {
+		return nil
+	}
+	return s.ArmVM(ctx, vm.ID)
+}
+
+// VMEnded does nothing: the end of a VM is watched by arm, which tells an
+// ended VM from a hibernated one.
+func (s *Service) VMEnded(string) {}
 
 // Close stops the runner, cancels the runs in progress and waits for
 // every goroutine of the service: the runs end once cancelled, and every
@@ -306,20 +336,50 @@ func (s *Service) arm(sc gateway.Schedule) error {
 	a := &armed{s: sc}
 	a.entry = s.runner.Schedule(sched, cron.FuncJob(func() { s.tick(a) }))
 	s.armed[sc.ID] = a
-	if !s.watched[sc.VMID] {
-		s.watched[sc.VMID] = true
-		ended := s.vms.Ended(sc.VMID)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			select {
-			case <-ended:
-				s.vmEnded(sc.VMID)
-			case <-s.stop:
-			}
-		}()
-	}
+	s.watchLocked(sc.TenantID, sc.VMID)
 	return nil
+}
+
+// watchLocked watches the end of a VM whose schedules are armed, unless it
+// is watched already: an ended VM's schedules go with it; a hibernated
+// VM's stay armed, and the next run (which wakes it) watches it again.
+func (s *Service) watchLocked(tenantID, vmID string) {
+	if s.watched[vmID] || s.closing {
+		return
+	}
+	s.watched[vmID] = true
+	ended := s.vms.Ended(vmID)
+	s.wg.Go(func() {
+		select {
+		case <-ended:
+		case <-s.stop:
+			return
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, storeWriteTimeout)
+		vm, err := s.vms.Get(ctx, tenantID, vmID)
+		cancel()
+		if (err == nil && !vm.State.Final()) || (err != nil && gateway.ErrorCode(err) != gateway.CodeNotFound) {
+			s.mu.Lock()
+			delete(s.watched, vmID)
+			s.mu.Unlock()
+			return
+		}
+		s.vmEnded(vmID)
+	})
+}
+
+// disarmVM takes the schedules of a VM off this node's runner, and keeps
+// them in the store: another node runs the VM and armed them.
+func (s *Service) disarmVM(vmID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, a := range s.armed {
+		if a.s.VMID == vmID {
+			s.runner.Remove(a.entry)
+			a.removed = true
+			delete(s.armed, id)
+		}
+	}
 }
 
 // disarm takes a schedule off the runner.
@@ -378,6 +438,7 @@ func (s *Service) tick(a *armed) {
 func (s *Service) runLoop(a *armed) {
 	for {
 		s.record(a, s.run(a.s))
+		s.afterRun(a.s)
 		s.mu.Lock()
 		if a.queued && !a.removed && !s.closing {
 			a.queued = false
@@ -387,6 +448,23 @@ func (s *Service) runLoop(a *armed) {
 		a.running, a.queued = false, false
 		s.mu.Unlock()
 		return
+	}
+}
+
+// afterRun follows the VM where the run found it: woken on this node, its
+// end is watched again; running on another node (which woke it and armed
+// its schedules), its schedules leave this node's runner.
+func (s *Service) afterRun(sc gateway.Schedule) {
+	if s.vms.Runs(sc.VMID) {
+		s.mu.Lock()
+		s.watchLocked(sc.TenantID, sc.VMID)
+		s.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, storeWriteTimeout)
+	defer cancel()
+	if vm, err := s.vms.Get(ctx, sc.TenantID, sc.VMID); err == nil && vm.State == gateway.VMReady {
+		s.disarmVM(sc.VMID)
 	}
 }
 

@@ -17,11 +17,14 @@ import (
 // blocks until told to finish, to overlap ticks without timing; the real
 // engine's runs are covered by cmd/server/e2e_schedules_test.go.
 type fakeVMs struct {
-	mu      sync.Mutex
-	ended   map[string]chan struct{}
-	events  []gateway.VMEvent
-	release chan struct{} // when set, an exec waits for it
-	started chan string
+	db    *store.DB // the VMs' records
+	mu    sync.Mutex
+	ended map[string]chan struct{}
+	// elsewhere are VMs another node runs.
+	elsewhere map[string]bool
+	events    []gateway.VMEvent
+	release   chan struct{} // when set, an exec waits for it
+	started   chan string
 }
 
 func (f *fakeVMs) Usable(ctx context.Context, tenantID, id string) error { return nil }
@@ -41,7 +44,13 @@ func (f *fakeVMs) CheckCwd(ctx context.Context, tenantID, vmID, cwd string) erro
 }
 
 func (f *fakeVMs) Get(ctx context.Context, tenantID, id string) (gateway.VM, error) {
-	return gateway.VM{ID: id, TenantID: tenantID}, nil
+	return f.db.GetVM(ctx, tenantID, id)
+}
+
+func (f *fakeVMs) Runs(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.elsewhere[id]
 }
 
 func (f *fakeVMs) Exec(ctx context.Context, tenant gateway.Tenant, vmID string, req vms.ExecRequest, _ func(vms.Chunk)) (*vms.ExecResult, error) {
@@ -96,7 +105,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := db.CreateVM(ctx, gateway.VM{ID: "vm_a", TenantID: "acme", State: gateway.VMReady}); err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeVMs{ended: map[string]chan struct{}{}, started: make(chan string, 16)}
+	f := &fakeVMs{db: db, ended: map[string]chan struct{}{}, elsewhere: map[string]bool{}, started: make(chan string, 16)}
 	svc := New(Config{}, db, f, nil)
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -280,6 +289,9 @@ func TestOverlap(t *testing.T) {
 func TestSchedulesEndWithTheirVM(t *testing.T) {
 	fx := newFixture(t)
 	s := fx.create(t, never, "", "true")
+	if _, err := fx.db.SetVMState(t.Context(), "vm_a", gateway.VMDisposed, "", ""); err != nil {
+		t.Fatal(err)
+	}
 	fx.vms.Ended("vm_a")
 	fx.vms.mu.Lock()
 	close(fx.vms.ended["vm_a"])
@@ -324,6 +336,99 @@ func TestArmVMAfterRestart(t *testing.T) {
 	svc.tick(a)
 	if r := fx.waitRuns(t, s.ID, 1)[0]; r.Stdout != "echo again\n" {
 		t.Errorf("run after the restart: %+v", r)
+	}
+}
+
+// TestSchedulesOfAHibernatedVM: a VM that hibernates keeps its schedules,
+// armed on the node that ran it, which a restarted node arms again; once
+// another node runs the VM (it woke it there), this node's runner drops
+// them and the store keeps them.
+func TestSchedulesOfAHibernatedVM(t *testing.T) {
+	fx := newFixture(t)
+	ctx := t.Context()
+	s := fx.create(t, never, "", "echo awake")
+	if _, err := fx.db.SetVMState(ctx, "vm_a", gateway.VMHibernating, "request", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.db.HibernateVM(ctx, "vm_a", "image-1", 1, "", "request"); err != nil {
+		t.Fatal(err)
+	}
+	fx.vms.Ended("vm_a")
+	fx.vms.mu.Lock()
+	close(fx.vms.ended["vm_a"])
+	fx.vms.mu.Unlock()
+	armedIn := func(svc *Service) (armed, watched bool) {
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		return svc.armed[s.ID] != nil, svc.watched["vm_a"]
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		armed, watched := armedIn(fx.svc)
+		if !armed {
+			t.Fatal("the schedule of a hibernated VM was disarmed")
+		}
+		if !watched {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the end of the hibernated VM is still watched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := fx.db.GetSchedule(ctx, "acme", "vm_a", s.ID); err != nil {
+		t.Fatalf("the schedule of a hibernated VM: %v", err)
+	}
+
+	// The node starts again (its records name it "n1"): it arms the
+	// schedules of the VMs it hibernated, and no other node does.
+	if err := fx.db.CreateVM(ctx, gateway.VM{ID: "vm_b", TenantID: "acme", State: gateway.VMReady, Node: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.db.SetVMState(ctx, "vm_b", gateway.VMHibernating, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.db.HibernateVM(ctx, "vm_b", "image-2", 1, "", "shutdown"); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := fx.svc.Create(ctx, fx.ten, gateway.Schedule{VMID: "vm_b", Cron: never, Exec: &gateway.ScheduleExec{Command: "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for node, want := range map[string]bool{"n1": true, "n2": false} {
+		svc := New(Config{NodeID: node}, fx.db, fx.vms, nil)
+		if err := svc.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		svc.mu.Lock()
+		got := svc.armed[sb.ID] != nil
+		svc.mu.Unlock()
+		svc.Close(context.Background())
+		if got != want {
+			t.Errorf("node %s armed vm_b's schedule: %v, want %v", node, got, want)
+		}
+	}
+
+	// Another node woke vm_a: after its next run here, this node drops it.
+	if _, err := fx.db.ClaimWake(ctx, "acme", "vm_a", "n2", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := fx.db.WokeVM(ctx, "vm_a", "sc_2", "request"); err != nil {
+		t.Fatal(err)
+	}
+	fx.vms.mu.Lock()
+	fx.vms.elsewhere["vm_a"] = true
+	fx.vms.mu.Unlock()
+	fx.tick(s.ID)
+	deadline = time.Now().Add(10 * time.Second)
+	for armed, _ := armedIn(fx.svc); armed; armed, _ = armedIn(fx.svc) {
+		if time.Now().After(deadline) {
+			t.Fatal("a VM another node runs is still armed here")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := fx.db.GetSchedule(ctx, "acme", "vm_a", s.ID); err != nil {
+		t.Fatalf("the schedule of a VM another node runs: %v", err)
 	}
 }
 

@@ -166,6 +166,15 @@ func (db *DB) SchedulesOfVM(ctx context.Context, vmID string) ([]gateway.Schedul
 	return page.Items, err
 }
 
+// SchedulesOfHibernatedVMs returns the schedules of the hibernated VMs that
+// node ran last, which that node arms: their runs wake the VMs.
+func (db *DB) SchedulesOfHibernatedVMs(ctx context.Context, node string) ([]gateway.Schedule, error) {
+	page, err := listRows(ctx, db, `SELECT `+scheduleColumns+` FROM schedules
+		WHERE vm_id IN (SELECT id FROM vms WHERE state = 'hibernated' AND node = ?) ORDER BY created_at, id`,
+		[]any{node}, scanSchedule, "store: list schedules of hibernated vms")
+	return page.Items, err
+}
+
 // DeleteSchedule removes a tenant's schedule and its runs; an absent one is
 // CodeNotFound.
 func (db *DB) DeleteSchedule(ctx context.Context, tenantID, vmID, id string) error {

@@ -32,7 +32,7 @@ const (
 // the hibernation image's, which only hibernation writes.
 const (
 	vmInsertColumns = `id, tenant_id, state, reason, sidecar_id, node, spec, created_at, updated_at`
-	vmColumns       = vmInsertColumns + `, image, image_bytes, hibernated_at`
+	vmColumns       = vmInsertColumns + `, image, image_bytes, hibernated_at, sessions_image`
 )
 
 func scanVM(row interface{ Scan(...any) error }) (gateway.VM, error) {
@@ -41,7 +41,7 @@ func scanVM(row interface{ Scan(...any) error }) (gateway.VM, error) {
 		spec []byte
 	)
 	err := row.Scan(&vm.ID, &vm.TenantID, &vm.State, &vm.Reason, &vm.SidecarID, &vm.Node, &spec,
-		scanTime(&vm.CreatedAt), scanTime(&vm.UpdatedAt), &vm.Image, &vm.ImageBytes, scanTime(&vm.HibernatedAt))
+		scanTime(&vm.CreatedAt), scanTime(&vm.UpdatedAt), &vm.Image, &vm.ImageBytes, scanTime(&vm.HibernatedAt), &vm.SessionsImage)
 	if err != nil {
 		return gateway.VM{}, err
 	}
@@ -216,7 +216,7 @@ func (db *DB) ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gat
 // keeps the current one. A VM in a final state (disposed, lost) admits no
 // transition, not even to the same state: that is CodeConflict with the
 // current state in Details["state"]. A VM moved back to hibernated (a wake
-// that failed) runs on no node or sidecar; to hibernate a running VM, see
+// that failed) runs on no sidecar; to hibernate a running VM, see
 // HibernateVM.
 func (db *DB) SetVMState(ctx context.Context, id string, to gateway.VMState, reason, sidecarID string) (gateway.VM, error) {
 	if !to.Valid() {
@@ -231,17 +231,19 @@ func (db *DB) SetVMState(ctx context.Context, id string, to gateway.VMState, rea
 			vm.SidecarID = sidecarID
 		}
 		if to == gateway.VMHibernated {
-			vm.Node, vm.SidecarID = "", ""
+			vm.SidecarID = ""
 		}
 		return nil
 	})
 }
 
 // HibernateVM records that a hibernating VM's root filesystem is stored as
-// the blob image, bytes long: the VM is hibernated with reason, runs on no
-// node or sidecar, and hibernatedAt is now. A VM in another state is
-// CodeConflict with it in Details["state"].
-func (db *DB) HibernateVM(ctx context.Context, id, image string, bytes int64, reason string) (gateway.VM, error) {
+// the blob image, bytes long, and its session database as the blob
+// sessionsImage (empty: none): the VM is hibernated with reason, runs on no
+// sidecar, and hibernatedAt is now. Its node stays the one that ran it last,
+// which keeps its schedules armed; any node may wake it. A VM in another
+// state is CodeConflict with it in Details["state"].
+func (db *DB) HibernateVM(ctx context.Context, id, image string, bytes int64, sessionsImage, reason string) (gateway.VM, error) {
 	if image == "" {
 		return gateway.VM{}, gateway.Errorf(gateway.CodeInvalidArgument, "a hibernated vm needs an image")
 	}
@@ -249,8 +251,8 @@ func (db *DB) HibernateVM(ctx context.Context, id, image string, bytes int64, re
 		if vm.State != gateway.VMHibernating {
 			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s, not hibernating", id, vm.State).WithDetail("state", string(vm.State))
 		}
-		vm.State, vm.Reason, vm.Node, vm.SidecarID = gateway.VMHibernated, reason, "", ""
-		vm.Image, vm.ImageBytes, vm.HibernatedAt = image, bytes, db.now()
+		vm.State, vm.Reason, vm.SidecarID = gateway.VMHibernated, reason, ""
+		vm.Image, vm.ImageBytes, vm.SessionsImage, vm.HibernatedAt = image, bytes, sessionsImage, db.now()
 		return nil
 	})
 }
@@ -299,23 +301,23 @@ func (db *DB) ClaimWake(ctx context.Context, tenantID, id, node string, maxVMs i
 }
 
 // WokeVM records that a waking VM runs again, on sidecarID: it is ready
-// with reason, and its image is dropped from the record. The image's name
-// is returned with the record, for the caller to remove the blob. A VM in
+// with reason, and its images are dropped from the record. Their names are
+// returned with the record, for the caller to remove the blobs. A VM in
 // another state is CodeConflict with it in Details["state"].
-func (db *DB) WokeVM(ctx context.Context, id, sidecarID, reason string) (vm gateway.VM, image string, err error) {
+func (db *DB) WokeVM(ctx context.Context, id, sidecarID, reason string) (vm gateway.VM, images []string, err error) {
 	vm, err = db.updateVM(ctx, id, func(vm *gateway.VM) error {
 		if vm.State != gateway.VMWaking {
 			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s, not waking", id, vm.State).WithDetail("state", string(vm.State))
 		}
-		image = vm.Image
+		images = vm.Images()
 		vm.State, vm.Reason, vm.SidecarID = gateway.VMReady, reason, sidecarID
-		vm.Image, vm.ImageBytes, vm.HibernatedAt = "", 0, time.Time{}
+		vm.Image, vm.ImageBytes, vm.SessionsImage, vm.HibernatedAt = "", 0, "", time.Time{}
 		return nil
 	})
 	if err != nil {
-		return gateway.VM{}, "", err
+		return gateway.VM{}, nil, err
 	}
-	return vm, image, nil
+	return vm, images, nil
 }
 
 // updateVM reads a VM's row for update, lets change edit it, and writes it
@@ -361,9 +363,9 @@ func (db *DB) writeVMLocked(ctx context.Context, tx *sql.Tx, vm gateway.VM) erro
 		hibernatedAt = db.d.ts(vm.HibernatedAt)
 	}
 	_, err := db.exec(ctx, tx, `UPDATE vms SET state = ?, reason = ?, sidecar_id = ?, node = ?, updated_at = ?,
-		image = ?, image_bytes = ?, hibernated_at = ? WHERE id = ?`,
+		image = ?, image_bytes = ?, hibernated_at = ?, sessions_image = ? WHERE id = ?`,
 		string(vm.State), vm.Reason, vm.SidecarID, vm.Node, db.d.ts(vm.UpdatedAt),
-		vm.Image, vm.ImageBytes, hibernatedAt, vm.ID)
+		vm.Image, vm.ImageBytes, hibernatedAt, vm.SessionsImage, vm.ID)
 	if err != nil {
 		return dbError(err, "store: set vm state")
 	}
@@ -496,7 +498,7 @@ func (db *DB) CountLiveVMs(ctx context.Context, tenantID string) (int, error) {
 
 // DeleteVM removes a tenant's VM record that reached a final state, or is
 // hibernated, with its labels, history and agent sessions, and returns it:
-// a hibernated VM's Image names the blob the caller removes. A VM in
+// a hibernated VM's Images name the blobs the caller removes. A VM in
 // another state is CodeConflict with its state in Details["state"]; a
 // missing one (or another tenant's) is CodeNotFound.
 func (db *DB) DeleteVM(ctx context.Context, tenantID, id string) (gateway.VM, error) {
@@ -519,6 +521,30 @@ func (db *DB) DeleteVM(ctx context.Context, tenantID, id string) (gateway.VM, er
 		return nil
 	})
 	return out, err
+}
+
+// HibernatedBefore returns up to limit VMs, of every tenant, hibernated
+// before the given time, oldest first, images included: those past their
+// retention.
+func (db *DB) HibernatedBefore(ctx context.Context, before time.Time, limit int) ([]gateway.VM, error) {
+	rows, err := db.query(ctx, db.r, `SELECT `+vmColumns+` FROM vms WHERE state = 'hibernated' AND hibernated_at < ?
+		ORDER BY hibernated_at LIMIT ?`, db.d.ts(before), limit)
+	if err != nil {
+		return nil, dbError(err, "store: list hibernated vms")
+	}
+	defer rows.Close()
+	var out []gateway.VM
+	for rows.Next() {
+		vm, err := scanVM(rows)
+		if err != nil {
+			return nil, dbError(err, "store: list hibernated vms")
+		}
+		out = append(out, vm)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError(err, "store: list hibernated vms")
+	}
+	return out, nil
 }
 
 // PurgeEndedVMs removes the records of VMs, of every tenant, that reached a

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -562,25 +563,25 @@ func TestHibernationLifeCycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Only a hibernating VM takes an image, and an image is needed.
-		_, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "request")
+		_, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "sessions-1", "request")
 		wantCode(t, err, gateway.CodeConflict)
 		_, err = db.SetVMState(ctx, "vm_1", gateway.VMHibernated, "request", "")
 		wantCode(t, err, gateway.CodeConflict)
 		if _, err := db.SetVMState(ctx, "vm_1", gateway.VMHibernating, "", ""); err != nil {
 			t.Fatal(err)
 		}
-		_, err = db.HibernateVM(ctx, "vm_1", "", 10, "request")
+		_, err = db.HibernateVM(ctx, "vm_1", "", 10, "", "request")
 		wantCode(t, err, gateway.CodeInvalidArgument)
 		t1 := t0.Add(time.Minute)
 		db.now = func() time.Time { return t1 }
-		vm, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "request")
+		vm, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "sessions-1", "request")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if vm.State != gateway.VMHibernated || vm.Node != "" || vm.SidecarID != "" || vm.Image != "blob-1" || vm.ImageBytes != 10 || !vm.HibernatedAt.Equal(t1) {
+		if vm.State != gateway.VMHibernated || vm.Node != "n1" || vm.SidecarID != "" || vm.Image != "blob-1" || vm.ImageBytes != 10 || !vm.HibernatedAt.Equal(t1) {
 			t.Fatalf("hibernated = %+v", vm)
 		}
-		if got, _ := db.GetVM(ctx, "acme", "vm_1"); got.State != gateway.VMHibernated || got.Image != "blob-1" || !got.HibernatedAt.Equal(t1) {
+		if got, _ := db.GetVM(ctx, "acme", "vm_1"); got.State != gateway.VMHibernated || got.Image != "blob-1" || got.SessionsImage != "sessions-1" || !got.HibernatedAt.Equal(t1) {
 			t.Fatalf("GetVM = %+v", got)
 		}
 		// A hibernated VM is listed (it has not ended), by label too, and
@@ -624,9 +625,10 @@ func TestHibernationLifeCycle(t *testing.T) {
 		if _, err := db.ClaimWake(ctx, "acme", "vm_1", "n2", 0); err != nil {
 			t.Fatal(err)
 		}
-		vm, image, err := db.WokeVM(ctx, "vm_1", "sc_9", "request")
-		if err != nil || image != "blob-1" || vm.State != gateway.VMReady || vm.SidecarID != "sc_9" || vm.Image != "" || !vm.HibernatedAt.IsZero() || vm.Node != "n2" {
-			t.Fatalf("WokeVM = %+v, %q, %v", vm, image, err)
+		vm, images, err := db.WokeVM(ctx, "vm_1", "sc_9", "request")
+		if err != nil || !slices.Equal(images, []string{"blob-1", "sessions-1"}) || vm.State != gateway.VMReady || vm.SidecarID != "sc_9" ||
+			vm.Image != "" || vm.SessionsImage != "" || !vm.HibernatedAt.IsZero() || vm.Node != "n2" {
+			t.Fatalf("WokeVM = %+v, %q, %v", vm, images, err)
 		}
 		_, _, err = db.WokeVM(ctx, "vm_1", "sc_9", "request")
 		wantCode(t, err, gateway.CodeConflict)
@@ -635,7 +637,7 @@ func TestHibernationLifeCycle(t *testing.T) {
 		if _, err := db.SetVMState(ctx, "vm_1", gateway.VMHibernating, "", ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.HibernateVM(ctx, "vm_1", "blob-2", 20, "idle"); err != nil {
+		if _, err := db.HibernateVM(ctx, "vm_1", "blob-2", 20, "", "idle"); err != nil {
 			t.Fatal(err)
 		}
 		gone, err := db.DeleteVM(ctx, "acme", "vm_1")

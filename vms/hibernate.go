@@ -1,14 +1,19 @@
 package vms
 
 import (
+	"archive/tar"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"sync"
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/agentos"
 )
 
 // A VM's identity and files belong to the store; a sidecar only runs it for
@@ -139,6 +144,9 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 	}
 	lv.mu.Lock()
 	lv.image = &img
+	// The agent sessions' database outlives the engine's VM, to be stored
+	// once the engine has closed it (recordHibernated).
+	lv.sessionsDB = lv.vm.KeepDatabase()
 	lv.mu.Unlock()
 	s.endVM(context.WithoutCancel(ctx), lv, gateway.VMHibernated, reason, true)
 	return nil
@@ -169,24 +177,155 @@ func (s *Service) capture(ctx context.Context, lv *liveVM) (vmImage, error) {
 	return vmImage{name: name, bytes: size}, nil
 }
 
-// recordHibernated records the end of lv as hibernated with its image. A
-// record that fails leaves the VM without its engine VM and without a
-// usable image: it is lost, and the image goes.
+// recordHibernated stores the disposed VM's session database, and records
+// the end of lv as hibernated with its images. A database that cannot be
+// stored costs the agents their sessions, not the VM its files. A record
+// that fails leaves the VM without its engine VM and without a usable
+// image: it is lost, and the images go.
 func (s *Service) recordHibernated(ctx context.Context, lv *liveVM, reason string) error {
 	lv.mu.Lock()
-	img := lv.image
+	img, db := lv.image, lv.sessionsDB
 	lv.mu.Unlock()
 	if img == nil {
 		return fmt.Errorf("vms: vm %s hibernated without an image", lv.id)
 	}
-	if _, err := s.store.HibernateVM(ctx, lv.id, img.name, img.bytes, reason); err != nil {
+	var sessions string
+	if db != "" {
+		var err error
+		if sessions, err = s.storeDatabase(ctx, db); err != nil {
+			s.log.Error().Err(err).Str("vm", lv.id).Msg("store the agent sessions of a hibernating vm; they are lost")
+		}
+		for _, f := range agentos.DatabaseFiles(db) {
+			_ = os.Remove(f)
+		}
+	}
+	if _, err := s.store.HibernateVM(ctx, lv.id, img.name, img.bytes, sessions, reason); err != nil {
 		s.deleteImage(img.name)
+		s.deleteImage(sessions)
 		if _, lerr := s.store.SetVMState(ctx, lv.id, gateway.VMLost, "its hibernation could not be recorded", ""); lerr != nil {
 			s.log.Error().Err(lerr).Str("vm", lv.id).Msg("record a lost hibernation")
 		}
 		return err
 	}
 	return nil
+}
+
+// storeDatabase puts the files of the SQLite database at path, which its
+// VM has closed, into the image store as one tar (packDatabase).
+func (s *Service) storeDatabase(ctx context.Context, path string) (string, error) {
+	pr, pw := io.Pipe()
+	var wg sync.WaitGroup
+	wg.Go(func() { pw.CloseWithError(packDatabase(path, pw)) })
+	name, _, err := s.cfg.Images.Put(ctx, pr)
+	pr.CloseWithError(errors.New("vms: the image store stopped reading"))
+	wg.Wait()
+	return name, err
+}
+
+// restoreDatabase writes a stored session database into a new file of the
+// service's data directory, for the woken VM to take on.
+func (s *Service) restoreDatabase(ctx context.Context, name string) (string, error) {
+	rc, err := s.cfg.Images.Open(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	dir := cmp.Or(s.cfg.DataDir, os.TempDir())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return unpackDatabase(rc, dir)
+}
+
+// A session database travels as a tar of its files: the database as "db",
+// and its write-ahead log as "db-wal" when SQLite left one.
+const (
+	dbEntry    = "db"
+	dbWALEntry = "db-wal"
+)
+
+// packDatabase writes the database at path, and its write-ahead log if
+// there is one, as a tar into w.
+func packDatabase(path string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	for entry, file := range map[string]string{dbEntry: path, dbWALEntry: path + "-wal"} {
+		f, err := os.Open(file)
+		if errors.Is(err, fs.ErrNotExist) && entry == dbWALEntry {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = func() error {
+			defer f.Close()
+			st, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			if err := tw.WriteHeader(&tar.Header{Name: entry, Mode: 0o600, Size: st.Size(), Typeflag: tar.TypeReg}); err != nil {
+				return err
+			}
+			_, err = io.Copy(tw, f)
+			return err
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// unpackDatabase writes a database packDatabase wrote into a new file of
+// dir (and its write-ahead log beside it), and returns the file's path.
+func unpackDatabase(r io.Reader, dir string) (path string, err error) {
+	f, err := os.CreateTemp(dir, "agentos-vm-*.db")
+	if err != nil {
+		return "", err
+	}
+	path = f.Name()
+	f.Close()
+	defer func() {
+		if err != nil {
+			for _, file := range agentos.DatabaseFiles(path) {
+				_ = os.Remove(file)
+			}
+		}
+	}()
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return path, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		var dst string
+		switch hdr.Name {
+		case dbEntry:
+			dst = path
+		case dbWALEntry:
+			dst = path + "-wal"
+		default:
+			return "", fmt.Errorf("vms: unexpected %q in a stored session database", hdr.Name)
+		}
+		if err := writeFile(dst, tr); err != nil {
+			return "", err
+		}
+	}
+}
+
+// writeFile writes r into the file name, created or truncated.
+func writeFile(name string, r io.Reader) error {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // deleteImage removes an image nobody refers to any more, on its own time.
@@ -302,6 +441,24 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 	}
 	defer root.close()
 	opts.RootSnapshot = root.entries
+	if rec.SessionsImage != "" {
+		// The agent sessions' database comes back with the VM: the engine
+		// knows its sessions, and starts an agent for one when prompted.
+		db, err := s.restoreDatabase(ctx, rec.SessionsImage)
+		if err != nil {
+			return fail(gateway.Wrap(gateway.CodeUnavailable, err, "the VM's agent sessions could not be restored"))
+		}
+		opts.DatabaseFile = db
+		defer func() {
+			// The engine's VM owns the file once created; before, it is
+			// this wake's.
+			if made.vm == nil {
+				for _, f := range agentos.DatabaseFiles(db) {
+					_ = os.Remove(f)
+				}
+			}
+		}()
+	}
 	vm, lease, err := s.place(ctx, tenant, rec.Spec, opts)
 	if err != nil {
 		return fail(err)
@@ -318,7 +475,7 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 	}
 	lv := s.newLiveVM(rec, vm, lease)
 	wctx, wcancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	_, image, err := s.store.WokeVM(wctx, id, lease.SidecarID(), reason)
+	_, images, err := s.store.WokeVM(wctx, id, lease.SidecarID(), reason)
 	wcancel()
 	if err != nil {
 		return fail(err)
@@ -328,14 +485,18 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 		// image it woke from.
 		wctx, wcancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer wcancel()
-		lv.image = &vmImage{name: image, bytes: rec.ImageBytes}
+		lv.image = &vmImage{name: rec.Image, bytes: rec.ImageBytes}
+		lv.sessionsDB = vm.KeepDatabase()
+		s.deleteImage(rec.SessionsImage)
 		if _, err := s.store.SetVMState(wctx, id, gateway.VMHibernating, ReasonShutdown, ""); err != nil {
 			s.log.Error().Err(err).Str("vm", id).Msg("hibernate a VM woken during shutdown")
 		}
 		s.endVM(wctx, lv, gateway.VMHibernated, ReasonShutdown, true)
 		return nil, errShuttingDown()
 	}
-	s.deleteImage(image)
+	for _, image := range images {
+		s.deleteImage(image)
+	}
 	s.log.Info().Str("vm", id).Str("reason", reason).Msg("vm woke")
 	return lv, nil
 }
@@ -350,4 +511,57 @@ func (s *Service) undoWake(made halfMade, cause error) {
 	if _, err := s.store.SetVMState(ctx, made.rec.ID, gateway.VMHibernated, "wake failed: "+gateway.ErrorMessage(cause), ""); err != nil {
 		s.log.Error().Err(err).Str("vm", made.rec.ID).Msg("record a failed wake")
 	}
+}
+
+// Patch is a change of a VM's settings (PATCH /v1/vms/{vm}): a nil field is
+// left as it is; a label set to nil is removed.
+type Patch struct {
+	Labels             map[string]*string
+	IdleTimeoutSeconds *int
+	OnIdle             *string
+}
+
+// Update applies p to a tenant's VM, running or hibernated, and returns the
+// record: the labels, and the idle timeout and what becomes of the VM then,
+// which apply at once to a VM this node runs. The labels after the change
+// must be at most gateway.MaxLabels.
+func (s *Service) Update(ctx context.Context, tenantID, id string, p Patch) (gateway.VM, error) {
+	rec, err := s.store.UpdateVMSpec(ctx, tenantID, id, func(spec *gateway.VMSpec) error {
+		for name, v := range p.Labels {
+			if v == nil {
+				delete(spec.Labels, name)
+				continue
+			}
+			if spec.Labels == nil {
+				spec.Labels = map[string]string{}
+			}
+			spec.Labels[name] = *v
+		}
+		if len(spec.Labels) == 0 {
+			spec.Labels = nil
+		}
+		if len(spec.Labels) > gateway.MaxLabels {
+			return gateway.Errorf(gateway.CodeInvalidArgument, "the VM would carry %d labels; at most %d are allowed", len(spec.Labels), gateway.MaxLabels).WithDetail("field", "labels")
+		}
+		if p.IdleTimeoutSeconds != nil {
+			spec.IdleTimeoutSeconds = *p.IdleTimeoutSeconds
+		}
+		if p.OnIdle != nil {
+			spec.OnIdle = *p.OnIdle
+		}
+		return nil
+	})
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	s.mu.Lock()
+	lv := s.live[id]
+	s.mu.Unlock()
+	if lv != nil && lv.tenantID == tenantID {
+		lv.mu.Lock()
+		lv.idle = time.Duration(rec.Spec.IdleTimeoutSeconds) * time.Second
+		lv.onIdle = cmp.Or(rec.Spec.OnIdle, s.cfg.OnIdle)
+		lv.mu.Unlock()
+	}
+	return rec, nil
 }

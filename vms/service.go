@@ -36,9 +36,11 @@ type Store interface {
 	PurgeEndedVMs(ctx context.Context, before time.Time) (int, error)
 	// Hibernation (hibernate.go).
 	GetTenant(ctx context.Context, id string) (gateway.Tenant, error)
-	HibernateVM(ctx context.Context, id, image string, bytes int64, reason string) (gateway.VM, error)
+	HibernateVM(ctx context.Context, id, image string, bytes int64, sessionsImage, reason string) (gateway.VM, error)
 	ClaimWake(ctx context.Context, tenantID, id, node string, maxVMs int) (gateway.VM, error)
-	WokeVM(ctx context.Context, id, sidecarID, reason string) (gateway.VM, string, error)
+	WokeVM(ctx context.Context, id, sidecarID, reason string) (gateway.VM, []string, error)
+	UpdateVMSpec(ctx context.Context, tenantID, id string, change func(spec *gateway.VMSpec) error) (gateway.VM, error)
+	HibernatedBefore(ctx context.Context, before time.Time, limit int) ([]gateway.VM, error)
 }
 
 // Lease is a counted hold on a pooled sidecar: one type for the VMs of
@@ -102,6 +104,9 @@ type Config struct {
 	// hibernate). WakeTimeout bounds a wake (default DefaultWakeTimeout).
 	Images      ImageStore
 	WakeTimeout time.Duration
+	// HibernatedRetention is how long a VM may stay hibernated before it
+	// is deleted with its image, checked every PurgeInterval (0: kept).
+	HibernatedRetention time.Duration
 	// OnIdle is what becomes of a VM idle past its timeout that did not
 	// choose (VMSpec.OnIdle); OnShutdown what becomes of the running VMs
 	// when the service closes. Either is OnIdleHibernate (the default
@@ -199,9 +204,13 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	return s
 }
 
-// shutdownParallel bounds the VMs Close hibernates or disposes at once: each
-// capture streams a whole root filesystem through the store.
+// shutdownParallel bounds the VMs Close or Drain hibernates or disposes at
+// once: each capture streams a whole root filesystem through the store.
 const shutdownParallel = 4
+
+// hibernateTimeout bounds a hibernation the service starts on its own
+// behalf (idle, drain): the capture of a large tree takes a while.
+const hibernateTimeout = 2 * time.Minute
 
 // DefaultRetention is how long ended VM records are kept by default.
 const DefaultRetention = 7 * 24 * time.Hour
@@ -230,10 +239,12 @@ type liveVM struct {
 	vm       *agentos.VM
 	lease    Lease
 	events   *streamlog.Log[gateway.VMEvent]
-	idle     time.Duration
-	onIdle   string // OnIdleHibernate or OnIdleDispose
 
-	mu          sync.Mutex
+	mu sync.Mutex
+	// idle is how long the VM may be idle, and onIdle what becomes of it
+	// then (OnIdleHibernate or OnIdleDispose): PATCH changes them.
+	idle        time.Duration
+	onIdle      string
 	procs       map[uint32]*Process
 	exited      []uint32 // pids of exited processes, oldest first
 	shells      map[string]*Shell
@@ -241,8 +252,11 @@ type liveVM struct {
 	busy        int // calls and open streams in progress
 	ended       bool
 	hibernating bool
-	// image is the VM's captured root filesystem once it hibernates.
+	// image is the VM's captured root filesystem once it hibernates, and
+	// sessionsDB the path of its agent session database, kept for the
+	// image store past the engine's VM.
 	image       *vmImage
+	sessionsDB  string
 	releaseOnce sync.Once
 	// done is closed once the VM's final state is in the store.
 	done chan struct{}
@@ -262,6 +276,62 @@ func (s *Service) Cordon() {
 	s.mu.Lock()
 	s.cordoned = true
 	s.mu.Unlock()
+}
+
+// Drain cordons the service (see Cordon) and, when the running VMs are to
+// hibernate at a stop (Config.OnShutdown), hibernates every one of them
+// now, a few at a time, in the background: the node can leave as soon as
+// they are in the store, and each wakes on its next use on another node.
+// Otherwise they run on until they end or the drain's deadline.
+func (s *Service) Drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cordoned = true
+	if s.closing || s.cfg.OnShutdown != OnIdleHibernate {
+		return
+	}
+	lvs := slices.Collect(maps.Values(s.live))
+	s.goLocked(func() {
+		// Not bounded by s.life: a stop during the drain waits for the
+		// hibernations in progress rather than cutting them.
+		ctx, cancel := context.WithTimeout(context.Background(), hibernateTimeout)
+		defer cancel()
+		s.hibernateAll(ctx, lvs, ReasonDrain, false)
+	})
+}
+
+// hibernateAll hibernates lvs, shutdownParallel at once, each bounded by
+// ctx; with orDispose, a VM that does not hibernate is disposed.
+func (s *Service) hibernateAll(ctx context.Context, lvs []*liveVM, reason string, orDispose bool) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, shutdownParallel)
+	for _, lv := range lvs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if s.cfg.OnShutdown == OnIdleHibernate {
+				err := s.hibernate(ctx, lv, reason)
+				if err == nil || errors.Is(err, errHibernating) {
+					// Another hibernation (an idle one), or the VM's
+					// end, is ahead of this one.
+					return
+				}
+				s.log.Warn().Err(err).Str("vm", lv.id).Str("reason", reason).Msg("hibernate")
+			}
+			if orDispose {
+				s.endVM(ctx, lv, gateway.VMDisposed, "the gateway shut down", true)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Cordoned reports whether the service takes no new VMs and wakes none:
+// the node drains.
+func (s *Service) Cordoned() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cordoned
 }
 
 // Runs reports whether this service runs the VM id.
@@ -762,8 +832,10 @@ func (s *Service) Delete(ctx context.Context, tenantID, id string) (vm gateway.V
 		if err != nil {
 			return gateway.VM{}, false, err
 		}
-		// A hibernated VM goes with its image.
-		s.deleteImage(gone.Image)
+		// A hibernated VM goes with its images.
+		for _, image := range gone.Images() {
+			s.deleteImage(image)
+		}
 		return gateway.VM{}, true, nil
 	}
 	lv.touch(s.cfg.Now())
@@ -777,8 +849,9 @@ func (s *Service) Delete(ctx context.Context, tenantID, id string) (vm gateway.V
 }
 
 // purgeEnded removes the records of VMs that ended more than the retention
-// ago.
+// ago, and the VMs hibernated for longer than theirs.
 func (s *Service) purgeEnded() {
+	s.purgeHibernated()
 	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	defer cancel()
 	n, err := s.store.PurgeEndedVMs(ctx, s.cfg.Now().Add(-s.cfg.Retention))
@@ -787,6 +860,39 @@ func (s *Service) purgeEnded() {
 		s.log.Error().Err(err).Msg("purge ended vms")
 	case n > 0:
 		s.log.Info().Int("vms", n).Dur("retention", s.cfg.Retention).Msg("purged ended vm records")
+	}
+}
+
+// purgeBatch bounds the hibernated VMs one purge deletes; the next purge
+// goes on.
+const purgeBatch = 100
+
+// purgeHibernated deletes the VMs hibernated for longer than
+// HibernatedRetention, with their images. Nodes sharing the store may race
+// for one: the delete is the store's, once.
+func (s *Service) purgeHibernated() {
+	if s.cfg.HibernatedRetention <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	old, err := s.store.HibernatedBefore(ctx, s.cfg.Now().Add(-s.cfg.HibernatedRetention), purgeBatch)
+	if err != nil {
+		s.log.Error().Err(err).Msg("list hibernated vms past their retention")
+		return
+	}
+	for _, vm := range old {
+		gone, err := s.store.DeleteVM(ctx, vm.TenantID, vm.ID)
+		if err != nil {
+			if gateway.ErrorCode(err) != gateway.CodeNotFound && gateway.ErrorCode(err) != gateway.CodeConflict {
+				s.log.Error().Err(err).Str("vm", vm.ID).Msg("delete a hibernated vm past its retention")
+			}
+			continue
+		}
+		for _, image := range gone.Images() {
+			s.deleteImage(image)
+		}
+		s.log.Info().Str("vm", vm.ID).Dur("retention", s.cfg.HibernatedRetention).Msg("deleted a vm hibernated past its retention")
 	}
 }
 
@@ -827,28 +933,28 @@ func (s *Service) reapIdle() {
 	}
 	s.mu.Unlock()
 	for _, lv := range idle {
-		if lv.onIdle == OnIdleHibernate && s.cfg.Images != nil {
-			s.log.Info().Str("vm", lv.id).Dur("idleTimeout", lv.idle).Msg("hibernating idle vm")
-			ctx, cancel := context.WithTimeout(s.life, s.cfg.WakeTimeout+disposeTimeout)
+		lv.mu.Lock()
+		onIdle, timeout := lv.onIdle, lv.idle
+		lv.mu.Unlock()
+		if onIdle == OnIdleHibernate && s.cfg.Images != nil {
+			s.log.Info().Str("vm", lv.id).Dur("idleTimeout", timeout).Msg("hibernating idle vm")
+			ctx, cancel := context.WithTimeout(context.Background(), hibernateTimeout)
 			err := s.hibernate(ctx, lv, ReasonIdle)
 			cancel()
-			if err == nil || s.life.Err() != nil {
+			if err == nil || errors.Is(err, errHibernating) {
 				continue
 			}
 			s.log.Warn().Err(err).Str("vm", lv.id).Msg("hibernate idle vm; disposing it")
 		}
-		s.log.Info().Str("vm", lv.id).Dur("idleTimeout", lv.idle).Msg("disposing idle vm")
+		s.log.Info().Str("vm", lv.id).Dur("idleTimeout", timeout).Msg("disposing idle vm")
 		s.endVM(context.Background(), lv, gateway.VMDisposed, "idle timeout", true)
 	}
 }
 
 func (lv *liveVM) idleSince(now time.Time) bool {
-	if lv.idle <= 0 {
-		return false
-	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
-	if lv.busy > 0 || lv.hibernating || now.Sub(lv.lastActive) < lv.idle {
+	if lv.idle <= 0 || lv.busy > 0 || lv.hibernating || now.Sub(lv.lastActive) < lv.idle {
 		return false
 	}
 	for _, p := range lv.procs {
@@ -885,25 +991,16 @@ func (s *Service) Close(ctx context.Context) error {
 	// write by its own timeout), so Close waits for all of them: nothing it
 	// started outlives it, even when ctx expires. A VM whose hibernation
 	// fails is disposed.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, shutdownParallel)
-	for _, lv := range lvs {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if s.cfg.OnShutdown == OnIdleHibernate {
-				err := s.hibernate(ctx, lv, ReasonShutdown)
-				if err == nil || errors.Is(err, errHibernating) {
-					// Another hibernation (an idle one) ends it.
-					return
-				}
-				s.log.Warn().Err(err).Str("vm", lv.id).Msg("hibernate at shutdown; disposing the vm")
-			}
-			s.endVM(ctx, lv, gateway.VMDisposed, "the gateway shut down", true)
-		})
-	}
-	wg.Wait()
+	s.hibernateAll(ctx, lvs, ReasonShutdown, true)
 	s.wg.Wait()
+	// A VM that an idle or drain hibernation had begun with is ended by now,
+	// unless that hibernation failed: it is disposed.
+	s.mu.Lock()
+	left := slices.Collect(maps.Values(s.live))
+	s.mu.Unlock()
+	for _, lv := range left {
+		s.endVM(ctx, lv, gateway.VMDisposed, "the gateway shut down", true)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("vms: shutdown: %w", err)
 	}

@@ -34,3 +34,24 @@ func (s *Service) vmSetup() VMSetup {
 
 // setupTimeout bounds a VM's setup within its create.
 const setupTimeout = 30 * time.Second
+
+// Setups is several VMSetups as one, each run in order: the first error
+// fails the VM's create or wake, and every one learns of the VM's end.
+type Setups []VMSetup
+
+// SetUpVM runs every setup on the VM.
+func (ss Setups) SetUpVM(ctx context.Context, vm gateway.VM, host BindingHost) error {
+	for _, s := range ss {
+		if err := s.SetUpVM(ctx, vm, host); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// VMEnded tells every setup that the VM ended.
+func (ss Setups) VMEnded(vmID string) {
+	for _, s := range ss {
+		s.VMEnded(vmID)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,7 +68,7 @@ func mustHibernated(t *testing.T, c *client.Client, vm, reason string) *client.V
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != client.VMHibernated || got.Reason != reason || got.HibernatedAt == nil || got.SidecarID != "" || got.Node != "" {
+	if got.State != client.VMHibernated || got.Reason != reason || got.HibernatedAt == nil || got.SidecarID != "" {
 		t.Fatalf("hibernated record: %+v", got)
 	}
 	return got
@@ -158,6 +160,80 @@ func TestE2EHibernateWake(t *testing.T) {
 		h.check(t, c, vm.ID)
 	})
 
+	// A VM of its own runs a schedule, so that its runs keep no other VM of
+	// the test awake.
+	var sv *client.VM
+	var sched *client.Schedule
+	ranSince := func(t *testing.T, c *client.Client, since time.Time) {
+		t.Helper()
+		eventually(t, 60*time.Second, "a run of the schedule since "+since.Format(time.StampMilli), func() bool {
+			runs, err := c.VM(sv.ID).Schedule(sched.ID).ListRuns(ctx, client.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range runs.Items {
+				if r.StartedAt.After(since) && r.Outcome == "succeeded" && r.Stdout == "tick\n" {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	step(t, "SchedulesWakeIt", func(t *testing.T) {
+		sv = e.vm(c, client.CreateVMRequest{Labels: map[string]string{"role": "scheduled"}})
+		var err error
+		sched, err = c.VM(sv.ID).CreateSchedule(ctx, client.ScheduleRequest{Cron: "@every 2s", Exec: &client.ExecRequest{Command: "echo tick"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.VM(sv.ID).Hibernate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ranSince(t, c, time.Now())
+		if got, err := c.VM(sv.ID).Get(ctx); err != nil || got.State != client.VMReady {
+			t.Fatalf("the VM after its schedule ran: %+v %v", got, err)
+		}
+	})
+
+	step(t, "PatchWithoutWaking", func(t *testing.T) {
+		if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		gold, dispose := "gold", "dispose"
+		got, err := c.VM(vm.ID).Update(ctx, client.UpdateVMRequest{Labels: map[string]*string{"app": nil, "tier": &gold}, OnIdle: &dispose})
+		if err != nil || got.State != client.VMHibernated || len(got.Labels) != 1 || got.Labels["tier"] != "gold" || got.OnIdle != "dispose" {
+			t.Fatalf("patch a hibernated VM: %+v %v", got, err)
+		}
+		for _, tc := range []struct {
+			name, value string
+			want        int
+		}{{"tier", "gold", 1}, {"app", "hib", 0}} {
+			l, err := c.ListVMs(ctx, client.ListVMsOptions{Labels: map[string]string{tc.name: tc.value}})
+			if err != nil || len(l.Items) != tc.want {
+				t.Fatalf("list by %s=%s after the patch: %+v %v", tc.name, tc.value, l, err)
+			}
+		}
+		resp, body := e.send("PATCH", "/v1/vms/"+vm.ID, testAdminKey, strings.NewReader(`{"state":"ready"}`), map[string]string{"Content-Type": "application/merge-patch+json"})
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "state") {
+			t.Fatalf("patch an unknown field: %d %s", resp.StatusCode, body)
+		}
+		// A running VM takes a new idle timeout at once.
+		h.check(t, c, vm.ID)
+		one, hibernate := time.Second, "hibernate"
+		if _, err := c.VM(vm.ID).Update(ctx, client.UpdateVMRequest{IdleTimeout: &one, OnIdle: &hibernate}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "the VM to hibernate once idle", func() bool {
+			got, err := c.VM(vm.ID).Get(ctx)
+			return err == nil && got.State == client.VMHibernated
+		})
+		mustHibernated(t, c, vm.ID, "idle")
+		never := time.Duration(0)
+		if got, err := c.VM(vm.ID).Update(ctx, client.UpdateVMRequest{IdleTimeout: &never}); err != nil || got.IdleTimeoutSeconds != 0 || got.State != client.VMHibernated {
+			t.Fatalf("patch the idle timeout off: %+v %v", got, err)
+		}
+	})
+
 	step(t, "IdleHibernates", func(t *testing.T) {
 		idle := e.vm(c, client.CreateVMRequest{IdleTimeout: 2 * time.Second})
 		if idle.OnIdle != "" {
@@ -179,6 +255,8 @@ func TestE2EHibernateWake(t *testing.T) {
 	})
 
 	step(t, "SurvivesRestart", func(t *testing.T) {
+		// Running at the stop: the stop hibernates it.
+		h.check(t, c, vm.ID)
 		e.gw.stop(t)
 		mustClosed(t, e.gw.URL)
 		// The test's, not this step's: the steps after this one use it.
@@ -187,6 +265,9 @@ func TestE2EHibernateWake(t *testing.T) {
 		c2 := mustClient(t, gw.URL, testAdminKey, client.WithHTTPClient(e.hc))
 		mustHibernated(t, c2, vm.ID, "shutdown")
 		h.check(t, c2, vm.ID)
+		// The schedule of the VM hibernated at the stop is armed again:
+		// its runs wake it.
+		ranSince(t, c2, time.Now())
 		c = c2
 	})
 
@@ -215,11 +296,22 @@ func TestE2EHibernateWake(t *testing.T) {
 		if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
 			t.Fatal(err)
 		}
+		images := func() int {
+			entries, err := os.ReadDir(filepath.Join(dataDir, "snapshots"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(entries)
+		}
+		before := images()
 		if out, err := c.VM(vm.ID).Delete(ctx); err != nil || out != nil {
 			t.Fatalf("delete a hibernated VM: %+v %v", out, err)
 		}
 		_, err := c.VM(vm.ID).Get(ctx)
 		wantCode(t, err, "not_found", http.StatusNotFound)
+		if after := images(); after != before-1 {
+			t.Fatalf("images: %d before the delete, %d after", before, after)
+		}
 	})
 }
 
@@ -234,8 +326,8 @@ func mustClosed(t *testing.T, base string) {
 
 // TestE2EHibernateCluster is hibernation on two real nodes sharing
 // PostgreSQL: a VM hibernated on one node wakes through the other with its
-// files, and a node's SIGTERM hibernates its VMs, which then wake on the
-// node still running: a rolling restart loses no VM and no file.
+// files; a node's SIGTERM, and its drain, hibernate its VMs, which then wake
+// on the node still running: a rolling restart loses no VM and no file.
 func TestE2EHibernateCluster(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -276,10 +368,52 @@ func TestE2EHibernateCluster(t *testing.T) {
 	if got, err := n1.c.VM(vm.ID).Get(ctx); err != nil || got.State != client.VMReady || got.Node != "n1" {
 		t.Fatalf("after n2 stopped: %+v %v", got, err)
 	}
-	// n2 comes back and takes its VMs' traffic again through either node.
+	// n2 comes back, and wakes the VM when asked through it.
 	n2.start(t, cl.bin, cl.dsn)
 	if _, err := n2.c.VM(vm.ID).Hibernate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	h.check(t, n2.c, vm.ID)
+	if got, err := n1.c.VM(vm.ID).Get(ctx); err != nil || got.Node != "n2" {
+		t.Fatalf("after the wake through the restarted n2: %+v %v", got, err)
+	}
+
+	// A drain of n2 hibernates its VM at once, and n2 leaves cleanly
+	// without waiting for its deadline; the VM wakes on n1.
+	resp, b := n1.e.send("POST", "/v1/nodes/n2/drain?deadlineSeconds=600", testAdminKey, nil, nil)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("drain n2: %d %s", resp.StatusCode, b)
+	}
+	if err := n2.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("n2 after its drain: %v\n%s", err, n2.logs.String())
+	}
+	mustHibernated(t, n1.c, vm.ID, "drain")
+	h.check(t, n1.c, vm.ID)
+}
+
+// TestE2EHibernatedRetention: a VM hibernated for longer than
+// --hibernated-retention is deleted with its image.
+func TestE2EHibernatedRetention(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	// --vm-retention sets how often the purge runs: a tenth of it.
+	e := newE2E(t, "--data-dir", dataDir, "--vm-retention=10s", "--hibernated-retention=2s")
+	c := e.admin
+	ctx := ctxT(t)
+	vm := e.vm(c, client.CreateVMRequest{})
+	if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	images := func() []os.DirEntry {
+		entries, _ := os.ReadDir(filepath.Join(dataDir, "snapshots"))
+		return entries
+	}
+	if len(images()) != 1 {
+		t.Fatalf("images after the hibernation: %v", images())
+	}
+	eventually(t, 30*time.Second, "the hibernated VM to be deleted", func() bool {
+		_, err := c.VM(vm.ID).Get(ctx)
+		return client.IsCode(err, client.CodeNotFound)
+	})
+	eventually(t, 10*time.Second, "its image to be removed", func() bool { return len(images()) == 0 })
 }

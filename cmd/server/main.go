@@ -125,6 +125,7 @@ type config struct {
 	vmRetention        time.Duration
 	bodyReadTimeout    time.Duration
 	wakeTimeout        time.Duration
+	hibernatedKeep     time.Duration
 	onIdle, onShutdown string
 	logFormat          string
 	logLevel           string
@@ -249,6 +250,7 @@ func defineFlags(c *config, getenv func(string) string) (fs *flag.FlagSet, defau
 	num("session-purge-interval", "1h", "how often sessions past their tenant's retention are deleted")
 	str(&t.corsOrigins, "cors-origins", "", "comma-separated origins allowed to call the API from a browser, such as https://app.example.com (* for any; empty: same origin only)")
 	num("vm-retention", "168h", "how long the records of ended (disposed or lost) VMs are kept before they are purged")
+	num("hibernated-retention", "168h", "how long a VM may stay hibernated before it is deleted with its stored files (0: kept until deleted)")
 	num("wake-timeout", "30s", "how long waking a hibernated VM may take before the request that needed it fails")
 	str(&c.onIdle, "on-idle", vms.OnIdleHibernate, "what becomes of a VM idle past its idleTimeoutSeconds that sets no onIdle: hibernate (its files kept in the store; it wakes under the same id on its next use) or dispose")
 	str(&c.onShutdown, "on-shutdown", vms.OnIdleHibernate, "what becomes of the running VMs when the gateway stops: hibernate (each wakes on its next use, after a restart or through another node) or dispose")
@@ -333,6 +335,10 @@ func (t *flagText) readTimings(c *config) {
 	c.sessionPurge = t.dur("session-purge-interval")
 	c.vmRetention = t.dur("vm-retention")
 	c.wakeTimeout = t.dur("wake-timeout")
+	c.hibernatedKeep = t.dur("hibernated-retention")
+	if c.hibernatedKeep < 0 {
+		t.fail(errors.New("--hibernated-retention must not be negative"))
+	}
 	if c.wakeTimeout <= 0 {
 		t.fail(errors.New("--wake-timeout must be positive"))
 	}
@@ -559,13 +565,13 @@ func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarp
 	g.vms = vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
 		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Warm: g.warm, Log: log,
 		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs),
-		Images: snapBlobs, WakeTimeout: c.wakeTimeout, OnIdle: c.onIdle, OnShutdown: c.onShutdown}, db, vms.PoolOf(g.pool))
+		Images: snapBlobs, WakeTimeout: c.wakeTimeout, HibernatedRetention: c.hibernatedKeep, OnIdle: c.onIdle, OnShutdown: c.onShutdown}, db, vms.PoolOf(g.pool))
 	g.snaps = snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log}, db, snapBlobs, g.vms)
 	node, lost, err := cluster.Join(ctx, cluster.Config{
 		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: db.Dialect() == "postgres",
 		Heartbeat: c.nodeHeartbeat, Timeout: c.nodeTimeout,
 		Load:    func() store.NodeLoad { return nodeLoad(g.vms, g.pool, c.maxSidecars*c.vmsPerSidecar) },
-		Cordon:  g.vms.Cordon,
+		Cordon:  g.vms.Drain,
 		LiveVMs: g.vms.LiveCount,
 		Leave:   func(reason string) { leave(errors.New(reason)) },
 		Log:     log.With().Str("node", c.nodeID).Logger(),
@@ -589,9 +595,11 @@ func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarp
 // sessions, schedules) and builds the HTTP handler over all of them.
 func (g *gatewayServices) startServices(ctx context.Context, c config, log zerolog.Logger, db *store.DB, keeper *idempotency.Keeper, hooks *webhook.Client) error {
 	g.binds = bindings.New(bindings.Config{Log: log}, db, g.vms, hooks)
-	g.vms.SetUpVMsWith(g.binds)
 	g.sess = sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, PermissionWebhook: g.binds, Log: log}, db, g.vms)
-	g.sched = schedules.New(schedules.Config{Log: log}, db, g.vms, g.sess)
+	g.sched = schedules.New(schedules.Config{Log: log, NodeID: c.nodeID}, db, g.vms, g.sess)
+	// Before any request: a new VM gets its bindings; a woken one its
+	// bindings and its schedules.
+	g.vms.SetUpVMsWith(vms.Setups{g.binds, g.sched})
 	if err := g.sched.Start(ctx); err != nil {
 		return fmt.Errorf("schedules: %w", err)
 	}

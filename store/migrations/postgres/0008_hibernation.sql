@@ -10,3 +10,5 @@ ALTER TABLE vms ADD CONSTRAINT vms_state_check
 ALTER TABLE vms ADD COLUMN image TEXT COLLATE "C" NOT NULL DEFAULT '';
 ALTER TABLE vms ADD COLUMN image_bytes BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE vms ADD COLUMN hibernated_at TIMESTAMPTZ;
+-- The blob of the VM's agent session database, when it has one.
+ALTER TABLE vms ADD COLUMN sessions_image TEXT COLLATE "C" NOT NULL DEFAULT '';

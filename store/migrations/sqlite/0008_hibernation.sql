@@ -18,3 +18,5 @@ PRAGMA writable_schema = RESET;
 ALTER TABLE vms ADD COLUMN image TEXT NOT NULL DEFAULT '';
 ALTER TABLE vms ADD COLUMN image_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE vms ADD COLUMN hibernated_at INTEGER;
+-- The blob of the VM's agent session database, when it has one.
+ALTER TABLE vms ADD COLUMN sessions_image TEXT NOT NULL DEFAULT '';
