@@ -137,6 +137,10 @@ gobench '^BenchmarkPromptHelloHTTP$' "$EXEC_N" ./cmd/server/
 gobench '^BenchmarkWatch10k$' "$CREATE_N" ./cmd/server/
 # Forks over HTTP: per new VM, and the size-to-time curve (10, 50, 100 MiB).
 gobench '^BenchmarkFork$' "$LARGE_N" ./cmd/server/
+# Hibernation over HTTP: hibernate, and wake to first output against a create
+# from a snapshot of the same data (1 and 100 MiB); sidecar RSS of 32 idle
+# VMs, running and hibernated.
+gobench '^BenchmarkHibernate$' "$LARGE_N" ./cmd/server/
 official stream_50mib,write_read_4mib,write_read_16mib
 gobench '^Benchmark(Stream50MiB|WriteRead4MiB|WriteRead16MiB)$' "$LARGE_N"
 # Two gateway nodes on one PostgreSQL (a throwaway server unless
@@ -324,6 +328,18 @@ else {
 	console.log(`| fork into 1, +10 MiB (walked, chunked) | ${fmt(fk["10mib-ms"])} ms | ${(fk["10mib-ms"] / fk["fork-ms"]).toFixed(1)}x the default tree |`);
 	console.log(`| fork into 1, +50 MiB | ${fmt(fk["50mib-ms"])} ms | ${(fk["50mib-ms"] / fk["10mib-ms"]).toFixed(2)}x 10 MiB |`);
 	console.log(`| fork into 1, +100 MiB | ${fmt(fk["100mib-ms"])} ms (${fmt(fk["MiB/s"])} MiB/s) | ${fk["100mib/10mib"].toFixed(2)}x 10 MiB |`);
+}
+// Hibernation: the wake against a create from a snapshot of the same data.
+const hb = goRes["Hibernate"];
+if (!hb) missing.push("Go BenchmarkHibernate");
+else {
+	console.log("\n| hibernation over HTTP (median) | 1 MiB | 100 MiB |\n|---|---|---|");
+	console.log(`| hibernate | ${fmt(hb["hibernate-1mib-ms"])} ms | ${fmt(hb["hibernate-100mib-ms"])} ms |`);
+	console.log(`| wake to first output (exec echo hi on the hibernated VM) | ${fmt(hb["wake-1mib-ms"])} ms | ${fmt(hb["wake-100mib-ms"])} ms |`);
+	console.log(`| create fromSnapshot + exec echo hi (reference) | ${fmt(hb["fromsnapshot-1mib-ms"])} ms | ${fmt(hb["fromsnapshot-100mib-ms"])} ms |`);
+	console.log(`| ratio, wake / reference (target <= 1.1) | ${hb["wake/fromsnapshot-1mib"].toFixed(2)} | ${hb["wake/fromsnapshot-100mib"].toFixed(2)} |`);
+	console.log(`\n| sidecars' RSS, 32 idle VMs | running | hibernated |\n|---|---|---|`);
+	console.log(`| MiB | ${fmt(hb["rss-32-running-mib"])} | ${fmt(hb["rss-32-hibernated-mib"])} |`);
 }
 // Allocation-light transfers: what the Go client allocates per 16 MiB
 // written and read back.

@@ -389,12 +389,17 @@ func (r *run) settledGoroutines(ctx context.Context, target int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	lowest, samples, shape := -1, 0, -1
-	var last settleState
+	// last is the latest reading; lastRead the latest that succeeded, which
+	// says what the gateway still held when a failure ends the wait.
+	var last, lastRead settleState
 	sweep := time.NewTicker(10 * time.Second)
 	defer sweep.Stop()
 	for {
 		r.tr.CloseIdleConnections()
 		last = r.settleState(ctx, admin)
+		if last.err == nil {
+			lastRead = last
+		}
 		if last.settled() && (target < 0 || last.sidecars <= r.baseSidecars) {
 			n := last.sidecars
 			if target < 0 && n != shape {
@@ -419,7 +424,7 @@ func (r *run) settledGoroutines(ctx context.Context, target int) (int, error) {
 		select {
 		case <-ctx.Done():
 			if lowest < 0 {
-				return 0, fmt.Errorf("soak: the gateway never settled to its warm VMs alone (last seen: %s): %w", last, ctx.Err())
+				return 0, fmt.Errorf("soak: the gateway never settled to its warm VMs alone on at most %d sidecars (last seen: %s; last read: %s): %w", r.baseSidecars, last, lastRead, ctx.Err())
 			}
 			if target < 0 {
 				r.baseSidecars = shape

@@ -143,6 +143,12 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 		return err
 	}
 	lv.mu.Lock()
+	if lv.ended {
+		// A delete, or the sidecar's death, ended the VM meanwhile.
+		lv.mu.Unlock()
+		s.deleteImage(img.name)
+		return gateway.Wrap(gateway.CodeConflict, errHibernating, "the VM ended while it hibernated").WithDetail("state", gateway.VMDisposed)
+	}
 	lv.image = &img
 	// The agent sessions' database outlives the engine's VM, to be stored
 	// once the engine has closed it (recordHibernated).

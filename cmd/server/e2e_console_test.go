@@ -282,6 +282,26 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
+	step(t, "HibernateWake", func(t *testing.T) {
+		b.click(t, "button", "Hibernate")
+		b.waitText(t, turnTimeout, "[data-testid=vm-state]", "hibernated")
+		if vm, err := e.admin.VM(vmID).Get(ctx); err != nil || vm.State != client.VMHibernated {
+			t.Fatalf("after Hibernate: %+v %v", vm, err)
+		}
+		b.shoot(t, "hibernated")
+		b.click(t, "button", "Wake")
+		b.waitText(t, turnTimeout, "[data-testid=vm-state]", "ready")
+		b.waitText(t, browserStep, "[aria-label='VM events']", "state")
+		// A page opened on a hibernated VM wakes it.
+		if _, err := e.admin.VM(vmID).Hibernate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.do(t, "open the hibernated VM", chromedp.Navigate(b.base+"/#/vms/"+vmID+"/files"))
+		b.waitText(t, turnTimeout, "[data-testid=vm-state]", "ready")
+		b.visible(t, "button", "Hibernate")
+	})
+	b.checkProblems(t)
+
 	step(t, "Admin", func(t *testing.T) {
 		b.click(t, "link", "Admin")
 		b.visible(t, "button", "Create tenant")

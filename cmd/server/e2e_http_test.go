@@ -57,7 +57,7 @@ func TestE2EMethodNotAllowed(t *testing.T) {
 		allow        string
 	}{
 		{"PATCH", "/v1/vms", "GET, POST"},
-		{"PUT", "/v1/vms/vm_x", "GET, DELETE"},
+		{"PUT", "/v1/vms/vm_x", "GET, PATCH, DELETE"},
 		{"DELETE", "/healthz", "GET"},
 		{"POST", "/v1/vms/vm_x/files", "GET, HEAD, PUT, DELETE"},
 		{"GET", "/v1/vms/vm_x/exec", "POST"},

@@ -1,7 +1,9 @@
-// A VM's page: its summary, Delete VM, and the tabs Files, Terminal,
-// Processes, Sessions and Events. Each tab mounts into its panel and
-// returns the function that unmounts it (the Terminal tab closes its shell
-// then: an idle shell slows its sidecar on agentOS 0.2.21).
+// A VM's page: its summary, Hibernate or Wake, Delete VM, and the tabs
+// Files, Terminal, Processes, Sessions and Events. Each tab mounts into its
+// panel and returns the function that unmounts it (the Terminal tab closes
+// its shell then: an idle shell slows its sidecar on agentOS 0.2.21). A
+// hibernated VM wakes on the first call a tab makes; Hibernate unmounts the
+// tab, whose processes and shells end with the VM's run.
 import { call, describe, vmPath } from "./api.js";
 import { age, h, replace } from "./dom.js";
 import { filesTab } from "./files.js";
@@ -48,24 +50,55 @@ export function vmPage(main, id, tab) {
     } catch (err) { status.textContent = describe(err); del.disabled = false; }
   } }, "Delete VM");
 
+  let alive = true;
+  const showSummary = (vm) => {
+    replace(summary,
+      h("span", {}, "State ", h("strong", { class: "state " + vm.state, "data-testid": "vm-state" }, vm.state)),
+      h("span", {}, "Sidecar ", vm.sidecarId || "—"),
+      h("span", { title: vm.createdAt }, "Age ", age(vm.createdAt)),
+      vm.agents.length ? h("span", {}, "Agents ", vm.agents.join(", ")) : null,
+      Object.entries(vm.labels).map(([k, v]) => h("span", { class: "tag" }, `${k}=${v}`)));
+    hibernate.hidden = vm.state !== "ready";
+    wake.hidden = vm.state !== "hibernated";
+  };
+  // action runs a call that changes the VM's run, then shows its record.
+  const action = (button, path, remount) => async () => {
+    status.textContent = "";
+    button.disabled = true;
+    try {
+      if (!remount) { unmount(); unmount = () => {}; replace(panel, h("p", { class: "muted" }, "The VM is hibernated: Wake it, or open a tab to wake it.")); }
+      const vm = await call("POST", vmPath(id, path));
+      if (!alive) return;
+      showSummary(vm);
+      if (remount) { unmount(); unmount = current[2](panel, vm); }
+    } catch (err) { status.textContent = describe(err); }
+    button.disabled = false;
+  };
+  const hibernate = h("button", { type: "button", hidden: true }, "Hibernate");
+  const wake = h("button", { type: "button", hidden: true }, "Wake");
+  hibernate.onclick = action(hibernate, "/hibernate", false);
+  wake.onclick = action(wake, "/wake", true);
+
   replace(main,
-    h("div", { class: "titlebar" }, h("h1", {}, h("a", { href: "#/" }, "VMs"), " / ", id), del),
+    h("div", { class: "titlebar" }, h("h1", {}, h("a", { href: "#/" }, "VMs"), " / ", id), h("div", { class: "row" }, hibernate, wake, del)),
     summary, status,
     h("div", { role: "tablist", "aria-label": "VM", class: "tabs" }, buttons),
     panel);
   if (location.hash.split("/")[3] === undefined || current[0] !== tab) {
     history.replaceState(null, "", `#/vms/${encodeURIComponent(id)}/${current[0]}`);
   }
-  let alive = true;
-  call("GET", vmPath(id)).then((vm) => {
+  (async () => {
+    let vm = await call("GET", vmPath(id));
     if (!alive) return;
-    replace(summary,
-      h("span", {}, "State ", h("strong", { class: "state " + vm.state }, vm.state)),
-      h("span", {}, "Sidecar ", vm.sidecarId || "—"),
-      h("span", { title: vm.createdAt }, "Age ", age(vm.createdAt)),
-      vm.agents.length ? h("span", {}, "Agents ", vm.agents.join(", ")) : null,
-      Object.entries(vm.labels).map(([k, v]) => h("span", { class: "tag" }, `${k}=${v}`)));
+    showSummary(vm);
+    if (vm.state === "hibernated") {
+      // Opening the page is using the VM: it wakes, as any call would.
+      replace(panel, h("p", { class: "muted", role: "status" }, "Waking the VM…"));
+      vm = await call("POST", vmPath(id, "/wake"));
+      if (!alive) return;
+      showSummary(vm);
+    }
     unmount = current[2](panel, vm);
-  }).catch((err) => { if (alive) { replace(summary); status.textContent = describe(err); } });
+  })().catch((err) => { if (alive) { replace(summary); status.textContent = describe(err); } });
   return () => { alive = false; unmount(); };
 }
