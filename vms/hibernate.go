@@ -128,7 +128,9 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 		return err
 	}
 	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMHibernating, Reason: reason})
+	start := time.Now()
 	img, err := s.capture(ctx, lv)
+	captured := time.Since(start)
 	if err != nil {
 		// The VM still runs, so its record says so again, whatever the
 		// caller does meanwhile.
@@ -155,6 +157,8 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 	lv.sessionsDB = lv.vm.KeepDatabase()
 	lv.mu.Unlock()
 	s.endVM(context.WithoutCancel(ctx), lv, gateway.VMHibernated, reason, true)
+	s.log.Info().Str("vm", lv.id).Str("reason", reason).Int64("imageBytes", img.bytes).
+		Dur("capture", captured).Dur("total", time.Since(start)).Msg("vm hibernated")
 	return nil
 }
 
