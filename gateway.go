@@ -35,7 +35,8 @@ type Quotas struct {
 	RequestsPerSecond float64 `json:"requestsPerSecond" validate:"gte=0"`
 	// MaxSchedules bounds the tenant's cron schedules, over all its VMs.
 	MaxSchedules int `json:"maxSchedules" validate:"gte=0"`
-	// MaxSnapshotBytes bounds the bytes of the tenant's stored snapshots.
+	// MaxSnapshotBytes bounds the bytes of the tenant's stored snapshots and
+	// of its hibernated VMs' images.
 	MaxSnapshotBytes int64 `json:"maxSnapshotBytes" validate:"gte=0"`
 }
 

@@ -334,6 +334,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "no sidecar has answered yet"))
 		return
 	}
+	if s.vms.Cordoned() {
+		// A load balancer stops sending it new work; what it still runs is
+		// reached through the other nodes.
+		writeError(w, r, gateway.Errorf(gateway.CodeUnavailable, "this node is draining"))
+		return
+	}
 	writeJSON(w, http.StatusOK, api.Ready{Status: "ready"})
 }
 

@@ -66,14 +66,16 @@ func (db *DB) CreateSnapshotWithinQuota(ctx context.Context, s gateway.Snapshot,
 	return s, nil
 }
 
-// SnapshotBytes returns the bytes the tenant's snapshots hold.
+// SnapshotBytes returns the bytes the tenant's snapshots and the images of
+// its hibernated VMs hold: what its MaxSnapshotBytes quota counts.
 func (db *DB) SnapshotBytes(ctx context.Context, tenantID string) (int64, error) {
 	return db.snapshotBytes(ctx, db.r, tenantID)
 }
 
 func (db *DB) snapshotBytes(ctx context.Context, q querier, tenantID string) (int64, error) {
 	var used int64
-	if err := db.queryRow(ctx, q, `SELECT COALESCE(SUM(bytes), 0) FROM snapshots WHERE tenant_id = ?`, tenantID).Scan(&used); err != nil {
+	if err := db.queryRow(ctx, q, `SELECT COALESCE((SELECT SUM(bytes) FROM snapshots WHERE tenant_id = ?), 0)
+		+ COALESCE((SELECT SUM(image_bytes) FROM vms WHERE tenant_id = ? AND state = 'hibernated'), 0)`, tenantID, tenantID).Scan(&used); err != nil {
 		return 0, dbError(err, "store: sum snapshot bytes")
 	}
 	return used, nil

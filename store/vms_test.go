@@ -593,6 +593,10 @@ func TestHibernationLifeCycle(t *testing.T) {
 		if n, err := db.CountLiveVMs(ctx, "acme"); err != nil || n != 0 {
 			t.Fatalf("CountLiveVMs = %d, %v", n, err)
 		}
+		// Its image counts against the tenant's stored bytes.
+		if used, err := db.SnapshotBytes(ctx, "acme"); err != nil || used != 10 {
+			t.Fatalf("SnapshotBytes = %d, %v; want the image's 10", used, err)
+		}
 		// A restart of any node keeps it.
 		if ids, err := db.MarkNodeVMsLost(ctx, "n1", "restart"); err != nil || len(ids) != 0 {
 			t.Fatalf("MarkNodeVMsLost = %v, %v", ids, err)

@@ -288,6 +288,15 @@ func TestE2ECluster(t *testing.T) {
 		t.Fatalf("drain n3: %d %s", resp.StatusCode, b)
 	}
 	eventually(t, 10*clusterHeartbeat, "n3 draining", func() bool { return listNodes(n3)["n3"].State == "draining" })
+	// From its next heartbeat on, it tells a load balancer it is not ready.
+	eventually(t, 10*clusterHeartbeat, "n3's /readyz to answer 503", func() bool {
+		resp, err := http.Get(n3.url() + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
 	var extra []string
 	for _, via := range []*clusterNode{n3, n1} {
 		vm, err := via.c.CreateVM(ctx, client.CreateVMRequest{})
