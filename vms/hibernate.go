@@ -469,20 +469,10 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 			}
 		}()
 	}
-	vm, lease, err := s.place(ctx, tenant, rec.Spec, opts)
-	if err != nil {
+	if err := s.placeRoot(ctx, tenant, rec, opts, root, &made); err != nil {
 		return fail(err)
 	}
-	made.vm, made.lease = vm, lease
-	if err := s.fillSnapshot(ctx, vm, root); err != nil {
-		return fail(err)
-	}
-	if su := s.vmSetup(); su != nil {
-		made.setUp = su
-		if err := su.SetUpVM(ctx, rec, BindingHost{vm}); err != nil {
-			return fail(err)
-		}
-	}
+	vm, lease := made.vm, made.lease
 	lv := s.newLiveVM(rec, vm, lease)
 	wctx, wcancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 	_, images, err := s.store.WokeVM(wctx, id, lease.SidecarID(), reason)

@@ -395,24 +395,11 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 		s.undoCreate(ctx, made, err)
 		return gateway.VM{}, err
 	}
-	vm, lease, err := s.place(ctx, tenant, spec, opts)
-	if err != nil {
+	if err := s.placeRoot(ctx, tenant, rec, opts, root, &made); err != nil {
 		return fail(err)
 	}
-	made.vm, made.lease = vm, lease
-	if err := s.fillSnapshot(ctx, vm, root); err != nil {
-		return fail(err)
-	}
-	if su := s.vmSetup(); su != nil {
-		made.setUp = su
-		sctx, cancel := context.WithTimeout(ctx, setupTimeout)
-		err = su.SetUpVM(sctx, rec, BindingHost{vm})
-		cancel()
-		if err != nil {
-			return fail(err)
-		}
-	}
-	lv := s.newLiveVM(rec, vm, lease)
+	lease := made.lease
+	lv := s.newLiveVM(rec, made.vm, lease)
 	// The VM runs now, whatever the caller does: its record must say so, or
 	// say that it failed, within a bounded time. A record left creating
 	// would count against the tenant's quota until the gateway restarts.
@@ -455,6 +442,29 @@ func (s *Service) goLive(lv *liveVM, reason string) bool {
 	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMReady, Reason: reason})
 	s.goLocked(func() { s.watch(lv) })
 	return true
+}
+
+// placeRoot places the engine's VM for rec, writes the files of its root
+// filesystem that the create frame did not carry, and runs the setup on it:
+// the steps a create and a wake share. made records each step, for the
+// caller's undo.
+func (s *Service) placeRoot(ctx context.Context, tenant gateway.Tenant, rec gateway.VM, opts agentos.VMOptions, root rootFilesystem, made *halfMade) error {
+	vm, lease, err := s.place(ctx, tenant, rec.Spec, opts)
+	if err != nil {
+		return err
+	}
+	made.vm, made.lease = vm, lease
+	if err := s.fillSnapshot(ctx, vm, root); err != nil {
+		return err
+	}
+	su := s.vmSetup()
+	if su == nil {
+		return nil
+	}
+	made.setUp = su
+	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	return su.SetUpVM(sctx, rec, BindingHost{vm})
 }
 
 // halfMade is what a create has made so far: the record always, then the
@@ -746,11 +756,7 @@ func (s *Service) lookup(ctx context.Context, tenantID, id string) (*liveVM, err
 
 // lookupReason is lookup, with the reason a wake records.
 func (s *Service) lookupReason(ctx context.Context, tenantID, id, reason string) (*liveVM, error) {
-	s.mu.Lock()
-	lv := s.live[id]
-	s.mu.Unlock()
-	if lv != nil && lv.tenantID == tenantID {
-		lv.touch(s.cfg.Now())
+	if lv := s.liveOf(tenantID, id); lv != nil {
 		return lv, nil
 	}
 	rec, err := s.store.GetVM(ctx, tenantID, id)
@@ -764,15 +770,23 @@ func (s *Service) lookupReason(ctx context.Context, tenantID, id, reason string)
 	}
 	if rec.State == gateway.VMReady && rec.Node == s.cfg.NodeID {
 		// A wake finished between the two reads above.
-		s.mu.Lock()
-		lv := s.live[id]
-		s.mu.Unlock()
-		if lv != nil && lv.tenantID == tenantID {
-			lv.touch(s.cfg.Now())
+		if lv := s.liveOf(tenantID, id); lv != nil {
 			return lv, nil
 		}
 	}
 	return nil, stateConflict(rec)
+}
+
+// liveOf returns a tenant's VM if this service runs it, marked as used now.
+func (s *Service) liveOf(tenantID, id string) *liveVM {
+	s.mu.Lock()
+	lv := s.live[id]
+	s.mu.Unlock()
+	if lv == nil || lv.tenantID != tenantID {
+		return nil
+	}
+	lv.touch(s.cfg.Now())
+	return lv
 }
 
 // wakingHere reports whether this node is waking the VM id.

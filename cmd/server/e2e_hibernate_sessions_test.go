@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,15 +13,19 @@ import (
 // TestE2EHibernateSessions: an agent session of a VM that hibernates keeps
 // its record and history, the engine's session database travels with the
 // VM's image, and a prompt after the wake works in the same session, whose
-// history goes on. What the agent itself remembers is its own (README,
-// *Hibernation*): the model's requests tell it.
+// history goes on, for the agents that take up a session again (pi,
+// claude). What the agent itself remembers is its own (README,
+// *Hibernation*): the model's requests tell it. OpenCode refuses a prompt
+// to a session it has to start again, after a wake as after an unload
+// (409, the engine's invalid_state); its history stays readable.
 func TestE2EHibernateSessions(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs real agents")
 	}
 	e := newE2E(t)
-	for _, agent := range []string{"pi", "claude"} {
+	for _, agent := range []string{"pi", "claude", "opencode"} {
+		resumes := agent != "opencode"
 		t.Run(agent, func(t *testing.T) {
 			t.Parallel()
 			mock := mockanthropic.Start(t)
@@ -27,7 +33,17 @@ func TestE2EHibernateSessions(t *testing.T) {
 			c := e.admin
 			vm := e.agentVM(c, mock, agent)
 			sid := "hib-" + agent
-			if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: agent, Env: mock.Env()}); err != nil {
+			env := mock.Env()
+			if agent == "opencode" {
+				// OpenCode takes its model's address from its own
+				// configuration (as in TestE2EAgentSessionOpenCode).
+				cfg, _ := json.Marshal(map[string]any{
+					"provider": map[string]any{"anthropic": map[string]any{"options": map[string]any{"baseURL": mock.URL() + "/v1", "apiKey": "sk-test"}}},
+					"share":    "disabled", "autoupdate": false,
+				})
+				env = map[string]string{"OPENCODE_CONFIG_CONTENT": string(cfg), "OPENCODE_DISABLE_MODELS_FETCH": "1"}
+			}
+			if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: agent, Cwd: "/workspace", Env: env}); err != nil {
 				t.Fatal(err)
 			}
 			prompt := func(text string) {
@@ -44,6 +60,15 @@ func TestE2EHibernateSessions(t *testing.T) {
 			}
 			if during := mustSession(t, c, vm.ID, sid); during.LatestSequence != before.LatestSequence {
 				t.Fatalf("the session while the VM hibernates: %+v", during)
+			}
+			if !resumes {
+				_, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello again")})
+				wantCode(t, err, client.CodeConflict, http.StatusConflict)
+				h, err := c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{})
+				if err != nil || len(h.Events) == 0 {
+					t.Fatalf("the history after the wake: %+v %v", h, err)
+				}
+				return
 			}
 			prompt("hello again")
 			after := mustSession(t, c, vm.ID, sid)
