@@ -287,12 +287,12 @@ func packDatabase(path string, w io.Writer) error {
 
 // unpackDatabase writes a database packDatabase wrote into a new file of
 // dir (and its write-ahead log beside it), and returns the file's path.
-func unpackDatabase(r io.Reader, dir string) (path string, err error) {
+func unpackDatabase(r io.Reader, dir string) (_ string, err error) {
 	f, err := os.CreateTemp(dir, "agentos-vm-*.db")
 	if err != nil {
 		return "", err
 	}
-	path = f.Name()
+	path := f.Name()
 	f.Close()
 	defer func() {
 		if err != nil {
