@@ -270,16 +270,9 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// Cordon makes Create refuse new VMs (CodeUnavailable) from now on: the
-// node drains.
-func (s *Service) Cordon() {
-	s.mu.Lock()
-	s.cordoned = true
-	s.mu.Unlock()
-}
-
-// Drain cordons the service (see Cordon) and, when the running VMs are to
-// hibernate at a stop (Config.OnShutdown), hibernates every one of them
+// Drain makes Create refuse new VMs (CodeUnavailable), and wakes refuse to
+// start, from now on: the node drains. When the running VMs are to
+// hibernate at a stop (Config.OnShutdown), it hibernates every one of them
 // now, a few at a time, in the background: the node can leave as soon as
 // they are in the store, and each wakes on its next use on another node.
 // Otherwise they run on until they end or the drain's deadline.
