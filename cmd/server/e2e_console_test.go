@@ -236,6 +236,26 @@ func TestE2EConsole(t *testing.T) {
 
 	step(t, "PermissionClaude", func(t *testing.T) {
 		sid := openSession(t, "claude", "ask")
+		// A Claude turn in this step has stalled past the turn's timeout
+		// about once in five fresh-clone runs, with no error anywhere:
+		// when it does, say where the turn stopped (the model's requests,
+		// the session's durable events) for the next engineer.
+		defer func() {
+			if !t.Failed() {
+				return
+			}
+			for _, r := range mock.Requests() {
+				t.Logf("model request at %s: prompt %q, %d messages, last block %s, reply %s", r.Time.Format(time.StampMilli), r.Prompt, r.Messages, r.LastBlockType, r.Reply)
+			}
+			hctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if h, err := e.admin.VM(vmID).Session(sid).History(hctx, client.HistoryQuery{}); err == nil {
+				for _, ev := range h.Events {
+					t.Logf("session event %d at %s: %s %s", ev.Sequence, ev.Timestamp.Format(time.StampMilli), ev.Type, tail(string(ev.Update), 160))
+				}
+			}
+			t.Logf("the gateway's log, last 6 KiB:\n%s", tail(e.gw.logs.String(), 6<<10))
+		}()
 		send(t, `RUN_TOOL:Bash:{"command":"echo approved > /home/agentos/approved.txt","description":"write a file"}`)
 		// The request comes in the agent's turn, so within a turn's time.
 		b.visibleWithin(t, turnTimeout, "group", "Permission request")
