@@ -78,10 +78,8 @@ func (s *Service) Hibernate(ctx context.Context, tenantID, id, reason string) (g
 	if s.cfg.Images == nil {
 		return gateway.VM{}, errNoImages()
 	}
-	s.mu.Lock()
-	lv := s.live[id]
-	s.mu.Unlock()
-	if lv == nil || lv.tenantID != tenantID {
+	lv := s.liveOf(tenantID, id)
+	if lv == nil {
 		rec, err := s.store.GetVM(ctx, tenantID, id)
 		if err != nil {
 			return gateway.VM{}, err
@@ -166,17 +164,10 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 func (s *Service) capture(ctx context.Context, lv *liveVM) (vmImage, error) {
 	f := &Files{vm: lv.vm, vmID: lv.id, done: lv.hold(s.cfg.Now())}
 	defer f.Release()
-	// WriteRoot writes into a pipe that the image store reads; this
-	// function owns the writer's goroutine and waits for it.
-	pr, pw := io.Pipe()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, err := f.WriteRoot(ctx, pw)
-		pw.CloseWithError(err)
+	name, size, err := s.putImage(ctx, func(w io.Writer) error {
+		_, err := f.WriteRoot(ctx, w)
+		return err
 	})
-	name, size, err := s.cfg.Images.Put(ctx, pr)
-	pr.CloseWithError(errors.New("vms: the image store stopped reading"))
-	wg.Wait()
 	if err != nil {
 		var ge *gateway.Error
 		if errors.As(err, &ge) {
@@ -223,13 +214,21 @@ func (s *Service) recordHibernated(ctx context.Context, lv *liveVM, reason strin
 // storeDatabase puts the files of the SQLite database at path, which its
 // VM has closed, into the image store as one tar (packDatabase).
 func (s *Service) storeDatabase(ctx context.Context, path string) (string, error) {
+	name, _, err := s.putImage(ctx, func(w io.Writer) error { return packDatabase(path, w) })
+	return name, err
+}
+
+// putImage streams what write writes into the image store, through a pipe
+// the store reads: this function owns the writer's goroutine and waits for
+// it, also when the store stops reading first.
+func (s *Service) putImage(ctx context.Context, write func(w io.Writer) error) (name string, size int64, err error) {
 	pr, pw := io.Pipe()
 	var wg sync.WaitGroup
-	wg.Go(func() { pw.CloseWithError(packDatabase(path, pw)) })
-	name, _, err := s.cfg.Images.Put(ctx, pr)
+	wg.Go(func() { pw.CloseWithError(write(pw)) })
+	name, size, err = s.cfg.Images.Put(ctx, pr)
 	pr.CloseWithError(errors.New("vms: the image store stopped reading"))
 	wg.Wait()
-	return name, err
+	return name, size, err
 }
 
 // restoreDatabase writes a stored session database into a new file of the

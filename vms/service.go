@@ -183,13 +183,14 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	if cfg.WakeTimeout <= 0 {
 		cfg.WakeTimeout = DefaultWakeTimeout
 	}
-	for _, on := range []*string{&cfg.OnIdle, &cfg.OnShutdown} {
-		if *on == "" || cfg.Images == nil {
-			*on = OnIdleDispose
-			if cfg.Images != nil {
-				*on = OnIdleHibernate
-			}
-		}
+	// Without an image store nothing can hibernate; with one, hibernation
+	// is the default.
+	switch {
+	case cfg.Images == nil:
+		cfg.OnIdle, cfg.OnShutdown = OnIdleDispose, OnIdleDispose
+	default:
+		cfg.OnIdle = cmp.Or(cfg.OnIdle, OnIdleHibernate)
+		cfg.OnShutdown = cmp.Or(cfg.OnShutdown, OnIdleHibernate)
 	}
 	s := &Service{
 		cfg: cfg, store: store, pool: pool, log: cfg.Log,

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"archive/tar"
-	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -30,27 +28,6 @@ func BenchmarkHibernate(b *testing.B) {
 	c := mustClient(b, g.URL, testAdminKey, client.WithHTTPClient(&http.Client{}))
 	ctx := ctxFor(b, 60*time.Minute)
 	limits := map[string]any{"resources": map[string]any{"maxFilesystemBytes": 512 << 20}}
-	newVM := func(mib int64) string {
-		vm, err := c.CreateVM(ctx, client.CreateVMRequest{Limits: limits})
-		if err != nil {
-			b.Fatal(err)
-		}
-		tree := []treeEntry{{name: "data", typ: tar.TypeDir, mode: 0o755}}
-		for i, left := 0, mib<<20; left > 0; i++ {
-			n := min(left, 16<<20)
-			tree = append(tree, treeEntry{name: fmt.Sprintf("data/f%d.bin", i), typ: tar.TypeReg, mode: 0o644, size: n})
-			left -= n
-		}
-		body, wait := streamTree(tree, false)
-		_, err = c.VM(vm.ID).UploadArchive(ctx, "/workspace/tree", body, client.ArchiveOptions{Mkdirs: true})
-		if werr := wait(); err == nil {
-			err = werr
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		return vm.ID
-	}
 	echo := func(vm string) {
 		res, err := c.VM(vm).Exec(ctx, client.ExecRequest{Command: "echo hi"})
 		if err != nil || string(res.Stdout) != "hi\n" {
@@ -60,7 +37,7 @@ func BenchmarkHibernate(b *testing.B) {
 	sizes := []int64{1, 100}
 	vms, snaps := map[int64]string{}, map[int64]string{}
 	for _, mib := range sizes {
-		vms[mib] = newVM(mib)
+		vms[mib] = vmHolding(ctx, b, c, limits, mib)
 		snap, err := c.VM(vms[mib]).CreateSnapshot(ctx)
 		if err != nil {
 			b.Fatal(err)

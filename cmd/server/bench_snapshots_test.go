@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -24,34 +25,10 @@ func BenchmarkFork(b *testing.B) {
 	c := mustClient(b, g.URL, testAdminKey, client.WithHTTPClient(&http.Client{}))
 	ctx := ctxFor(b, 30*time.Minute)
 	limits := map[string]any{"resources": map[string]any{"maxFilesystemBytes": 512 << 20}}
-	newVM := func(mib int64) string {
-		vm, err := c.CreateVM(ctx, client.CreateVMRequest{Limits: limits})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if mib > 0 {
-			tree := []treeEntry{{name: "data", typ: tar.TypeDir, mode: 0o755}}
-			// Files of at most 16 MiB, as a working tree has them.
-			for i, left := 0, mib<<20; left > 0; i++ {
-				n := min(left, 16<<20)
-				tree = append(tree, treeEntry{name: fmt.Sprintf("data/f%d.bin", i), typ: tar.TypeReg, mode: 0o644, size: n})
-				left -= n
-			}
-			body, wait := streamTree(tree, false)
-			_, err := c.VM(vm.ID).UploadArchive(ctx, "/workspace/tree", body, client.ArchiveOptions{Mkdirs: true})
-			if werr := wait(); err == nil {
-				err = werr
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		return vm.ID
-	}
 	sizes := []int64{0, 10, 50, 100}
 	vms := map[int64]string{}
 	for _, mib := range sizes {
-		vms[mib] = newVM(mib)
+		vms[mib] = vmHolding(ctx, b, c, limits, mib)
 	}
 	fork := func(vm string, count int) time.Duration {
 		start := time.Now()
@@ -87,4 +64,32 @@ func BenchmarkFork(b *testing.B) {
 	}
 	b.ReportMetric(median(durs["100mib-ms"])/median(durs["10mib-ms"]), "100mib/10mib")
 	b.ReportMetric(100/(median(durs["100mib-ms"])/1000), "MiB/s")
+}
+
+// vmHolding creates a VM with limits whose /workspace/tree/data holds mib
+// MiB more, in files of at most 16 MiB, as a working tree has them.
+func vmHolding(ctx context.Context, b *testing.B, c *client.Client, limits map[string]any, mib int64) string {
+	b.Helper()
+	vm, err := c.CreateVM(ctx, client.CreateVMRequest{Limits: limits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if mib == 0 {
+		return vm.ID
+	}
+	tree := []treeEntry{{name: "data", typ: tar.TypeDir, mode: 0o755}}
+	for i, left := 0, mib<<20; left > 0; i++ {
+		n := min(left, 16<<20)
+		tree = append(tree, treeEntry{name: fmt.Sprintf("data/f%d.bin", i), typ: tar.TypeReg, mode: 0o644, size: n})
+		left -= n
+	}
+	body, wait := streamTree(tree, false)
+	_, err = c.VM(vm.ID).UploadArchive(ctx, "/workspace/tree", body, client.ArchiveOptions{Mkdirs: true})
+	if werr := wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return vm.ID
 }
