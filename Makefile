@@ -102,7 +102,7 @@ FUZZ_TARGETS := \
 	./cluster:FuzzParseForwarded ./schedules:FuzzParse \
 	./internal/mockopenai:FuzzDescribe \
 	./handlers:FuzzParsePreviewHost \
-	./vms:FuzzAllowHostDir \
+	./vms:FuzzAllowHostDir ./vms:FuzzMergeLayers \
 	./webhook:FuzzVerify ./bindings:FuzzValidate \
 	./lineshell:FuzzEditor ./lineshell:FuzzParseState
 

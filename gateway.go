@@ -96,6 +96,9 @@ type VMSpec struct {
 	Bindings *Bindings `json:"bindings,omitempty"`
 	// FromSnapshot is the snapshot whose tree the VM was created with.
 	FromSnapshot string `json:"fromSnapshot,omitempty"`
+	// CheckpointSeconds is how often the VM's files are checkpointed into
+	// the store while it runs (0: never).
+	CheckpointSeconds int `json:"checkpointSeconds,omitempty"`
 }
 
 // VM is the gateway's record of a VM.
@@ -120,9 +123,22 @@ type VM struct {
 	Image         string `json:"-"`
 	ImageBytes    int64  `json:"-"`
 	SessionsImage string `json:"-"`
+	// Checkpoints are the layers of the VM's last checkpoint, oldest
+	// first: a full capture of its files, then the changes of each later
+	// checkpoint. CheckpointAt is when the last of them was taken.
+	Checkpoints  []Checkpoint `json:"-"`
+	CheckpointAt time.Time    `json:"checkpointAt,omitzero"`
 }
 
-// Images names the blobs a hibernated VM's record holds.
+// Checkpoint is one layer of a VM's checkpoint: a blob of the image store
+// and its size.
+type Checkpoint struct {
+	Image string `json:"image"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Images names the blobs the VM's record holds: a hibernated VM's image
+// and session database, and the layers of its checkpoint.
 func (vm VM) Images() []string {
 	var out []string
 	for _, name := range []string{vm.Image, vm.SessionsImage} {
@@ -130,8 +146,14 @@ func (vm VM) Images() []string {
 			out = append(out, name)
 		}
 	}
+	for _, c := range vm.Checkpoints {
+		out = append(out, c.Image)
+	}
 	return out
 }
+
+// Restorable reports whether a lost VM can come back from its checkpoint.
+func (vm VM) Restorable() bool { return vm.State == VMLost && len(vm.Checkpoints) > 0 }
 
 // VMFilter selects VMs of a tenant.
 type VMFilter struct {

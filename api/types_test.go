@@ -169,11 +169,12 @@ var controlFrameSchemas = []string{"AttachShellControl", "AttachProcessControl"}
 // notWire are the root package's JSON-tagged structs that the API does not
 // serve as they are, each with what it serves instead.
 var notWire = map[string]string{
-	"VM":      "api.VM, the record with its spec flattened",
-	"VMSpec":  "its fields in api.VM (the store keeps it as JSON)",
-	"APIKey":  "api.APIKey, without Admin and with the secret once",
-	"Page":    "api.List, whose nextCursor is always there",
-	"Session": "api.Session, whose permissionDefault is always there",
+	"VM":         "api.VM, the record with its spec flattened",
+	"VMSpec":     "its fields in api.VM (the store keeps it as JSON)",
+	"APIKey":     "api.APIKey, without Admin and with the secret once",
+	"Page":       "api.List, whose nextCursor is always there",
+	"Session":    "api.Session, whose permissionDefault is always there",
+	"Checkpoint": "the layers of a VM's checkpoint, kept by the store, never sent",
 }
 
 // Every wire shape has exactly the fields of its schema, and a field the

@@ -31,6 +31,9 @@ type CreateVMRequest struct {
 	// FromSnapshot creates the VM with the tree of one of the tenant's
 	// snapshots as its root filesystem.
 	FromSnapshot string `json:"fromSnapshot,omitempty" validate:"omitempty,max=64,nonul"`
+	// CheckpointSeconds is how often the VM's files are checkpointed while
+	// it runs (0: never; absent: the gateway's --checkpoint-interval).
+	CheckpointSeconds *int `json:"checkpointSeconds,omitempty" validate:"omitnil,gte=0,lte=86400"`
 }
 
 // UpdateVMRequest is the body of PATCH /v1/vms/{vm}, a JSON merge patch of
@@ -40,6 +43,7 @@ type UpdateVMRequest struct {
 	Labels             map[string]*string `json:"labels,omitempty" validate:"omitempty,max=64,dive,keys,min=1,max=63,nonul,endkeys,omitnil,max=256,nonul"`
 	IdleTimeoutSeconds *int               `json:"idleTimeoutSeconds,omitempty" validate:"omitnil,gte=0,lte=604800"`
 	OnIdle             *string            `json:"onIdle,omitempty" validate:"omitnil,oneof=hibernate dispose"`
+	CheckpointSeconds  *int               `json:"checkpointSeconds,omitempty" validate:"omitnil,gte=0,lte=86400"`
 }
 
 // VM is a VM resource: the gateway's record of a VM with its spec
@@ -62,6 +66,13 @@ type VM struct {
 	OnIdle              string            `json:"onIdle,omitempty"`
 	// HibernatedAt is when the VM hibernated, while it is hibernated.
 	HibernatedAt *time.Time `json:"hibernatedAt,omitempty"`
+	// CheckpointSeconds is how often the VM's files are checkpointed while
+	// it runs (0: never); CheckpointAt is when its last checkpoint was
+	// taken. Restorable says that a lost VM can be restored from it (POST
+	// /v1/vms/{vm}/wake).
+	CheckpointSeconds int        `json:"checkpointSeconds"`
+	CheckpointAt      *time.Time `json:"checkpointAt,omitempty"`
+	Restorable        bool       `json:"restorable"`
 	// FromSnapshot is the snapshot the VM was created from.
 	FromSnapshot string    `json:"fromSnapshot,omitempty"`
 	CreatedAt    time.Time `json:"createdAt"`

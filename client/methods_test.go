@@ -249,6 +249,15 @@ func methodCases() []methodCase {
 				}
 				return expect(vm.State == client.VMHibernated && !vm.State.Final() && vm.HibernatedAt != nil && vm.HibernatedAt.Year() == 2025, "vm", vm)
 			}},
+		{name: "VM.Checkpoint", method: "POST", path: vmBase + "/checkpoint", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: strings.Replace(vmJSON, `"state":"ready"`, `"state":"ready","checkpointSeconds":60,"checkpointAt":"2025-01-02T03:04:05Z"`, 1)},
+			call: func(ctx context.Context, c *client.Client) error {
+				vm, err := c.VM(weirdVM).Checkpoint(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(vm.CheckpointSeconds == 60 && vm.CheckpointAt != nil && vm.CheckpointAt.Year() == 2025 && !vm.Restorable, "vm", vm)
+			}},
 		{name: "VM.Wake", method: "POST", path: vmBase + "/wake", accept: jsonCT, resp: canned{ctype: jsonCT, body: vmJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				vm, err := c.VM(weirdVM).Wake(ctx)

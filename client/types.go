@@ -78,13 +78,26 @@ type CreateVMRequest struct {
 	// FromSnapshot creates the VM with the tree of one of the caller's
 	// snapshots.
 	FromSnapshot string
+	// CheckpointInterval, rounded up to a second, checkpoints the VM's
+	// files that often while it runs (a pointer to 0: never; nil: the
+	// gateway's --checkpoint-interval).
+	CheckpointInterval *time.Duration
 }
 
 // MarshalJSON encodes the CreateVMRequest schema.
 func (r CreateVMRequest) MarshalJSON() ([]byte, error) {
 	return json.Marshal(api.CreateVMRequest{Labels: r.Labels, Env: r.Env, Permissions: r.Permissions, Limits: r.Limits,
 		LoopbackExemptPorts: r.LoopbackExemptPorts, Software: r.Software, Agents: r.Agents, IdleTimeoutSeconds: int(ceilUnit(r.IdleTimeout, time.Second)),
-		OnIdle: r.OnIdle, Bindings: r.Bindings, FromSnapshot: r.FromSnapshot})
+		OnIdle: r.OnIdle, Bindings: r.Bindings, FromSnapshot: r.FromSnapshot, CheckpointSeconds: seconds(r.CheckpointInterval)})
+}
+
+// seconds is d rounded up to whole seconds, nil for nil.
+func seconds(d *time.Duration) *int {
+	if d == nil {
+		return nil
+	}
+	secs := int(ceilUnit(*d, time.Second))
+	return &secs
 }
 
 // UpdateVMRequest changes a VM's settings (VMHandle.Update); a nil field
@@ -96,16 +109,15 @@ type UpdateVMRequest struct {
 	// ("hibernate" or "dispose") apply at once to a running VM.
 	IdleTimeout *time.Duration
 	OnIdle      *string
+	// CheckpointInterval, rounded up to a second, is how often the VM's
+	// files are checkpointed (0: never).
+	CheckpointInterval *time.Duration
 }
 
 // MarshalJSON encodes the UpdateVMRequest schema.
 func (r UpdateVMRequest) MarshalJSON() ([]byte, error) {
-	out := api.UpdateVMRequest{Labels: r.Labels, OnIdle: r.OnIdle}
-	if r.IdleTimeout != nil {
-		secs := int(ceilUnit(*r.IdleTimeout, time.Second))
-		out.IdleTimeoutSeconds = &secs
-	}
-	return json.Marshal(out)
+	return json.Marshal(api.UpdateVMRequest{Labels: r.Labels, OnIdle: r.OnIdle,
+		IdleTimeoutSeconds: seconds(r.IdleTimeout), CheckpointSeconds: seconds(r.CheckpointInterval)})
 }
 
 // ceilUnit is d in units, rounded up (0 for d <= 0).

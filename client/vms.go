@@ -108,10 +108,19 @@ func (v *VMHandle) Hibernate(ctx context.Context) (*VM, error) {
 	return out, err
 }
 
-// Wake runs a hibernated VM again and returns its ready record; a running
-// VM is returned as it is.
+// Wake runs a hibernated VM again, or restores a lost one from its
+// checkpoint (VM.Restorable), and returns its ready record; a running VM is
+// returned as it is.
 func (v *VMHandle) Wake(ctx context.Context) (*VM, error) {
 	out, _, err := call[VM](ctx, v.c, http.MethodPost, vmPath(v.id, "wake"), nil, nil)
+	return out, err
+}
+
+// Checkpoint stores what changed in the running VM's files since its last
+// checkpoint, and returns its record with CheckpointAt; a hibernated VM is
+// returned as it is.
+func (v *VMHandle) Checkpoint(ctx context.Context) (*VM, error) {
+	out, _, err := call[VM](ctx, v.c, http.MethodPost, vmPath(v.id, "checkpoint"), nil, nil)
 	return out, err
 }
 

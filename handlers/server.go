@@ -217,6 +217,7 @@ func (s *Server) routes() chi.Router {
 			r.Patch("/", s.updateVM)
 			r.Post("/hibernate", s.hibernateVM)
 			r.Post("/wake", s.wakeVM)
+			r.Post("/checkpoint", s.checkpointVM)
 			r.Get("/events", s.vmEvents)
 			r.Post("/exec", s.exec)
 			r.Post("/processes", s.spawn)

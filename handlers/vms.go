@@ -26,10 +26,15 @@ func (s *Server) createVM(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	checkpoint := s.vms.DefaultCheckpointSeconds()
+	if req.CheckpointSeconds != nil {
+		checkpoint = *req.CheckpointSeconds
+	}
 	vm, err := s.vms.Create(r.Context(), p.tenant, gateway.VMSpec{
 		Labels: req.Labels, Env: req.Env, Permissions: req.Permissions, Limits: req.Limits,
 		LoopbackExemptPorts: req.LoopbackExemptPorts, Software: req.Software, Agents: req.Agents,
 		IdleTimeoutSeconds: req.IdleTimeoutSeconds, OnIdle: req.OnIdle, Bindings: req.Bindings, FromSnapshot: req.FromSnapshot,
+		CheckpointSeconds: checkpoint,
 	})
 	if err != nil {
 		writeError(w, r, err)
@@ -56,16 +61,19 @@ func vmResource(vm gateway.VM) api.VM {
 	if ports == nil {
 		ports = []uint16{}
 	}
-	var hibernatedAt *time.Time
-	if !vm.HibernatedAt.IsZero() {
-		at := vm.HibernatedAt.UTC()
-		hibernatedAt = &at
+	utc := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		t = t.UTC()
+		return &t
 	}
 	return api.VM{
 		ID: vm.ID, State: vm.State, Reason: vm.Reason, Labels: labels, SidecarID: vm.SidecarID, Node: vm.Node,
 		Env: vm.Spec.Env, Permissions: vm.Spec.Permissions, Limits: vm.Spec.Limits,
 		LoopbackExemptPorts: ports, Software: orEmpty(vm.Spec.Software), Agents: orEmpty(vm.Spec.Agents),
-		IdleTimeoutSeconds: vm.Spec.IdleTimeoutSeconds, OnIdle: vm.Spec.OnIdle, HibernatedAt: hibernatedAt, FromSnapshot: vm.Spec.FromSnapshot,
+		IdleTimeoutSeconds: vm.Spec.IdleTimeoutSeconds, OnIdle: vm.Spec.OnIdle, HibernatedAt: utc(vm.HibernatedAt), FromSnapshot: vm.Spec.FromSnapshot,
+		CheckpointSeconds: vm.Spec.CheckpointSeconds, CheckpointAt: utc(vm.CheckpointAt), Restorable: vm.Restorable(),
 		CreatedAt: vm.CreatedAt.UTC(), UpdatedAt: vm.UpdatedAt.UTC(),
 	}
 }
@@ -226,7 +234,7 @@ func (s *Server) updateVM(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	vm, err := s.vms.Update(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"),
-		vms.Patch{Labels: req.Labels, IdleTimeoutSeconds: req.IdleTimeoutSeconds, OnIdle: req.OnIdle})
+		vms.Patch{Labels: req.Labels, IdleTimeoutSeconds: req.IdleTimeoutSeconds, OnIdle: req.OnIdle, CheckpointSeconds: req.CheckpointSeconds})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -246,8 +254,21 @@ func (s *Server) hibernateVM(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, vmResource(vm))
 }
 
-// wakeVM runs a hibernated VM again under its id: 200 with its ready
-// record. A running VM is answered as it is.
+// checkpointVM stores what changed in a running VM's files since its last
+// checkpoint: 200 with its record, checkpointAt now. A hibernated VM is
+// answered as it is.
+func (s *Server) checkpointVM(w http.ResponseWriter, r *http.Request) {
+	vm, err := s.vms.Checkpoint(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, vmResource(vm))
+}
+
+// wakeVM runs a hibernated VM again under its id, or restores a lost one
+// from its checkpoint: 200 with its ready record. A running VM is answered
+// as it is.
 func (s *Server) wakeVM(w http.ResponseWriter, r *http.Request) {
 	vm, err := s.vms.Wake(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"), vms.ReasonRequest)
 	if err != nil {

@@ -52,7 +52,7 @@ func TestWireBytes(t *testing.T) {
 			`{"seq":2,"stream":"stdout","data":"hi\n","encoding":"utf8","ts":"2026-12-01T12:04:05.12Z"}`},
 		{"vm times", mustJSON(vmResource(gateway.VM{ID: "vm_1", State: gateway.VMReady, CreatedAt: at, UpdatedAt: at.Add(time.Second / 2)})),
 			`{"id":"vm_1","state":"ready","labels":{},"loopbackExemptPorts":[],"software":[],"agents":[],"idleTimeoutSeconds":0,` +
-				`"createdAt":"2026-12-01T12:04:05.12Z","updatedAt":"2026-12-01T12:04:05.62Z"}`},
+				`"checkpointSeconds":0,"restorable":false,"createdAt":"2026-12-01T12:04:05.12Z","updatedAt":"2026-12-01T12:04:05.62Z"}`},
 		{"permission", mustJSON(permissionResources([]gateway.Permission{{RequestID: "r", AskedAt: at, Status: gateway.PermissionPending}})[0]),
 			`{"requestId":"r","options":null,"toolCall":null,"askedAt":"2026-12-01T12:04:05.12Z","status":"pending","decision":null}`},
 	} {

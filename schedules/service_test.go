@@ -350,7 +350,7 @@ func TestSchedulesOfAHibernatedVM(t *testing.T) {
 	if _, err := fx.db.SetVMState(ctx, "vm_a", gateway.VMHibernating, "request", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fx.db.HibernateVM(ctx, "vm_a", "image-1", 1, "", "request"); err != nil {
+	if _, _, err := fx.db.HibernateVM(ctx, "vm_a", "image-1", 1, "", "request"); err != nil {
 		t.Fatal(err)
 	}
 	fx.vms.Ended("vm_a")
@@ -388,7 +388,7 @@ func TestSchedulesOfAHibernatedVM(t *testing.T) {
 	if _, err := fx.db.SetVMState(ctx, "vm_b", gateway.VMHibernating, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fx.db.HibernateVM(ctx, "vm_b", "image-2", 1, "", "shutdown"); err != nil {
+	if _, _, err := fx.db.HibernateVM(ctx, "vm_b", "image-2", 1, "", "shutdown"); err != nil {
 		t.Fatal(err)
 	}
 	sb, err := fx.svc.Create(ctx, fx.ten, gateway.Schedule{VMID: "vm_b", Cron: never, Exec: &gateway.ScheduleExec{Command: "true"}})

@@ -66,8 +66,9 @@ func (db *DB) CreateSnapshotWithinQuota(ctx context.Context, s gateway.Snapshot,
 	return s, nil
 }
 
-// SnapshotBytes returns the bytes the tenant's snapshots and the images of
-// its hibernated VMs hold: what its MaxSnapshotBytes quota counts.
+// SnapshotBytes returns the bytes the tenant's snapshots, the images of its
+// hibernated VMs and its VMs' checkpoints hold: what its MaxSnapshotBytes
+// quota counts.
 func (db *DB) SnapshotBytes(ctx context.Context, tenantID string) (int64, error) {
 	return db.snapshotBytes(ctx, db.r, tenantID)
 }
@@ -75,7 +76,8 @@ func (db *DB) SnapshotBytes(ctx context.Context, tenantID string) (int64, error)
 func (db *DB) snapshotBytes(ctx context.Context, q querier, tenantID string) (int64, error) {
 	var used int64
 	if err := db.queryRow(ctx, q, `SELECT COALESCE((SELECT SUM(bytes) FROM snapshots WHERE tenant_id = ?), 0)
-		+ COALESCE((SELECT SUM(image_bytes) FROM vms WHERE tenant_id = ? AND state = 'hibernated'), 0)`, tenantID, tenantID).Scan(&used); err != nil {
+		+ COALESCE((SELECT SUM(image_bytes) FROM vms WHERE tenant_id = ? AND state = 'hibernated'), 0)
+		+ COALESCE((SELECT SUM(checkpoint_bytes) FROM vms WHERE tenant_id = ?), 0)`, tenantID, tenantID, tenantID).Scan(&used); err != nil {
 		return 0, dbError(err, "store: sum snapshot bytes")
 	}
 	return used, nil

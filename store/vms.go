@@ -32,21 +32,28 @@ const (
 // the hibernation image's, which only hibernation writes.
 const (
 	vmInsertColumns = `id, tenant_id, state, reason, sidecar_id, node, spec, created_at, updated_at`
-	vmColumns       = vmInsertColumns + `, image, image_bytes, hibernated_at, sessions_image`
+	vmColumns       = vmInsertColumns + `, image, image_bytes, hibernated_at, sessions_image, checkpoints, checkpoint_at`
 )
 
 func scanVM(row interface{ Scan(...any) error }) (gateway.VM, error) {
 	var (
-		vm   gateway.VM
-		spec []byte
+		vm          gateway.VM
+		spec        []byte
+		checkpoints string
 	)
 	err := row.Scan(&vm.ID, &vm.TenantID, &vm.State, &vm.Reason, &vm.SidecarID, &vm.Node, &spec,
-		scanTime(&vm.CreatedAt), scanTime(&vm.UpdatedAt), &vm.Image, &vm.ImageBytes, scanTime(&vm.HibernatedAt), &vm.SessionsImage)
+		scanTime(&vm.CreatedAt), scanTime(&vm.UpdatedAt), &vm.Image, &vm.ImageBytes, scanTime(&vm.HibernatedAt), &vm.SessionsImage,
+		&checkpoints, scanTime(&vm.CheckpointAt))
 	if err != nil {
 		return gateway.VM{}, err
 	}
 	if err := json.Unmarshal(spec, &vm.Spec); err != nil {
 		return gateway.VM{}, err
+	}
+	if checkpoints != "" {
+		if err := json.Unmarshal([]byte(checkpoints), &vm.Checkpoints); err != nil {
+			return gateway.VM{}, err
+		}
 	}
 	return vm, nil
 }
@@ -241,24 +248,115 @@ func (db *DB) SetVMState(ctx context.Context, id string, to gateway.VMState, rea
 // the blob image, bytes long, and its session database as the blob
 // sessionsImage (empty: none): the VM is hibernated with reason, runs on no
 // sidecar, and hibernatedAt is now. Its node stays the one that ran it last,
-// which keeps its schedules armed; any node may wake it. A VM in another
-// state is CodeConflict with it in Details["state"].
-func (db *DB) HibernateVM(ctx context.Context, id, image string, bytes int64, sessionsImage, reason string) (gateway.VM, error) {
+// which keeps its schedules armed; any node may wake it. The image
+// supersedes the VM's checkpoint, whose layers are dropped from the record
+// and returned, for the caller to remove the blobs. A VM in another state
+// is CodeConflict with it in Details["state"].
+func (db *DB) HibernateVM(ctx context.Context, id, image string, bytes int64, sessionsImage, reason string) (vm gateway.VM, dropped []string, err error) {
 	if image == "" {
-		return gateway.VM{}, gateway.Errorf(gateway.CodeInvalidArgument, "a hibernated vm needs an image")
+		return gateway.VM{}, nil, gateway.Errorf(gateway.CodeInvalidArgument, "a hibernated vm needs an image")
 	}
-	return db.updateVM(ctx, id, func(vm *gateway.VM) error {
+	vm, err = db.updateVM(ctx, id, func(vm *gateway.VM) error {
 		if vm.State != gateway.VMHibernating {
 			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s, not hibernating", id, vm.State).WithDetail("state", string(vm.State))
 		}
+		dropped = checkpointImages(vm.Checkpoints)
 		vm.State, vm.Reason, vm.SidecarID = gateway.VMHibernated, reason, ""
 		vm.Image, vm.ImageBytes, vm.SessionsImage, vm.HibernatedAt = image, bytes, sessionsImage, db.now()
+		vm.Checkpoints, vm.CheckpointAt = nil, time.Time{}
 		return nil
 	})
+	if err != nil {
+		return gateway.VM{}, nil, err
+	}
+	return vm, dropped, nil
 }
 
-// ClaimWake moves a tenant's hibernated VM to waking on node and returns its
-// record, image included. The tenant's row is locked, as for a create, and a
+func checkpointImages(cs []gateway.Checkpoint) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Image)
+	}
+	return out
+}
+
+// RecordCheckpoint records layers, oldest first, as the VM's checkpoint
+// taken at the given time, and returns the blobs of the previous one that
+// the new one no longer lists, for the caller to remove. It is taken while
+// the VM runs (ready or hibernating), or by a capture that ended just as
+// the VM was lost with its sidecar, whose files it still describes. A VM
+// in another state (disposed, hibernated, or woken elsewhere meanwhile) is
+// CodeConflict with it in Details["state"], and the caller removes the new
+// layers.
+func (db *DB) RecordCheckpoint(ctx context.Context, id string, layers []gateway.Checkpoint, at time.Time) (dropped []string, err error) {
+	if len(layers) == 0 {
+		return nil, gateway.Errorf(gateway.CodeInvalidArgument, "a checkpoint needs a layer")
+	}
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		vm, err := scanVM(db.queryRow(ctx, tx, `SELECT `+vmColumns+` FROM vms WHERE id = ?`+db.d.forUpdate, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
+		}
+		if err != nil {
+			return dbError(err, "store: get vm")
+		}
+		switch vm.State {
+		case gateway.VMReady, gateway.VMHibernating, gateway.VMLost:
+		default:
+			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s", id, vm.State).WithDetail("state", string(vm.State))
+		}
+		kept := map[string]bool{}
+		var total int64
+		for _, l := range layers {
+			kept[l.Image] = true
+			total += l.Bytes
+		}
+		for _, old := range vm.Checkpoints {
+			if !kept[old.Image] {
+				dropped = append(dropped, old.Image)
+			}
+		}
+		list, err := json.Marshal(layers)
+		if err != nil {
+			return err
+		}
+		_, err = db.exec(ctx, tx, `UPDATE vms SET checkpoints = ?, checkpoint_bytes = ?, checkpoint_at = ? WHERE id = ?`,
+			string(list), total, db.d.ts(at.UTC().Truncate(time.Microsecond)), id)
+		if err != nil {
+			return dbError(err, "store: record checkpoint")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return dropped, nil
+}
+
+// DropCheckpoint removes a VM's checkpoint from its record, whatever its
+// state, and returns the layers' blobs for the caller to remove: a VM
+// disposed of needs none. A missing VM is CodeNotFound.
+func (db *DB) DropCheckpoint(ctx context.Context, id string) (dropped []string, err error) {
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		vm, err := scanVM(db.queryRow(ctx, tx, `SELECT `+vmColumns+` FROM vms WHERE id = ?`+db.d.forUpdate, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return gateway.Errorf(gateway.CodeNotFound, "vm %s not found", id)
+		}
+		if err != nil {
+			return dbError(err, "store: get vm")
+		}
+		dropped = checkpointImages(vm.Checkpoints)
+		if _, err := db.exec(ctx, tx, `UPDATE vms SET checkpoints = '', checkpoint_bytes = 0, checkpoint_at = NULL WHERE id = ?`, id); err != nil {
+			return dbError(err, "store: drop checkpoint")
+		}
+		return nil
+	})
+	return dropped, err
+}
+
+// ClaimWake moves a tenant's hibernated VM, or a lost one that has a
+// checkpoint to be restored from, to waking on node and returns its record,
+// images included: a VM to restore is the one without an Image. The tenant's row is locked, as for a create, and a
 // wake that would pass maxVMs (> 0) running VMs is CodeResourceExhausted
 // (Details["quota"] = "maxVms"). A VM in another state is CodeConflict with
 // it in Details["state"], so that of two nodes waking it at once one wins.
@@ -275,7 +373,7 @@ func (db *DB) ClaimWake(ctx context.Context, tenantID, id, node string, maxVMs i
 		if err != nil {
 			return dbError(err, "store: get vm")
 		}
-		if vm.State != gateway.VMHibernated {
+		if vm.State != gateway.VMHibernated && !vm.Restorable() {
 			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s, not hibernated", id, vm.State).WithDetail("state", string(vm.State))
 		}
 		if maxVMs > 0 {
@@ -301,15 +399,20 @@ func (db *DB) ClaimWake(ctx context.Context, tenantID, id, node string, maxVMs i
 }
 
 // WokeVM records that a waking VM runs again, on sidecarID: it is ready
-// with reason, and its images are dropped from the record. Their names are
-// returned with the record, for the caller to remove the blobs. A VM in
-// another state is CodeConflict with it in Details["state"].
+// with reason, and its hibernation images are dropped from the record.
+// Their names are returned with the record, for the caller to remove the
+// blobs. A checkpoint stays: it is the VM's files until the next one. A VM
+// in another state is CodeConflict with it in Details["state"].
 func (db *DB) WokeVM(ctx context.Context, id, sidecarID, reason string) (vm gateway.VM, images []string, err error) {
 	vm, err = db.updateVM(ctx, id, func(vm *gateway.VM) error {
 		if vm.State != gateway.VMWaking {
 			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s, not waking", id, vm.State).WithDetail("state", string(vm.State))
 		}
-		images = vm.Images()
+		for _, name := range []string{vm.Image, vm.SessionsImage} {
+			if name != "" {
+				images = append(images, name)
+			}
+		}
 		vm.State, vm.Reason, vm.SidecarID = gateway.VMReady, reason, sidecarID
 		vm.Image, vm.ImageBytes, vm.SessionsImage, vm.HibernatedAt = "", 0, "", time.Time{}
 		return nil
@@ -362,10 +465,28 @@ func (db *DB) writeVMLocked(ctx context.Context, tx *sql.Tx, vm gateway.VM) erro
 	if !vm.HibernatedAt.IsZero() {
 		hibernatedAt = db.d.ts(vm.HibernatedAt)
 	}
+	var checkpointAt any
+	if !vm.CheckpointAt.IsZero() {
+		checkpointAt = db.d.ts(vm.CheckpointAt)
+	}
+	var checkpoints string
+	var checkpointBytes int64
+	if len(vm.Checkpoints) > 0 {
+		list, err := json.Marshal(vm.Checkpoints)
+		if err != nil {
+			return err
+		}
+		checkpoints = string(list)
+		for _, c := range vm.Checkpoints {
+			checkpointBytes += c.Bytes
+		}
+	}
 	_, err := db.exec(ctx, tx, `UPDATE vms SET state = ?, reason = ?, sidecar_id = ?, node = ?, updated_at = ?,
-		image = ?, image_bytes = ?, hibernated_at = ?, sessions_image = ? WHERE id = ?`,
+		image = ?, image_bytes = ?, hibernated_at = ?, sessions_image = ?,
+		checkpoints = ?, checkpoint_bytes = ?, checkpoint_at = ? WHERE id = ?`,
 		string(vm.State), vm.Reason, vm.SidecarID, vm.Node, db.d.ts(vm.UpdatedAt),
-		vm.Image, vm.ImageBytes, hibernatedAt, vm.SessionsImage, vm.ID)
+		vm.Image, vm.ImageBytes, hibernatedAt, vm.SessionsImage,
+		checkpoints, checkpointBytes, checkpointAt, vm.ID)
 	if err != nil {
 		return dbError(err, "store: set vm state")
 	}
@@ -435,11 +556,12 @@ func (db *DB) MarkNodeVMsLost(ctx context.Context, node, reason string) ([]strin
 // markVMsLost marks the VMs matching where (with args) that ran there lost
 // with reason, with a history row each, and returns their ids. A hibernated
 // VM runs nowhere and stays; a waking one still has its image, so it goes
-// back to hibernated, to wake again on its next use.
+// back to hibernated, to wake again on its next use; one being restored
+// from its checkpoint has no image, and is lost again, still restorable.
 func (db *DB) markVMsLost(ctx context.Context, tx *sql.Tx, where string, args []any, reason string) ([]string, error) {
 	now := db.now()
 	back, err := db.updateReturningIDs(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?, node = '', sidecar_id = ''
-		WHERE state = 'waking' AND `+where+` RETURNING id`,
+		WHERE state = 'waking' AND image <> '' AND `+where+` RETURNING id`,
 		append([]any{string(gateway.VMHibernated), reason, db.d.ts(now)}, args...))
 	if err != nil {
 		return nil, err
@@ -498,7 +620,7 @@ func (db *DB) CountLiveVMs(ctx context.Context, tenantID string) (int, error) {
 
 // DeleteVM removes a tenant's VM record that reached a final state, or is
 // hibernated, with its labels, history and agent sessions, and returns it:
-// a hibernated VM's Images name the blobs the caller removes. A VM in
+// its Images name the blobs the caller removes. A VM in
 // another state is CodeConflict with its state in Details["state"]; a
 // missing one (or another tenant's) is CodeNotFound.
 func (db *DB) DeleteVM(ctx context.Context, tenantID, id string) (gateway.VM, error) {
@@ -524,11 +646,13 @@ func (db *DB) DeleteVM(ctx context.Context, tenantID, id string) (gateway.VM, er
 }
 
 // HibernatedBefore returns up to limit VMs, of every tenant, hibernated
-// before the given time, oldest first, images included: those past their
+// before the given time, or lost before it with a checkpoint they could
+// be restored from, oldest first, images included: those past their
 // retention.
 func (db *DB) HibernatedBefore(ctx context.Context, before time.Time, limit int) ([]gateway.VM, error) {
-	rows, err := db.query(ctx, db.r, `SELECT `+vmColumns+` FROM vms WHERE state = 'hibernated' AND hibernated_at < ?
-		ORDER BY hibernated_at LIMIT ?`, db.d.ts(before), limit)
+	rows, err := db.query(ctx, db.r, `SELECT `+vmColumns+` FROM vms
+		WHERE (state = 'hibernated' AND hibernated_at < ?) OR (state = 'lost' AND checkpoints <> '' AND updated_at < ?)
+		ORDER BY updated_at LIMIT ?`, db.d.ts(before), db.d.ts(before), limit)
 	if err != nil {
 		return nil, dbError(err, "store: list hibernated vms")
 	}
@@ -551,8 +675,10 @@ func (db *DB) HibernatedBefore(ctx context.Context, before time.Time, limit int)
 // final state before the given time, and returns how many it removed. A VM
 // that still has agent session records is kept: those follow their tenant's
 // session retention, and the VM goes on a later purge, once they are gone.
+// A lost VM with a checkpoint is kept too: it follows the retention of
+// hibernated VMs (HibernatedBefore), whose deletion removes its layers.
 func (db *DB) PurgeEndedVMs(ctx context.Context, before time.Time) (int, error) {
-	res, err := db.exec(ctx, db.w, `DELETE FROM vms WHERE state IN `+finalStatesSQL+` AND updated_at < ?
+	res, err := db.exec(ctx, db.w, `DELETE FROM vms WHERE state IN `+finalStatesSQL+` AND checkpoints = '' AND updated_at < ?
 		AND NOT EXISTS (SELECT 1 FROM agent_sessions s WHERE s.vm_id = vms.id)`, db.d.ts(before))
 	if err != nil {
 		return 0, dbError(err, "store: purge vms")

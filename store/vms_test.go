@@ -563,18 +563,18 @@ func TestHibernationLifeCycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Only a hibernating VM takes an image, and an image is needed.
-		_, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "sessions-1", "request")
+		_, _, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "sessions-1", "request")
 		wantCode(t, err, gateway.CodeConflict)
 		_, err = db.SetVMState(ctx, "vm_1", gateway.VMHibernated, "request", "")
 		wantCode(t, err, gateway.CodeConflict)
 		if _, err := db.SetVMState(ctx, "vm_1", gateway.VMHibernating, "", ""); err != nil {
 			t.Fatal(err)
 		}
-		_, err = db.HibernateVM(ctx, "vm_1", "", 10, "", "request")
+		_, _, err = db.HibernateVM(ctx, "vm_1", "", 10, "", "request")
 		wantCode(t, err, gateway.CodeInvalidArgument)
 		t1 := t0.Add(time.Minute)
 		db.now = func() time.Time { return t1 }
-		vm, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "sessions-1", "request")
+		vm, _, err := db.HibernateVM(ctx, "vm_1", "blob-1", 10, "sessions-1", "request")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -641,7 +641,7 @@ func TestHibernationLifeCycle(t *testing.T) {
 		if _, err := db.SetVMState(ctx, "vm_1", gateway.VMHibernating, "", ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.HibernateVM(ctx, "vm_1", "blob-2", 20, "", "idle"); err != nil {
+		if _, _, err := db.HibernateVM(ctx, "vm_1", "blob-2", 20, "", "idle"); err != nil {
 			t.Fatal(err)
 		}
 		gone, err := db.DeleteVM(ctx, "acme", "vm_1")
@@ -655,6 +655,115 @@ func TestHibernationLifeCycle(t *testing.T) {
 		}
 		if len(states) != 1 {
 			t.Fatalf("vm_2's history = %v", states)
+		}
+	})
+}
+
+// TestCheckpointLifeCycle: a running VM's checkpoint replaces the previous
+// one and says which layers went; it survives the VM's loss, which makes the
+// VM restorable: a wake claims it, a node dying during the restore leaves it
+// lost and restorable, and a hibernation supersedes the checkpoint. The
+// layers count against the tenant's stored bytes, keep the lost record past
+// the ended VMs' purge, and go with the VM's deletion.
+func TestCheckpointLifeCycle(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *DB) {
+		ctx := testContext(t)
+		mustTenant(t, db, "acme")
+		t0 := time.Date(2025, 2, 3, 4, 5, 6, 0, time.UTC)
+		db.now = func() time.Time { return t0 }
+		if err := db.CreateVM(ctx, gateway.VM{ID: "vm_1", TenantID: "acme", State: gateway.VMCreating, Node: "n1"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := db.RecordCheckpoint(ctx, "vm_1", []gateway.Checkpoint{{Image: "base-0", Bytes: 5}}, t0)
+		wantCode(t, err, gateway.CodeConflict)
+		_, err = db.RecordCheckpoint(ctx, "vm_1", nil, t0)
+		wantCode(t, err, gateway.CodeInvalidArgument)
+		_, err = db.RecordCheckpoint(ctx, "vm_9", []gateway.Checkpoint{{Image: "base-0", Bytes: 5}}, t0)
+		wantCode(t, err, gateway.CodeNotFound)
+		if _, err := db.SetVMState(ctx, "vm_1", gateway.VMReady, "", "sc_1"); err != nil {
+			t.Fatal(err)
+		}
+		base := gateway.Checkpoint{Image: "base-1", Bytes: 100}
+		if dropped, err := db.RecordCheckpoint(ctx, "vm_1", []gateway.Checkpoint{base}, t0); err != nil || len(dropped) != 0 {
+			t.Fatalf("RecordCheckpoint = %v, %v", dropped, err)
+		}
+		t1 := t0.Add(time.Minute)
+		delta := gateway.Checkpoint{Image: "delta-1", Bytes: 7}
+		if dropped, err := db.RecordCheckpoint(ctx, "vm_1", []gateway.Checkpoint{base, delta}, t1); err != nil || len(dropped) != 0 {
+			t.Fatalf("RecordCheckpoint = %v, %v", dropped, err)
+		}
+		got, err := db.GetVM(ctx, "acme", "vm_1")
+		if err != nil || !slices.Equal(got.Checkpoints, []gateway.Checkpoint{base, delta}) || !got.CheckpointAt.Equal(t1) || got.Restorable() {
+			t.Fatalf("GetVM = %+v, %v", got, err)
+		}
+		if used, err := db.SnapshotBytes(ctx, "acme"); err != nil || used != 107 {
+			t.Fatalf("SnapshotBytes = %d, %v; want the layers' 107", used, err)
+		}
+
+		// The sidecar dies: the VM is lost, restorable, and no purge of
+		// ended records takes it.
+		if _, err := db.SetVMState(ctx, "vm_1", gateway.VMLost, "the sidecar died", ""); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := db.GetVM(ctx, "acme", "vm_1"); !got.Restorable() {
+			t.Fatalf("lost VM %+v is not restorable", got)
+		}
+		if n, err := db.PurgeEndedVMs(ctx, t1.Add(time.Hour)); err != nil || n != 0 {
+			t.Fatalf("PurgeEndedVMs = %d, %v", n, err)
+		}
+		// A restore claims it; the claiming node dies; it is lost again.
+		vm, err := db.ClaimWake(ctx, "acme", "vm_1", "n2", 0)
+		if err != nil || vm.State != gateway.VMWaking || vm.Image != "" || len(vm.Checkpoints) != 2 {
+			t.Fatalf("ClaimWake = %+v, %v", vm, err)
+		}
+		if ids, err := db.MarkNodeVMsLost(ctx, "n2", "node died"); err != nil || !slices.Equal(ids, []string{"vm_1"}) {
+			t.Fatalf("MarkNodeVMsLost = %v, %v", ids, err)
+		}
+		if got, _ := db.GetVM(ctx, "acme", "vm_1"); !got.Restorable() {
+			t.Fatalf("after the restoring node died: %+v", got)
+		}
+		// The restore completes: the checkpoint stays, the next full one
+		// replaces both layers.
+		if _, err := db.ClaimWake(ctx, "acme", "vm_1", "n2", 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, images, err := db.WokeVM(ctx, "vm_1", "sc_2", "restore"); err != nil || len(images) != 0 {
+			t.Fatalf("WokeVM = %q, %v", images, err)
+		}
+		full := gateway.Checkpoint{Image: "base-2", Bytes: 110}
+		if dropped, err := db.RecordCheckpoint(ctx, "vm_1", []gateway.Checkpoint{full}, t1); err != nil || !slices.Equal(dropped, []string{"base-1", "delta-1"}) {
+			t.Fatalf("RecordCheckpoint = %v, %v", dropped, err)
+		}
+		// A hibernation supersedes the checkpoint.
+		if _, err := db.SetVMState(ctx, "vm_1", gateway.VMHibernating, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		vm, dropped, err := db.HibernateVM(ctx, "vm_1", "image-1", 120, "", "request")
+		if err != nil || !slices.Equal(dropped, []string{"base-2"}) || len(vm.Checkpoints) != 0 || !vm.CheckpointAt.IsZero() {
+			t.Fatalf("HibernateVM = %+v, %v, %v", vm, dropped, err)
+		}
+		if used, err := db.SnapshotBytes(ctx, "acme"); err != nil || used != 120 {
+			t.Fatalf("SnapshotBytes = %d, %v; want the image's 120", used, err)
+		}
+
+		// A lost VM with a checkpoint follows the hibernated retention, and
+		// its deletion names its layers.
+		if err := db.CreateVM(ctx, gateway.VM{ID: "vm_2", TenantID: "acme", State: gateway.VMReady, Node: "n1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.RecordCheckpoint(ctx, "vm_2", []gateway.Checkpoint{{Image: "base-3", Bytes: 1}}, t1); err != nil {
+			t.Fatal(err)
+		}
+		if ids, err := db.MarkNodeVMsLost(ctx, "n1", "restart"); err != nil || !slices.Equal(ids, []string{"vm_2"}) {
+			t.Fatalf("MarkNodeVMsLost = %v, %v", ids, err)
+		}
+		old, err := db.HibernatedBefore(ctx, t1.Add(time.Hour), 10)
+		if err != nil || len(old) != 2 {
+			t.Fatalf("HibernatedBefore = %+v, %v; want vm_1 and vm_2", old, err)
+		}
+		gone, err := db.DeleteVM(ctx, "acme", "vm_2")
+		if err != nil || !slices.Equal(gone.Images(), []string{"base-3"}) {
+			t.Fatalf("DeleteVM = %+v, %v", gone, err)
 		}
 	})
 }

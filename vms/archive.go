@@ -128,6 +128,8 @@ func (f *Files) ExtractArchive(ctx context.Context, dir string, r io.Reader, mkd
 	if err != nil {
 		return st, EngineError(err, "extract archive")
 	}
+	defer f.journal(false, ancestors(clean)...)()
+	defer f.journal(true, clean)()
 	info, err := f.vm.Stat(ctx, clean)
 	switch {
 	case isNotFound(err):

@@ -28,6 +28,8 @@ type Files struct {
 	vmID     string
 	observer FileObserver
 	done     func()
+	// lv journals the changes for the VM's checkpoints (nil: not kept).
+	lv *liveVM
 }
 
 // Files returns a VM's filesystem and a release for the hold on the VM.
@@ -36,7 +38,29 @@ func (s *Service) Files(ctx context.Context, tenantID, vmID string) (*Files, err
 	if err != nil {
 		return nil, err
 	}
-	return &Files{vm: lv.vm, vmID: lv.id, observer: s.fileObserver(), done: lv.hold(s.cfg.Now())}, nil
+	return &Files{vm: lv.vm, vmID: lv.id, observer: s.fileObserver(), done: lv.hold(s.cfg.Now()), lv: lv}, nil
+}
+
+// journal tells the VM's checkpoints of paths a call changes, once as it
+// begins and once more when the returned function is called as it ends: a
+// checkpoint taken meanwhile may have read them half changed, and a call
+// that fails halfway has changed some of them all the same.
+func (f *Files) journal(tree bool, paths ...string) func() {
+	if f.lv == nil {
+		return func() {}
+	}
+	f.lv.journal(tree, paths...)
+	return func() { f.lv.journal(tree, paths...) }
+}
+
+// ancestors returns the directories above an absolute path, up to and
+// without the root: those a call with mkdirs may create.
+func ancestors(p string) []string {
+	var out []string
+	for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+		out = append(out, d)
+	}
+	return out
 }
 
 // Release ends the hold on the VM.
@@ -150,6 +174,10 @@ func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs 
 	if err != nil {
 		return 0, EngineError(err, "write file")
 	}
+	if mkdirs {
+		defer f.journal(false, ancestors(clean)...)()
+	}
+	defer f.journal(false, clean)()
 	// The engine would replace a directory with the file; a PUT of bytes
 	// onto a directory is a mistake of the caller's, so it is refused and
 	// the directory kept.
@@ -234,6 +262,7 @@ func (f *Files) mkdirAll(ctx context.Context, dir string) ([]FileChange, error) 
 
 // Remove deletes a file or (recursive) a tree.
 func (f *Files) Remove(ctx context.Context, name string, recursive bool) error {
+	defer f.journal(recursive, path.Clean(name))()
 	isDir := f.observedDir(ctx, name)
 	if err := f.vm.Remove(ctx, name, recursive); err != nil {
 		return EngineError(err, "remove")
@@ -273,6 +302,8 @@ func withinDepth(dir string, es []gateway.DirEntry, depth int) []gateway.DirEntr
 
 // Mkdir creates a directory and its parents.
 func (f *Files) Mkdir(ctx context.Context, name string) error {
+	defer f.journal(false, ancestors(path.Clean(name))...)()
+	defer f.journal(false, path.Clean(name))()
 	changes, err := f.mkdirAll(ctx, path.Clean(name))
 	if err != nil {
 		return err
@@ -283,6 +314,7 @@ func (f *Files) Mkdir(ctx context.Context, name string) error {
 
 // Move renames a file or tree.
 func (f *Files) Move(ctx context.Context, from, to string) error {
+	defer f.journal(true, path.Clean(from), path.Clean(to))()
 	isDir := f.observedDir(ctx, from)
 	if err := f.vm.Move(ctx, from, to); err != nil {
 		return EngineError(err, "move")

@@ -200,13 +200,18 @@ func (s *Service) recordHibernated(ctx context.Context, lv *liveVM, reason strin
 			_ = os.Remove(f)
 		}
 	}
-	if _, err := s.store.HibernateVM(ctx, lv.id, img.name, img.bytes, sessions, reason); err != nil {
+	_, dropped, err := s.store.HibernateVM(ctx, lv.id, img.name, img.bytes, sessions, reason)
+	if err != nil {
 		s.deleteImage(img.name)
 		s.deleteImage(sessions)
 		if _, lerr := s.store.SetVMState(ctx, lv.id, gateway.VMLost, "its hibernation could not be recorded", ""); lerr != nil {
 			s.log.Error().Err(lerr).Str("vm", lv.id).Msg("record a lost hibernation")
 		}
 		return err
+	}
+	// The image supersedes the checkpoint.
+	for _, name := range dropped {
+		s.deleteImage(name)
 	}
 	return nil
 }
@@ -349,10 +354,25 @@ func (s *Service) deleteImage(name string) {
 	}
 }
 
-// Wake runs a tenant's hibernated VM again and returns its record. A VM that
-// runs already is returned as it is; a wake waits at most the service's
+// Wake runs a tenant's hibernated VM again, or restores a lost one from its
+// checkpoint, and returns its record. A VM that runs already is returned as
+// it is; a wake waits at most the service's
 // WakeTimeout, and a VM in a state that cannot wake is CodeConflict.
 func (s *Service) Wake(ctx context.Context, tenantID, id, reason string) (gateway.VM, error) {
+	if s.liveOf(tenantID, id) == nil {
+		rec, err := s.store.GetVM(ctx, tenantID, id)
+		if err != nil {
+			return gateway.VM{}, err
+		}
+		if rec.Restorable() {
+			// Only an explicit wake restores a lost VM: its files are as
+			// its last checkpoint left them, which its owner must know.
+			if _, err := s.wake(ctx, rec, ReasonRestore); err != nil {
+				return gateway.VM{}, err
+			}
+			return s.store.GetVM(ctx, tenantID, id)
+		}
+	}
 	if _, err := s.lookupReason(ctx, tenantID, id, reason); err != nil {
 		return gateway.VM{}, err
 	}
@@ -435,7 +455,15 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 	if err != nil {
 		return fail(err)
 	}
-	rc, err := s.cfg.Images.Open(ctx, rec.Image)
+	// A hibernated VM wakes from its image; a lost one is restored from the
+	// layers of its checkpoint, merged into one image first.
+	restoring := rec.Image == ""
+	var rc io.ReadSeekCloser
+	if restoring {
+		rc, err = s.restoreImage(ctx, rec.Checkpoints, cmp.Or(s.cfg.DataDir, os.TempDir()))
+	} else {
+		rc, err = s.cfg.Images.Open(ctx, rec.Image)
+	}
 	if err != nil {
 		return fail(gateway.Wrap(gateway.CodeUnavailable, err, "the VM's image could not be opened"))
 	}
@@ -480,10 +508,16 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 		return fail(err)
 	}
 	if !s.goLive(lv, reason) {
-		// Close began after the claim: the VM goes back to sleep, with the
-		// image it woke from.
 		wctx, wcancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer wcancel()
+		if restoring {
+			// Close began after the claim: the VM is lost again, and
+			// still has its checkpoint.
+			s.endVM(wctx, lv, gateway.VMLost, "the gateway shut down while the VM was restored", true)
+			return nil, errShuttingDown()
+		}
+		// Close began after the claim: the VM goes back to sleep, with the
+		// image it woke from.
 		lv.image = &vmImage{name: rec.Image, bytes: rec.ImageBytes}
 		lv.sessionsDB = vm.KeepDatabase()
 		s.deleteImage(rec.SessionsImage)
@@ -507,7 +541,12 @@ func (s *Service) undoWake(made halfMade, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
 	s.undoPlacement(ctx, made, cause)
-	if _, err := s.store.SetVMState(ctx, made.rec.ID, gateway.VMHibernated, "wake failed: "+gateway.ErrorMessage(cause), ""); err != nil {
+	back := gateway.VMHibernated
+	if made.rec.Image == "" {
+		// A restore that failed leaves the VM lost, with its checkpoint.
+		back = gateway.VMLost
+	}
+	if _, err := s.store.SetVMState(ctx, made.rec.ID, back, "wake failed: "+gateway.ErrorMessage(cause), ""); err != nil {
 		s.log.Error().Err(err).Str("vm", made.rec.ID).Msg("record a failed wake")
 	}
 }
@@ -518,6 +557,7 @@ type Patch struct {
 	Labels             map[string]*string
 	IdleTimeoutSeconds *int
 	OnIdle             *string
+	CheckpointSeconds  *int
 }
 
 // Update applies p to a tenant's VM, running or hibernated, and returns the
@@ -548,6 +588,9 @@ func (s *Service) Update(ctx context.Context, tenantID, id string, p Patch) (gat
 		if p.OnIdle != nil {
 			spec.OnIdle = *p.OnIdle
 		}
+		if p.CheckpointSeconds != nil {
+			spec.CheckpointSeconds = *p.CheckpointSeconds
+		}
 		return nil
 	})
 	if err != nil {
@@ -560,6 +603,7 @@ func (s *Service) Update(ctx context.Context, tenantID, id string, p Patch) (gat
 		lv.mu.Lock()
 		lv.idle = time.Duration(rec.Spec.IdleTimeoutSeconds) * time.Second
 		lv.onIdle = cmp.Or(rec.Spec.OnIdle, s.cfg.OnIdle)
+		lv.ckpt.every = checkpointEvery(rec.Spec)
 		lv.mu.Unlock()
 	}
 	return rec, nil

@@ -75,7 +75,10 @@ func (s *Service) lookupAt(ctx context.Context, tenantID, vmID, cwd string) (lv 
 	if err != nil {
 		return nil, nil, err
 	}
-	release = lv.hold(s.cfg.Now())
+	// What runs may write anywhere: until it ends, checkpoints compare the
+	// whole tree.
+	done, guestDone := lv.hold(s.cfg.Now()), lv.guestRuns()
+	release = func() { guestDone(); done() }
 	if err := checkCwd(ctx, lv.vm, cwd); err != nil {
 		release()
 		return nil, nil, err

@@ -36,7 +36,9 @@ type Store interface {
 	PurgeEndedVMs(ctx context.Context, before time.Time) (int, error)
 	// Hibernation (hibernate.go).
 	GetTenant(ctx context.Context, id string) (gateway.Tenant, error)
-	HibernateVM(ctx context.Context, id, image string, bytes int64, sessionsImage, reason string) (gateway.VM, error)
+	HibernateVM(ctx context.Context, id, image string, bytes int64, sessionsImage, reason string) (gateway.VM, []string, error)
+	RecordCheckpoint(ctx context.Context, id string, layers []gateway.Checkpoint, at time.Time) ([]string, error)
+	DropCheckpoint(ctx context.Context, id string) ([]string, error)
 	ClaimWake(ctx context.Context, tenantID, id, node string, maxVMs int) (gateway.VM, error)
 	WokeVM(ctx context.Context, id, sidecarID, reason string) (gateway.VM, []string, error)
 	UpdateVMSpec(ctx context.Context, tenantID, id string, change func(spec *gateway.VMSpec) error) (gateway.VM, error)
@@ -112,6 +114,9 @@ type Config struct {
 	// when the service closes. Either is OnIdleHibernate (the default
 	// when Images is set) or OnIdleDispose.
 	OnIdle, OnShutdown string
+	// CheckpointInterval is how often a VM that sets no checkpointSeconds
+	// is checkpointed (0: never; whole seconds).
+	CheckpointInterval time.Duration
 }
 
 // What becomes of an idle VM, or of the running VMs at shutdown.
@@ -144,6 +149,8 @@ type Service struct {
 
 	// waking are the wakes in progress on this node, by VM id.
 	waking map[string]*wakeCall
+	// ckptSlots bounds the scheduled checkpoints running at once.
+	ckptSlots chan struct{}
 
 	stop chan struct{}
 	// life ends when Close begins: the work the service does on its own
@@ -195,12 +202,13 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	s := &Service{
 		cfg: cfg, store: store, pool: pool, log: cfg.Log,
 		live: map[string]*liveVM{}, procCount: map[string]int{}, waking: map[string]*wakeCall{},
-		stop: make(chan struct{}),
+		ckptSlots: make(chan struct{}, checkpointParallel), stop: make(chan struct{}),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.reapIdle) })
 	s.goLocked(func() { s.every(s.cfg.PurgeInterval, s.purgeEnded) })
+	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.checkpointDue) })
 	s.mu.Unlock()
 	return s
 }
@@ -263,6 +271,8 @@ type liveVM struct {
 	done chan struct{}
 	// exitedShells are the ids of ended shells, oldest first.
 	exitedShells []string
+	// ckpt is the VM's checkpoint state (checkpoint.go).
+	ckpt checkpoints
 }
 
 func newID(prefix string) string {
@@ -420,6 +430,8 @@ func (s *Service) newLiveVM(rec gateway.VM, vm *agentos.VM, lease Lease) *liveVM
 		onIdle: cmp.Or(rec.Spec.OnIdle, s.cfg.OnIdle),
 		procs:  map[uint32]*Process{}, shells: map[string]*Shell{}, lastActive: s.cfg.Now(),
 		done: make(chan struct{}),
+		// A VM restored from its checkpoint keeps it until its first own.
+		ckpt: checkpoints{every: checkpointEvery(rec.Spec), last: s.cfg.Now(), layers: rec.Checkpoints},
 	}
 }
 
@@ -705,6 +717,11 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 		}
 	} else if _, err := s.store.SetVMState(ctx, lv.id, state, reason, ""); err != nil {
 		s.log.Error().Err(err).Str("vm", lv.id).Str("state", string(state)).Msg("record vm state")
+	}
+	if state == gateway.VMDisposed {
+		// A VM disposed of is not to be restored: its checkpoint goes. A
+		// lost one keeps it, to be restored from (Wake).
+		s.dropCheckpoint(ctx, lv)
 	}
 	s.mu.Lock()
 	delete(s.live, lv.id)
@@ -1053,5 +1070,8 @@ func (s *Service) AgentHost(ctx context.Context, tenantID, id string) (host Agen
 	if err != nil {
 		return AgentHost{}, nil, err
 	}
-	return AgentHost{lv.vm}, lv.hold(s.cfg.Now()), nil
+	// An agent writes files of its own: while a session holds the host,
+	// checkpoints compare the whole tree.
+	done, guestDone := lv.hold(s.cfg.Now()), lv.guestRuns()
+	return AgentHost{lv.vm}, func() { guestDone(); done() }, nil
 }

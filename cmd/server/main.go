@@ -126,6 +126,7 @@ type config struct {
 	bodyReadTimeout    time.Duration
 	wakeTimeout        time.Duration
 	hibernatedKeep     time.Duration
+	checkpointEvery    time.Duration
 	onIdle, onShutdown string
 	logFormat          string
 	logLevel           string
@@ -252,6 +253,7 @@ func defineFlags(c *config, getenv func(string) string) (fs *flag.FlagSet, defau
 	num("vm-retention", "168h", "how long the records of ended (disposed or lost) VMs are kept before they are purged")
 	num("hibernated-retention", "168h", "how long a VM may stay hibernated before it is deleted with its stored files (0: kept until deleted)")
 	num("wake-timeout", "30s", "how long waking a hibernated VM may take before the request that needed it fails")
+	num("checkpoint-interval", "0s", "how often the files of a running VM that sets no checkpointSeconds are checkpointed into the store, so that a VM lost with its sidecar or node can be restored under its id (0: never; whole seconds)")
 	str(&c.onIdle, "on-idle", vms.OnIdleHibernate, "what becomes of a VM idle past its idleTimeoutSeconds that sets no onIdle: hibernate (its files kept in the store; it wakes under the same id on its next use) or dispose")
 	str(&c.onShutdown, "on-shutdown", vms.OnIdleHibernate, "what becomes of the running VMs when the gateway stops: hibernate (each wakes on its next use, after a restart or through another node) or dispose")
 	num("body-read-timeout", "30s", "how long a request body may go without delivering a byte before the request is refused with 408")
@@ -336,6 +338,10 @@ func (t *flagText) readTimings(c *config) {
 	c.vmRetention = t.dur("vm-retention")
 	c.wakeTimeout = t.dur("wake-timeout")
 	c.hibernatedKeep = t.dur("hibernated-retention")
+	c.checkpointEvery = t.dur("checkpoint-interval")
+	if c.checkpointEvery < 0 || c.checkpointEvery%time.Second != 0 || c.checkpointEvery > 24*time.Hour {
+		t.fail(errors.New("--checkpoint-interval must be whole seconds from 0 to 24h"))
+	}
 	if c.hibernatedKeep < 0 {
 		t.fail(errors.New("--hibernated-retention must not be negative"))
 	}
@@ -565,7 +571,8 @@ func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarp
 	g.vms = vms.New(vms.Config{DataDir: filepath.Join(c.dataDir, "sessions"), OutputBufferBytes: c.outputBufferBytes, Retention: c.vmRetention,
 		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Warm: g.warm, Log: log,
 		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs),
-		Images: snapBlobs, WakeTimeout: c.wakeTimeout, HibernatedRetention: c.hibernatedKeep, OnIdle: c.onIdle, OnShutdown: c.onShutdown}, db, vms.PoolOf(g.pool))
+		Images: snapBlobs, WakeTimeout: c.wakeTimeout, HibernatedRetention: c.hibernatedKeep, OnIdle: c.onIdle, OnShutdown: c.onShutdown,
+		CheckpointInterval: c.checkpointEvery}, db, vms.PoolOf(g.pool))
 	g.snaps = snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log}, db, snapBlobs, g.vms)
 	node, lost, err := cluster.Join(ctx, cluster.Config{
 		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: db.Dialect() == "postgres",
