@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,8 +41,12 @@ import (
 //   - guest code: a process, shell, exec or agent session that ran since
 //     the last checkpoint may have written anywhere, so the tree is
 //     compared with the last checkpoint's manifest: in one call when the
-//     tree fits one snapshot frame (content hashes), else with a listing
-//     and a stat of each entry (size, mode and modification time).
+//     tree fits one snapshot frame (content hashes), else with one find
+//     the VM runs itself (size, modification and change times of every
+//     entry in about 0.7 s for a 100 MiB tree, where a stat per entry from
+//     the host takes 40 ms each), and a stat of each changed entry for its
+//     owner and mode. A VM that cannot run find (its permissions or limits
+//     refuse it) is compared with a listing and a stat of each entry.
 //
 // Only what differs is read and stored. After maxCheckpointLayers layers,
 // or once the changes outweigh the full capture, the next checkpoint is a
@@ -73,33 +78,43 @@ const (
 )
 
 // stamp is what a checkpoint knows of one entry of the VM's tree, to tell
-// whether it changed since. A stamp from a stat has the modification time;
-// one from a one-frame export has the content's hash instead; two stamps
-// that share neither say "changed", which costs a copy, never a loss.
+// whether it changed since. A stamp from a stat has the modification and
+// change times (to the millisecond, as the engine keeps them); one from a
+// one-frame export has the content's hash instead; two stamps that share
+// neither say "changed", which costs a copy, never a loss. The guest's find
+// sees modes and owners of its own (every entry 0777, root's) and no change
+// time (it prints the modification time for it), so its stamps have
+// neither (hasOwner false): between two of its scans a change of mode
+// alone goes unseen until the content changes too.
 type stamp struct {
-	kind     byte // tar.TypeDir, tar.TypeSymlink or tar.TypeReg
-	perm     fs.FileMode
-	uid, gid int
-	size     int64
-	mtime    time.Time
-	sum      [sha256.Size]byte
-	hasSum   bool
+	kind         byte // tar.TypeDir, tar.TypeSymlink or tar.TypeReg
+	perm         fs.FileMode
+	uid, gid     int
+	hasOwner     bool
+	size         int64
+	mtime, ctime time.Time
+	sum          [sha256.Size]byte
+	hasSum       bool
 }
 
 func (a stamp) same(b stamp) bool {
-	if a.kind != b.kind || a.perm != b.perm || a.uid != b.uid || a.gid != b.gid {
+	if a.kind != b.kind {
 		return false
 	}
-	if a.kind == tar.TypeDir {
-		return true
+	if a.hasOwner && b.hasOwner && (a.perm != b.perm || a.uid != b.uid || a.gid != b.gid) {
+		return false
 	}
 	switch {
-	case a.size != b.size:
+	case a.kind == tar.TypeDir && a.hasOwner && b.hasOwner:
+		// A directory's times move with its entries, whose own stamps
+		// tell their changes.
+		return true
+	case a.kind != tar.TypeDir && a.size != b.size:
 		return false
 	case a.hasSum && b.hasSum:
 		return a.sum == b.sum
 	case !a.mtime.IsZero() && !b.mtime.IsZero():
-		return a.mtime.Equal(b.mtime)
+		return a.mtime.Equal(b.mtime) && (!a.hasOwner || !b.hasOwner || a.ctime.Equal(b.ctime))
 	}
 	return false
 }
@@ -287,7 +302,11 @@ func (s *Service) checkpoint(ctx context.Context, lv *liveVM) error {
 	switch {
 	case full || guest:
 		var err error
-		if cur, err = sc.scanAll(ctx); err != nil {
+		base := old
+		if full {
+			base = nil
+		}
+		if cur, err = sc.scanAll(ctx, base); err != nil {
 			keepJournal()
 			return err
 		}
@@ -439,11 +458,19 @@ func (sc *scanner) skipped(p string) bool {
 }
 
 // scanAll reads the stamps of the whole tree: from one export when it fits
-// a frame, else with a listing and a stat of each entry.
-func (sc *scanner) scanAll(ctx context.Context) (manifest, error) {
+// a frame; else, to compare with old, with the guest's find, and for a
+// full capture (old nil), or when find does not run, with a listing and a
+// stat of each entry.
+func (sc *scanner) scanAll(ctx context.Context, old manifest) (manifest, error) {
 	es, err := sc.vm.ExportRootFilesystemFrame(ctx)
 	switch {
 	case errors.Is(err, agentos.ErrSnapshotTooLarge):
+		if old != nil {
+			cur, err := sc.findAll(ctx, old)
+			if !errors.Is(err, errNoFind) {
+				return cur, err
+			}
+		}
 		cur := manifest{}
 		return cur, sc.statTree(ctx, "/", cur)
 	case err != nil:
@@ -475,7 +502,7 @@ func exportStamp(e protocol.RootFilesystemEntry) (stamp, error) {
 	} else if e.Kind == protocol.RootFilesystemEntryKindDirectory || e.Executable {
 		perm = 0o755
 	}
-	st := stamp{perm: perm, hasSum: true}
+	st := stamp{perm: perm, hasSum: true, hasOwner: true}
 	if e.UID != nil && e.GID != nil {
 		st.uid, st.gid = int(*e.UID), int(*e.GID)
 	}
@@ -553,26 +580,140 @@ func (sc *scanner) statTree(ctx context.Context, p string, m manifest) error {
 
 // stat returns the stamp of p, and false when p does not exist.
 func (sc *scanner) stat(ctx context.Context, p string) (stamp, bool, error) {
-	info, err := guestFS{sc.vm}.Lstat(ctx, p)
+	info, err := sc.vm.Lstat(ctx, p)
 	if errors.Is(err, agentos.ErrNotFound) {
 		return stamp{}, false, nil
 	}
 	if err != nil {
 		return stamp{}, false, EngineError(err, "checkpoint")
 	}
-	st := stamp{perm: info.Mode.Perm(), uid: info.UID, gid: info.GID, size: info.Size, mtime: info.ModTime}
-	switch {
-	case info.Mode.IsDir():
+	st := stamp{perm: fs.FileMode(info.RawMode).Perm(), uid: int(info.UID), gid: int(info.GID), hasOwner: true,
+		size: info.Size, mtime: info.ModTime, ctime: info.ChangeTime}
+	switch info.RawMode & modeTypeMask {
+	case modeDir:
 		st.kind, st.size = tar.TypeDir, 0
-	case info.Mode&fs.ModeSymlink != 0:
+	case modeSymlink:
 		st.kind = tar.TypeSymlink
-	case info.Mode.IsRegular():
+	case modeRegular:
 		st.kind = tar.TypeReg
 	default:
 		// Fifos, sockets and devices are not kept, as in snapshots.
 		return stamp{}, false, nil
 	}
 	return st, true, nil
+}
+
+// findFormat is what the guest's find prints of each entry: its type, size,
+// modification time (seconds, with a fraction) and path, NUL-terminated,
+// since a path may hold any other byte.
+const findFormat = `%y\t%s\t%T@\t%p\0`
+
+// errNoFind is a guest find that did not run to the end.
+var errNoFind = errors.New("vms: the VM's find did not run")
+
+// findAll stamps the whole tree with one find the VM runs, pruned at the
+// mounts. The contents of directories the guest user may not read (find
+// says "Permission denied") cannot have changed by guest code either: their
+// stamps are taken over from old. errNoFind says to compare another way.
+func (sc *scanner) findAll(ctx context.Context, old manifest) (manifest, error) {
+	top, err := sc.vm.ReadDir(ctx, "/")
+	if err != nil {
+		return nil, EngineError(err, "checkpoint")
+	}
+	argv := []string{"find"}
+	for _, e := range top {
+		if p := path.Clean(e.Path); !slices.Contains(mountedDirs, p) || p == "/opt/agentos" {
+			argv = append(argv, p)
+		}
+	}
+	prune := append([]string{"/opt/agentos"}, sc.mounts...)
+	argv = append(argv, "(")
+	for i, p := range prune {
+		if i > 0 {
+			argv = append(argv, "-o")
+		}
+		argv = append(argv, "-path", p)
+	}
+	argv = append(argv, ")", "-prune", "-o", "-printf", findFormat)
+	res, err := sc.vm.ExecArgv(ctx, argv, agentos.ExecOptions{Timeout: time.Minute, MaxOutputBytes: 64 << 20})
+	if err != nil || res.StdoutTruncated || res.StderrTruncated {
+		return nil, errNoFind
+	}
+	var denied []string
+	for line := range strings.SplitSeq(string(res.Stderr), "\n") {
+		if p, ok := strings.CutSuffix(line, ": Permission denied (os error 2)"); ok && strings.HasPrefix(p, "Error: /") {
+			denied = append(denied, strings.TrimPrefix(p, "Error: "))
+		} else if line != "" {
+			return nil, fmt.Errorf("%w: %s", errNoFind, line)
+		}
+	}
+	if res.ExitCode != 0 && len(denied) == 0 {
+		return nil, errNoFind
+	}
+	cur := manifest{}
+	for rec := range strings.SplitSeq(string(res.Stdout), "\x00") {
+		if rec == "" {
+			continue
+		}
+		f := strings.SplitN(rec, "\t", 4)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("%w: a record %q", errNoFind, rec)
+		}
+		var st stamp
+		switch f[0] {
+		case "d":
+			st.kind = tar.TypeDir
+		case "f":
+			st.kind = tar.TypeReg
+		case "l":
+			st.kind = tar.TypeSymlink
+		default:
+			continue
+		}
+		size, err1 := strconv.ParseInt(f[1], 10, 64)
+		mtime, err2 := findTime(f[2])
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("%w: a record %q: %v", errNoFind, rec, err)
+		}
+		if st.kind != tar.TypeDir {
+			st.size = size
+		}
+		st.mtime = mtime
+		if p := path.Clean(f[3]); p != "/" && !sc.skipped(p) {
+			cur[p] = st
+		}
+	}
+	for _, d := range denied {
+		for p, st := range old {
+			if p != d && under(p, d) {
+				cur[p] = st
+			}
+		}
+	}
+	// The mount points themselves are kept, empty, as a stat stamps them;
+	// find, pruned at them, does not print them.
+	for _, m := range append(slices.Clone(mountedDirs), sc.mounts...) {
+		if st, ok := old[m]; ok {
+			cur[m] = st
+		}
+	}
+	return cur, nil
+}
+
+// findTime reads a time find printed as seconds with a fraction, to the
+// millisecond the engine keeps.
+func findTime(s string) (time.Time, error) {
+	secs, frac, _ := strings.Cut(s, ".")
+	sec, err := strconv.ParseInt(secs, 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	frac = (frac + "000000000")[:9]
+	ns, err := strconv.ParseInt(frac, 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(sec, ns).Round(time.Millisecond).UTC(), nil
 }
 
 // scanJournal re-reads the paths the files API changed, updates cur (a copy
@@ -648,6 +789,15 @@ func (sc *scanner) writeLayer(ctx context.Context, w io.Writer, cur manifest, ch
 // header is written, so that one that grows or shrinks meanwhile is kept
 // as read; one that went meanwhile is left out (the next scan sees it gone).
 func (sc *scanner) writeEntry(ctx context.Context, tw *tar.Writer, p string, st stamp) error {
+	if !st.hasOwner {
+		// The guest's find told that the entry changed; the host's stat
+		// tells its mode and owner.
+		var ok bool
+		var err error
+		if st, ok, err = sc.stat(ctx, p); err != nil || !ok {
+			return err
+		}
+	}
 	hdr := &tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: int64(st.perm), Uid: st.uid, Gid: st.gid, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
 	e, exported := sc.exported[p]
 	switch st.kind {

@@ -146,10 +146,10 @@ func TestMergeLayers(t *testing.T) {
 func TestDiffManifests(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	file := func(size int64, mtime time.Time) stamp {
-		return stamp{kind: tar.TypeReg, perm: 0o644, size: size, mtime: mtime}
+		return stamp{kind: tar.TypeReg, perm: 0o644, hasOwner: true, size: size, mtime: mtime}
 	}
-	dir := stamp{kind: tar.TypeDir, perm: 0o755}
-	hashed := stamp{kind: tar.TypeReg, perm: 0o644, size: 3, hasSum: true, sum: [32]byte{1}}
+	dir := stamp{kind: tar.TypeDir, perm: 0o755, hasOwner: true}
+	hashed := stamp{kind: tar.TypeReg, perm: 0o644, hasOwner: true, size: 3, hasSum: true, sum: [32]byte{1}}
 	old := manifest{"/w": dir, "/w/a": file(3, t0), "/w/b": file(3, t0), "/w/gone": dir, "/w/gone/x": file(1, t0),
 		"/w/h": hashed, "/w/mode": file(1, t0)}
 	mode := file(1, t0)
@@ -166,6 +166,18 @@ func TestDiffManifests(t *testing.T) {
 	changed, deleted = diffManifests(old, cur, func(p string) bool { return p == "/w/b" })
 	if !slices.Equal(changed, []string{"/w/b"}) || len(deleted) != 0 {
 		t.Errorf("within /w/b: changed %q, deleted %q", changed, deleted)
+	}
+	// The guest's find knows no owner nor change time: its stamp of an
+	// untouched file is the stat's, and a touched one differs.
+	found := file(3, t0)
+	found.hasOwner, found.perm = false, 0o777
+	statted := file(3, t0)
+	statted.ctime = t0.Add(time.Second)
+	if !found.same(statted) || !statted.same(found) {
+		t.Error("find's stamp of an untouched file differs from the stat's")
+	}
+	if found.same(file(3, t0.Add(time.Millisecond))) {
+		t.Error("find's stamp of a touched file is the same")
 	}
 }
 
