@@ -141,6 +141,9 @@ gobench '^BenchmarkFork$' "$LARGE_N" ./cmd/server/
 # from a snapshot of the same data (1 and 100 MiB); sidecar RSS of 32 idle
 # VMs, running and hibernated.
 gobench '^BenchmarkHibernate$' "$LARGE_N" ./cmd/server/
+# Checkpoints over HTTP: after 1 MiB changed in a 100 MiB VM, through the API
+# and by a command, against the time of writing that 1 MiB through the API.
+gobench '^BenchmarkCheckpoint$' "$LARGE_N" ./cmd/server/
 official stream_50mib,write_read_4mib,write_read_16mib
 gobench '^Benchmark(Stream50MiB|WriteRead4MiB|WriteRead16MiB)$' "$LARGE_N"
 # Two gateway nodes on one PostgreSQL (a throwaway server unless
@@ -340,6 +343,16 @@ else {
 	console.log(`| ratio, wake / reference (target <= 1.1) | ${hb["wake/fromsnapshot-1mib"].toFixed(2)} | ${hb["wake/fromsnapshot-100mib"].toFixed(2)} |`);
 	console.log(`\n| sidecars' RSS, 32 idle VMs | running | hibernated |\n|---|---|---|`);
 	console.log(`| MiB | ${fmt(hb["rss-32-running-mib"])} | ${fmt(hb["rss-32-hibernated-mib"])} |`);
+}
+// Checkpoints: the cost of one after 1 MiB changed, against writing it.
+const ck = goRes["Checkpoint"];
+if (!ck) missing.push("Go BenchmarkCheckpoint");
+else {
+	console.log("\n| checkpoint of a 100 MiB VM over HTTP (median) | time | ratio to the write (target <= 3) |\n|---|---|---|");
+	console.log(`| write 1 MiB through the files API (reference) | ${fmt(ck["write-1mib-ms"])} ms | |`);
+	console.log(`| checkpoint after that write | ${fmt(ck["checkpoint-api-1mib-ms"])} ms | ${ck["ckpt/write-api"].toFixed(2)} |`);
+	console.log(`| checkpoint after a command copied 1 MiB | ${fmt(ck["checkpoint-guest-1mib-ms"])} ms | ${ck["ckpt-guest/write"].toFixed(2)} |`);
+	console.log(`| first checkpoint, full capture | ${fmt(ck["full-100mib-ms"])} ms | |`);
 }
 // Allocation-light transfers: what the Go client allocates per 16 MiB
 // written and read back.

@@ -105,7 +105,7 @@ func (s *Server) remoteOwner(r *http.Request, tenantID, vmID string) (peer clust
 		return cluster.Peer{}, false, nil
 	}
 	vm, err := s.vms.Get(r.Context(), tenantID, vmID)
-	if err == nil && vm.State == gateway.VMHibernated {
+	if err == nil && (vm.State == gateway.VMHibernated || vm.Restorable()) {
 		return s.wakerOf(r)
 	}
 	if err != nil || vm.Node == "" || vm.Node == s.cfg.Cluster.ID() || vm.State.Final() {
@@ -121,9 +121,9 @@ func (s *Server) remoteOwner(r *http.Request, tenantID, vmID string) (peer clust
 	return peer, true, nil
 }
 
-// wakerOf returns the node that serves a request for a hibernated VM: this
-// one, which wakes it, unless it drains and wakes nothing; then the first
-// node that takes new VMs (cluster.Rank).
+// wakerOf returns the node that serves a request for a hibernated VM, or a
+// lost one to restore: this one, which wakes it, unless it drains and wakes
+// nothing; then the first node that takes new VMs (cluster.Rank).
 func (s *Server) wakerOf(r *http.Request) (cluster.Peer, bool, error) {
 	if !s.vms.Cordoned() {
 		return cluster.Peer{}, false, nil

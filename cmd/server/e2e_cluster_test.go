@@ -146,7 +146,8 @@ type nodeJSON struct {
 // others, uses every VM through every node (exec, files, a resumed process
 // stream, a shell WebSocket, an agent session), admits exactly a tenant's
 // quota from concurrent creates on all nodes, drains a node, SIGKILLs one
-// and restarts it, and leaves no process behind.
+// (whose checkpointed VM another node restores) and restarts it, and leaves
+// no process behind.
 func TestE2ECluster(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -318,6 +319,13 @@ func TestE2ECluster(t *testing.T) {
 			n2VM = vm
 		}
 	}
+	// It has a checkpoint, taken through n1.
+	if _, err := n1.c.VM(n2VM).WriteFile(ctx, "/workspace/kept.txt", strings.NewReader("kept-"+n2VM), client.WriteFileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ck, err := n1.c.VM(n2VM).Checkpoint(ctx); err != nil || ck.CheckpointAt == nil {
+		t.Fatalf("checkpoint of n2's VM through n1: %+v %v", ck, err)
+	}
 	proc, err := n1.c.VM(n2VM).Spawn(ctx, client.SpawnRequest{Argv: []string{"sleep", "600"}})
 	if err != nil {
 		t.Fatal(err)
@@ -364,6 +372,19 @@ func TestE2ECluster(t *testing.T) {
 			t.Fatalf("n2's session history via %s: %+v %v", via.id, hist, err)
 		}
 	}
+	// n2's VM is restorable from its checkpoint: a wake through n1 brings
+	// it back there, under its id, with its file (read through n3).
+	if lost, err := n3.c.VM(n2VM).Get(ctx); err != nil || !lost.Restorable || lost.CheckpointAt == nil {
+		t.Fatalf("n2's lost VM: %+v %v", lost, err)
+	}
+	restored, err := n1.c.VM(n2VM).Wake(ctx)
+	if err != nil || restored.State != client.VMReady || restored.Node != "n1" || restored.Restorable {
+		t.Fatalf("restore of n2's VM through n1: %+v %v", restored, err)
+	}
+	if got := n3.e.exec(n3.c, n2VM, "cat /workspace/kept.txt"); got != "kept-"+n2VM {
+		t.Fatalf("n2's VM after its restore: %q", got)
+	}
+	owner[n2VM] = "n1"
 	// The other VMs keep working, through the nodes alive.
 	alive := func() []string {
 		var out []string

@@ -319,6 +319,12 @@ func TestE2EConsole(t *testing.T) {
 		b.do(t, "open the hibernated VM", chromedp.Navigate(b.base+"/#/vms/"+vmID+"/files"))
 		b.waitText(t, turnTimeout, "[data-testid=vm-state]", "ready")
 		b.visible(t, "button", "Hibernate")
+		// Checkpoint stores the VM's files now; the summary says when.
+		b.click(t, "button", "Checkpoint")
+		b.waitText(t, turnTimeout, "[data-testid=vm-checkpoint]", "ago")
+		if vm, err := e.admin.VM(vmID).Get(ctx); err != nil || vm.CheckpointAt == nil {
+			t.Fatalf("after Checkpoint: %+v %v", vm, err)
+		}
 	})
 	b.checkProblems(t)
 

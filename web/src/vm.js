@@ -1,9 +1,11 @@
-// A VM's page: its summary, Hibernate or Wake, Delete VM, and the tabs
-// Files, Terminal, Processes, Sessions and Events. Each tab mounts into its
-// panel and returns the function that unmounts it (the Terminal tab closes
-// its shell then: an idle shell slows its sidecar on agentOS 0.2.21). A
-// hibernated VM wakes on the first call a tab makes; Hibernate unmounts the
-// tab, whose processes and shells end with the VM's run.
+// A VM's page: its summary, Checkpoint, Hibernate or Wake, Restore, Delete
+// VM, and the tabs Files, Terminal, Processes, Sessions and Events. Each tab
+// mounts into its panel and returns the function that unmounts it (the
+// Terminal tab closes its shell then: an idle shell slows its sidecar on
+// agentOS 0.2.21). A hibernated VM wakes on the first call a tab makes;
+// Hibernate unmounts the tab, whose processes and shells end with the VM's
+// run. A VM lost with a checkpoint comes back only on Restore: its files are
+// those of the checkpoint, which its owner should know before using it.
 import { call, describe, vmPath } from "./api.js";
 import { age, h, replace } from "./dom.js";
 import { filesTab } from "./files.js";
@@ -57,30 +59,39 @@ export function vmPage(main, id, tab) {
       h("span", {}, "Sidecar ", vm.sidecarId || "—"),
       h("span", { title: vm.createdAt }, "Age ", age(vm.createdAt)),
       vm.agents.length ? h("span", {}, "Agents ", vm.agents.join(", ")) : null,
+      vm.checkpointAt ? h("span", { title: vm.checkpointAt, "data-testid": "vm-checkpoint" }, "Checkpoint ", age(vm.checkpointAt), " ago") : null,
       Object.entries(vm.labels).map(([k, v]) => h("span", { class: "tag" }, `${k}=${v}`)));
     hibernate.hidden = vm.state !== "ready";
+    checkpoint.hidden = vm.state !== "ready";
     wake.hidden = vm.state !== "hibernated";
+    restore.hidden = !vm.restorable;
   };
-  // action runs a call that changes the VM's run, then shows its record.
-  const action = (button, path, remount) => async () => {
+  // action runs a call on the VM, then shows its record. after says what
+  // becomes of the tab: "unmount" (the VM stops running), "remount" (it
+  // runs again) or "keep".
+  const action = (button, path, after) => async () => {
     status.textContent = "";
     button.disabled = true;
     try {
-      if (!remount) { unmount(); unmount = () => {}; replace(panel, h("p", { class: "muted" }, "The VM is hibernated: Wake it, or open a tab to wake it.")); }
+      if (after === "unmount") { unmount(); unmount = () => {}; replace(panel, h("p", { class: "muted" }, "The VM is hibernated: Wake it, or open a tab to wake it.")); }
       const vm = await call("POST", vmPath(id, path));
       if (!alive) return;
       showSummary(vm);
-      if (remount) { unmount(); unmount = current[2](panel, vm); }
+      if (after === "remount") { unmount(); unmount = current[2](panel, vm); }
     } catch (err) { status.textContent = describe(err); }
     button.disabled = false;
   };
+  const checkpoint = h("button", { type: "button", hidden: true, title: "Store what changed in the VM's files now" }, "Checkpoint");
   const hibernate = h("button", { type: "button", hidden: true }, "Hibernate");
   const wake = h("button", { type: "button", hidden: true }, "Wake");
-  hibernate.onclick = action(hibernate, "/hibernate", false);
-  wake.onclick = action(wake, "/wake", true);
+  const restore = h("button", { type: "button", hidden: true, title: "Bring the lost VM back from its last checkpoint" }, "Restore");
+  checkpoint.onclick = action(checkpoint, "/checkpoint", "keep");
+  hibernate.onclick = action(hibernate, "/hibernate", "unmount");
+  wake.onclick = action(wake, "/wake", "remount");
+  restore.onclick = action(restore, "/wake", "remount");
 
   replace(main,
-    h("div", { class: "titlebar" }, h("h1", {}, h("a", { href: "#/" }, "VMs"), " / ", id), h("div", { class: "row" }, hibernate, wake, del)),
+    h("div", { class: "titlebar" }, h("h1", {}, h("a", { href: "#/" }, "VMs"), " / ", id), h("div", { class: "row" }, checkpoint, hibernate, wake, restore, del)),
     summary, status,
     h("div", { role: "tablist", "aria-label": "VM", class: "tabs" }, buttons),
     panel);
@@ -97,6 +108,11 @@ export function vmPage(main, id, tab) {
       vm = await call("POST", vmPath(id, "/wake"));
       if (!alive) return;
       showSummary(vm);
+    }
+    if (vm.restorable) {
+      replace(panel, h("p", { class: "muted", role: "status" },
+        "The VM was lost with its sidecar or node. Restore brings it back under its id with its files as of its last checkpoint."));
+      return;
     }
     unmount = current[2](panel, vm);
   })().catch((err) => { if (alive) { replace(summary); status.textContent = describe(err); } });

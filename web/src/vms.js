@@ -15,7 +15,8 @@ export function vmListPage(main) {
     if (!vms.length) { replace(body, h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No VMs yet: create one above."))); return; }
     replace(body, vms.map((vm) => h("tr", {},
       h("td", { id: "vm-" + vm.id }, h("a", { href: `#/vms/${vm.id}/files` }, vm.id)),
-      h("td", {}, h("span", { class: "state " + vm.state, "data-vm-state": vm.id }, vm.state), vm.reason ? h("span", { class: "muted" }, " " + vm.reason) : null),
+      h("td", {}, h("span", { class: "state " + vm.state, "data-vm-state": vm.id }, vm.state), vm.reason ? h("span", { class: "muted" }, " " + vm.reason) : null,
+        vm.restorable ? h("span", { class: "tag" }, "restorable") : null),
       h("td", {}, Object.entries(vm.labels || {}).map(([k, v]) => h("span", { class: "tag" }, `${k}=${v}`))),
       h("td", { title: vm.createdAt }, age(vm.createdAt)),
       h("td", {}, vm.sidecarId || "—"),
