@@ -99,6 +99,17 @@ type VMSpec struct {
 	// CheckpointSeconds is how often the VM's files are checkpointed into
 	// the store while it runs (0: never).
 	CheckpointSeconds int `json:"checkpointSeconds,omitempty"`
+	// Mounts are the mounts the tenant added to the VM, oldest first, as
+	// asked for: a woken or restored VM gets them again.
+	Mounts []VMMount `json:"mounts,omitempty"`
+}
+
+// VMMount is a mount a tenant added to a VM (POST /v1/vms/{vm}/mounts).
+type VMMount struct {
+	Path     string `json:"path"`
+	Driver   string `json:"driver"`
+	HostPath string `json:"hostPath,omitempty"`
+	ReadOnly *bool  `json:"readOnly,omitempty"`
 }
 
 // VM is the gateway's record of a VM.

@@ -175,6 +175,7 @@ var notWire = map[string]string{
 	"Page":       "api.List, whose nextCursor is always there",
 	"Session":    "api.Session, whose permissionDefault is always there",
 	"Checkpoint": "the layers of a VM's checkpoint, kept by the store, never sent",
+	"VMMount":    "api.Mount, which GET /v1/vms/{vm}/mounts lists from the engine",
 }
 
 // Every wire shape has exactly the fields of its schema, and a field the

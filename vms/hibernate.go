@@ -499,6 +499,7 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 	if err := s.placeRoot(ctx, tenant, rec, opts, root, &made); err != nil {
 		return fail(err)
 	}
+	s.remount(ctx, made.vm, rec)
 	vm, lease := made.vm, made.lease
 	lv := s.newLiveVM(rec, vm, lease)
 	wctx, wcancel := context.WithTimeout(context.Background(), storeWriteTimeout)

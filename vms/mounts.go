@@ -160,26 +160,52 @@ func mountOf(d protocol.MountDescriptor, readOnly bool) Mount {
 
 // Mount adds a mount to a tenant's VM. A host directory must lie within a
 // directory of --mount-allow once its symbolic links are resolved, and is
-// read-write only where that rule allows it.
+// read-write only where that rule allows it. The mount is kept with the VM's
+// spec: a woken or restored VM gets it again.
 func (s *Service) Mount(ctx context.Context, tenantID, vmID string, spec MountSpec) (Mount, error) {
 	lv, err := s.lookup(ctx, tenantID, vmID)
 	if err != nil {
 		return Mount{}, err
 	}
-	if err := checkGuestMountPath(spec.Path); err != nil {
+	d, err := s.mountDescriptor(spec)
+	if err != nil {
 		return Mount{}, err
+	}
+	if err := mountOn(ctx, lv.vm, d, spec.Path); err != nil {
+		return Mount{}, err
+	}
+	kept := gateway.VMMount{Path: spec.Path, Driver: string(spec.Driver), HostPath: spec.HostPath, ReadOnly: spec.ReadOnly}
+	if _, err := s.store.UpdateVMSpec(ctx, tenantID, vmID, func(vs *gateway.VMSpec) error {
+		vs.Mounts = append(slices.DeleteFunc(vs.Mounts, func(m gateway.VMMount) bool { return m.Path == spec.Path }), kept)
+		return nil
+	}); err != nil {
+		// A mount the record does not know would not come back after a
+		// wake: it is taken back.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+		_ = lv.vm.Unmount(uctx, spec.Path)
+		cancel()
+		return Mount{}, err
+	}
+	return mountOf(d, d.ReadOnly), nil
+}
+
+// mountDescriptor checks a mount a tenant asks for against the gateway's
+// drivers and --mount-allow, and returns the engine's descriptor of it.
+func (s *Service) mountDescriptor(spec MountSpec) (protocol.MountDescriptor, error) {
+	if err := checkGuestMountPath(spec.Path); err != nil {
+		return protocol.MountDescriptor{}, err
 	}
 	d := protocol.MountDescriptor{GuestPath: spec.Path}
 	switch spec.Driver {
 	case DriverHostDir:
 		host, rule, err := s.allowHostDir(spec.HostPath)
 		if err != nil {
-			return Mount{}, err
+			return d, err
 		}
 		d.ReadOnly = !rule.ReadWrite
 		if spec.ReadOnly != nil {
 			if !*spec.ReadOnly && !rule.ReadWrite {
-				return Mount{}, fieldError(gateway.CodePermissionDenied, "readOnly", "hostPath may only be mounted read-only on this gateway")
+				return d, fieldError(gateway.CodePermissionDenied, "readOnly", "hostPath may only be mounted read-only on this gateway")
 			}
 			d.ReadOnly = *spec.ReadOnly
 		}
@@ -188,25 +214,46 @@ func (s *Service) Mount(ctx context.Context, tenantID, vmID string, spec MountSp
 		d.Plugin = protocol.MountPluginDescriptor{ID: string(DriverHostDir), Config: string(cfg)}
 	case DriverMemory:
 		if spec.HostPath != "" {
-			return Mount{}, fieldError(gateway.CodeInvalidArgument, "hostPath", "only host_dir mounts take a hostPath")
+			return d, fieldError(gateway.CodeInvalidArgument, "hostPath", "only host_dir mounts take a hostPath")
 		}
 		d.ReadOnly = spec.ReadOnly != nil && *spec.ReadOnly
 		d.Plugin = protocol.MountPluginDescriptor{ID: string(DriverMemory), Config: "{}"}
 	case "":
-		return Mount{}, fieldError(gateway.CodeInvalidArgument, "driver", "driver is required: one of %s", driverList())
+		return d, fieldError(gateway.CodeInvalidArgument, "driver", "driver is required: one of %s", driverList())
 	default:
-		return Mount{}, fieldError(gateway.CodeInvalidArgument, "driver", "unknown driver %q: the drivers are %s", spec.Driver, driverList())
+		return d, fieldError(gateway.CodeInvalidArgument, "driver", "unknown driver %q: the drivers are %s", spec.Driver, driverList())
 	}
-	if err := lv.vm.Mount(ctx, d); err != nil {
+	return d, nil
+}
+
+// mountOn mounts d into vm, with the refusals a tenant understands.
+func mountOn(ctx context.Context, vm *agentos.VM, d protocol.MountDescriptor, path string) error {
+	if err := vm.Mount(ctx, d); err != nil {
 		switch {
 		case errors.Is(err, agentos.ErrMounted):
-			return Mount{}, gateway.Wrap(gateway.CodeConflict, err, "%s is mounted already; unmount it first", spec.Path).WithDetail("field", "path")
+			return gateway.Wrap(gateway.CodeConflict, err, "%s is mounted already; unmount it first", path).WithDetail("field", "path")
 		case errors.Is(err, agentos.ErrTooManyMounts):
-			return Mount{}, gateway.Wrap(gateway.CodeResourceExhausted, err, "a VM has at most %d mounts", MaxMountsPerVM).WithDetail("quota", "mountsPerVm")
+			return gateway.Wrap(gateway.CodeResourceExhausted, err, "a VM has at most %d mounts", MaxMountsPerVM).WithDetail("quota", "mountsPerVm")
 		}
-		return Mount{}, EngineError(err, "mount")
+		return EngineError(err, "mount")
 	}
-	return mountOf(d, d.ReadOnly), nil
+	return nil
+}
+
+// remount mounts again, into a woken or restored VM, the mounts its record
+// keeps. One the gateway no longer allows (--mount-allow changed) is left
+// out and logged; the VM wakes without it.
+func (s *Service) remount(ctx context.Context, vm *agentos.VM, rec gateway.VM) {
+	for _, m := range rec.Spec.Mounts {
+		spec := MountSpec{Path: m.Path, Driver: MountDriver(m.Driver), HostPath: m.HostPath, ReadOnly: m.ReadOnly}
+		d, err := s.mountDescriptor(spec)
+		if err == nil {
+			err = mountOn(ctx, vm, d, m.Path)
+		}
+		if err != nil {
+			s.log.Warn().Err(err).Str("vm", rec.ID).Str("path", m.Path).Msg("a mount of the VM could not be made again at its wake")
+		}
+	}
 }
 
 // Unmount removes the mount at guestPath from a tenant's VM.
@@ -224,7 +271,14 @@ func (s *Service) Unmount(ctx context.Context, tenantID, vmID, guestPath string)
 		}
 		return EngineError(err, "unmount")
 	}
-	return nil
+	_, err = s.store.UpdateVMSpec(ctx, tenantID, vmID, func(vs *gateway.VMSpec) error {
+		vs.Mounts = slices.DeleteFunc(vs.Mounts, func(m gateway.VMMount) bool { return m.Path == guestPath })
+		if len(vs.Mounts) == 0 {
+			vs.Mounts = nil
+		}
+		return nil
+	})
+	return err
 }
 
 func driverList() string {

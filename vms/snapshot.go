@@ -46,14 +46,18 @@ var mountedDirs = []string{"/dev", "/proc", "/sys", "/opt/agentos"}
 // counts what it wrote.
 func (f *Files) WriteRoot(ctx context.Context, w io.Writer) (archive.Stats, error) {
 	var src archive.Source
+	// The content of the tenant's mounts is not the VM's own: a host
+	// directory stays on the host, and the mounts come back with a woken
+	// VM (VMSpec.Mounts).
+	mounts := mountPoints(f.vm)
 	es, err := f.vm.ExportRootFilesystemFrame(ctx)
 	switch {
 	case errors.Is(err, agentos.ErrSnapshotTooLarge):
-		src = rootWalk{guestFS{f.vm}}
+		src = rootWalk{guestFS{f.vm}, mounts}
 	case err != nil:
 		return archive.Stats{}, EngineError(err, "snapshot")
 	default:
-		src = newEntrySource(es, time.Now())
+		src = newEntrySource(es, time.Now(), mounts)
 	}
 	cs := &countingSource{Source: src}
 	if err := archive.Write(ctx, w, cs, "/"); err != nil {
@@ -62,11 +66,15 @@ func (f *Files) WriteRoot(ctx context.Context, w io.Writer) (archive.Stats, erro
 	return cs.st, nil
 }
 
-// rootWalk is the guest filesystem with the content of mountedDirs hidden.
-type rootWalk struct{ guestFS }
+// rootWalk is the guest filesystem with the content of mountedDirs and of
+// the tenant's mounts hidden.
+type rootWalk struct {
+	guestFS
+	mounts []string
+}
 
 func (r rootWalk) ReadDir(ctx context.Context, name string) ([]string, error) {
-	if slices.Contains(mountedDirs, name) {
+	if slices.Contains(mountedDirs, name) || slices.Contains(r.mounts, name) {
 		return nil, nil
 	}
 	return r.guestFS.ReadDir(ctx, name)
@@ -79,11 +87,11 @@ type entrySource struct {
 	mtime    time.Time
 }
 
-func newEntrySource(es []protocol.RootFilesystemEntry, mtime time.Time) *entrySource {
+func newEntrySource(es []protocol.RootFilesystemEntry, mtime time.Time, mounts []string) *entrySource {
 	s := &entrySource{entries: map[string]protocol.RootFilesystemEntry{}, children: map[string][]string{}, mtime: mtime}
 	for _, e := range es {
 		p := path.Clean(e.Path)
-		if underMount(p) {
+		if underMount(p) || slices.ContainsFunc(mounts, func(m string) bool { return strings.HasPrefix(p, m+"/") }) {
 			continue
 		}
 		s.entries[p] = e

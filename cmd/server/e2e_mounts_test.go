@@ -284,6 +284,21 @@ func TestE2EMounts(t *testing.T) {
 	if got := e.exec(ca, vm.ID, "cat /mnt/ro/hello.txt"); got != "hello from the host\n" {
 		t.Errorf("after unmounting others, guest reads %q", got)
 	}
+	// They come back with the VM after a hibernation (and its image does
+	// not carry the host's files).
+	before, err := h.Mounts(ctx)
+	if err != nil || len(before) == 0 {
+		t.Fatalf("mounts before the hibernation: %+v %v", before, err)
+	}
+	if _, err := h.Hibernate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.exec(ca, vm.ID, "cat /mnt/ro/hello.txt"); got != "hello from the host\n" {
+		t.Errorf("after a wake, guest reads %q", got)
+	}
+	if after, err := h.Mounts(ctx); err != nil || !slices.Equal(after, before) {
+		t.Errorf("mounts after a wake: %+v %v; before %+v", after, err, before)
+	}
 }
 
 // ownedVM is a VM of one tenant, with its key and client, and a client of
