@@ -215,6 +215,18 @@ func TestE2EBindings(t *testing.T) {
 		}
 	})
 
+	// The bindings come back with the VM after a hibernation: the first
+	// call wakes it, and reaches the host as before.
+	t.Run("AfterHibernation", func(t *testing.T) {
+		if _, err := h.Hibernate(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		res := run(t, "agentos-weather get --city Rome")
+		if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), `"city":"Rome"`) {
+			t.Fatalf("after the wake: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+		}
+	})
+
 	t.Run("Put", func(t *testing.T) {
 		ctx := ctxT(t)
 		notes := client.BindingCollection{Name: "notes", Description: "Notes kept by the host", Bindings: []client.Binding{

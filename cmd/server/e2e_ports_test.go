@@ -477,6 +477,18 @@ func TestE2EPreviews(t *testing.T) {
 		}
 	})
 
+	t.Run("the preview outlives a hibernation", func(t *testing.T) {
+		if _, err := vm.Hibernate(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		// The guest server, a process, ended with the VM's run; started
+		// again (which wakes the VM), it answers at the same URL.
+		withGuestServer(t, f.e, f.c, f.key, f.vm)
+		if _, g := f.echo(t, http.MethodGet, u.Path+"echo?after=wake", "", nil, nil); g.URL != "/echo?after=wake" {
+			t.Errorf("through the preview after the wake, the guest saw %+v", g)
+		}
+	})
+
 	t.Run("the VM's deletion ends its previews", func(t *testing.T) {
 		ctx := ctxT(t)
 		if _, err := vm.Delete(ctx); err != nil {
