@@ -177,8 +177,11 @@ type VMFilter struct {
 	// NotLabels must not be carried with these values (key!=value): a VM
 	// without the label matches, as in Kubernetes selectors.
 	NotLabels map[string]string
-	Cursor    string
-	Limit     int
+	// ID, when set, lists that VM alone (if it passes the other filters):
+	// the one a token is bound to.
+	ID     string
+	Cursor string
+	Limit  int
 }
 
 // MaxLabels bounds the labels a VM carries.

@@ -83,4 +83,6 @@ type Me struct {
 	Tenant gateway.Tenant `json:"tenant"`
 	KeyID  string         `json:"keyId"`
 	Admin  bool           `json:"admin"`
+	// Token is the caller's token, when it is one (KeyID is then empty).
+	Token *Token `json:"token,omitempty"`
 }

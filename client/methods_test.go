@@ -1405,6 +1405,27 @@ func methodCases() []methodCase {
 			}},
 		{name: "DeleteKey", method: "DELETE", path: "/v1/tenants/" + tenantIDEsc + "/keys/k%2F1", accept: jsonCT, resp: canned{status: 204},
 			call: func(ctx context.Context, c *client.Client) error { return c.DeleteKey(ctx, tenantID, "k/1") }},
+		{name: "CreateToken", method: "POST", path: "/v1/tokens", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"scopes":["vm:read","shells"],"vm":"vm_1","ttlSeconds":900,"origins":["https://app.example.com"]}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: `{"id":"tok_1","scopes":["vm:read","shells"],"vm":"vm_1","origins":["https://app.example.com"],"createdAt":"2025-01-02T03:04:05Z","expiresAt":"2025-01-02T03:19:05Z","token":"agt_secret"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				tok, err := c.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMRead, client.ScopeShells}, VM: "vm_1", TTL: 900 * time.Second, Origins: []string{"https://app.example.com"}})
+				if err != nil {
+					return err
+				}
+				return expect(tok.Secret == "agt_secret" && tok.ID == "tok_1" && tok.VM == "vm_1" && len(tok.Scopes) == 2 && tok.ExpiresAt.Minute() == 19, "token", tok)
+			}},
+		{name: "Tokens", method: "GET", path: "/v1/tokens", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"tok_1","scopes":["exec"],"origins":[],"createdAt":"2025-01-02T03:04:05Z","expiresAt":"2025-01-02T03:19:05Z"}],"nextCursor":""}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.Tokens(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(len(l) == 1 && l[0].ID == "tok_1" && l[0].Scopes[0] == "exec", "tokens", l)
+			}},
+		{name: "RevokeToken", method: "DELETE", path: "/v1/tokens/tok%2F1", accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.RevokeToken(ctx, "tok/1") }},
 		{name: "Sidecars", method: "GET", path: "/v1/sidecars", accept: jsonCT,
 			resp: canned{ctype: jsonCT, body: `{"items":[{"id":"sc_1","pid":99,"state":"ready","vmCount":2,"tenants":["default"],"isolated":false,"rssBytes":1024,"restarts":1,"startedAt":"2025-01-02T03:04:05Z"}],"nextCursor":""}`},
 			call: func(ctx context.Context, c *client.Client) error {

@@ -11,5 +11,10 @@ import (
 // admin key.
 func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 	p := principalFrom(r.Context())
-	writeJSON(w, http.StatusOK, api.Me{Tenant: p.tenant, KeyID: p.key.ID, Admin: p.admin})
+	me := api.Me{Tenant: p.tenant, KeyID: p.key.ID, Admin: p.admin}
+	if p.token != nil {
+		t := tokenResource(*p.token)
+		me.Token = &t
+	}
+	writeJSON(w, http.StatusOK, me)
 }

@@ -127,6 +127,8 @@ type principal struct {
 	tenant gateway.Tenant
 	key    gateway.APIKey
 	admin  bool
+	// token is the token the request came with, nil for an API key.
+	token *gateway.Token
 }
 
 func principalFrom(ctx context.Context) principal {
@@ -150,9 +152,32 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			secret, ok = attach.BearerFromProtocols(r)
 			fromProtocol = ok
 		}
+		if q := r.URL.Query().Get(accessTokenParam); !ok && r.Header.Get("Authorization") == "" && q != "" {
+			// EventSource cannot send headers: a token, never a key, may
+			// come in the query of a request that streams or upgrades.
+			if !streamsOrUpgrades(r) || !strings.HasPrefix(q, gateway.TokenPrefix) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway", error="invalid_request"`)
+				writeError(w, r, gateway.Errorf(gateway.CodeUnauthenticated,
+					"access_token is accepted only for a token, on a GET that streams (Accept: text/event-stream) or upgrades to a WebSocket; send Authorization: Bearer instead"))
+				return
+			}
+			secret, ok = q, true
+			// From here on the token travels as a header, as any: the
+			// query is forwarded to other nodes and to guest ports, and a
+			// credential must not reach a guest.
+			r = r.Clone(r.Context())
+			query := r.URL.Query()
+			query.Del(accessTokenParam)
+			r.URL.RawQuery = query.Encode()
+			r.Header.Set("Authorization", "Bearer "+secret)
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway"`)
 			writeError(w, r, gateway.Errorf(gateway.CodeUnauthenticated, "an API key is required: Authorization: Bearer <key>"))
+			return
+		}
+		if t := tokenSecret(secret, fromProtocol); t != "" {
+			s.authenticateToken(w, r, t, next)
 			return
 		}
 		key, tenant, err := s.store.LookupAPIKey(r.Context(), secret)

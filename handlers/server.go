@@ -52,6 +52,10 @@ type Store interface {
 	CreateAPIKey(ctx context.Context, tenantID string, admin bool) (gateway.APIKey, string, error)
 	ListAPIKeys(ctx context.Context, tenantID string) ([]gateway.APIKey, error)
 	DeleteAPIKey(ctx context.Context, tenantID, keyID string) error
+	CreateToken(ctx context.Context, t gateway.Token, ttl time.Duration) (gateway.Token, string, error)
+	LookupToken(ctx context.Context, secret string) (gateway.Token, gateway.Tenant, error)
+	ListTokens(ctx context.Context, tenantID string) ([]gateway.Token, error)
+	DeleteToken(ctx context.Context, tenantID, id string) error
 	Ping(ctx context.Context) error
 }
 
@@ -92,6 +96,9 @@ type Config struct {
 	// Console is the built web console served at / (web.Dist); nil serves
 	// none.
 	Console fs.FS
+	// TokenMaxTTL bounds the life of the tokens tenants mint (default
+	// DefaultTokenMaxTTL).
+	TokenMaxTTL time.Duration
 	// Watches serves file watches (nil: the watch route is 503).
 	Watches *watch.Service
 	// Previews serves preview URLs of VM ports (nil: the preview routes
@@ -144,6 +151,9 @@ func New(cfg Config, st Store, svc *vms.Service, sess *sessions.Service, sched *
 	}
 	if cfg.MaxPromptBytes <= 0 {
 		cfg.MaxPromptBytes = 8 << 20
+	}
+	if cfg.TokenMaxTTL <= 0 {
+		cfg.TokenMaxTTL = DefaultTokenMaxTTL
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
@@ -205,8 +215,11 @@ func (s *Server) routes() chi.Router {
 	s.previewPathRoutes(r)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate, s.refuseUnknownQuery)
+		r.Use(s.authenticate, s.authorizeToken, s.refuseUnknownQuery)
 		r.Get("/me", s.me)
+		r.Post("/tokens", s.createToken)
+		r.Get("/tokens", s.listTokens)
+		r.Delete("/tokens/{token}", s.deleteToken)
 		r.Get("/webhook-secret", s.webhookSecret)
 		r.With(s.placeCreate).Post("/vms", s.createVM)
 		r.Get("/vms", s.listVMs)

@@ -85,7 +85,12 @@ func (s *Server) listVMs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	f := gateway.VMFilter{TenantID: principalFrom(r.Context()).tenant.ID, Cursor: q.Get("cursor"), Limit: limit}
+	p := principalFrom(r.Context())
+	f := gateway.VMFilter{TenantID: p.tenant.ID, Cursor: q.Get("cursor"), Limit: limit}
+	if p.token != nil {
+		// A token bound to a VM sees that VM alone.
+		f.ID = p.token.VMID
+	}
 	if f.States, err = parseStates(q["state"]); err != nil {
 		writeError(w, r, err)
 		return

@@ -178,6 +178,10 @@ func (db *DB) ListVMs(ctx context.Context, f gateway.VMFilter) (gateway.Page[gat
 	for _, st := range states {
 		args = append(args, string(st))
 	}
+	if f.ID != "" {
+		query += ` AND id = ?`
+		args = append(args, f.ID)
+	}
 	// Sorted names give the same filter the same SQL.
 	for _, name := range slices.Sorted(maps.Keys(f.Labels)) {
 		query += ` AND EXISTS (SELECT 1 FROM vm_labels l WHERE l.vm_id = v.id AND l.name = ? AND l.value = ?)`

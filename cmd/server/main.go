@@ -127,6 +127,7 @@ type config struct {
 	wakeTimeout        time.Duration
 	hibernatedKeep     time.Duration
 	checkpointEvery    time.Duration
+	tokenMaxTTL        time.Duration
 	onIdle, onShutdown string
 	logFormat          string
 	logLevel           string
@@ -253,6 +254,7 @@ func defineFlags(c *config, getenv func(string) string) (fs *flag.FlagSet, defau
 	num("vm-retention", "168h", "how long the records of ended (disposed or lost) VMs are kept before they are purged")
 	num("hibernated-retention", "168h", "how long a VM may stay hibernated before it is deleted with its stored files (0: kept until deleted)")
 	num("wake-timeout", "30s", "how long waking a hibernated VM may take before the request that needed it fails")
+	num("token-max-ttl", "24h", "the longest life a tenant may give a token it mints (POST /v1/tokens, ttlSeconds)")
 	num("checkpoint-interval", "0s", "how often the files of a running VM that sets no checkpointSeconds are checkpointed into the store, so that a VM lost with its sidecar or node can be restored under its id (0: never; whole seconds)")
 	str(&c.onIdle, "on-idle", vms.OnIdleHibernate, "what becomes of a VM idle past its idleTimeoutSeconds that sets no onIdle: hibernate (its files kept in the store; it wakes under the same id on its next use) or dispose")
 	str(&c.onShutdown, "on-shutdown", vms.OnIdleHibernate, "what becomes of the running VMs when the gateway stops: hibernate (each wakes on its next use, after a restart or through another node) or dispose")
@@ -338,6 +340,10 @@ func (t *flagText) readTimings(c *config) {
 	c.vmRetention = t.dur("vm-retention")
 	c.wakeTimeout = t.dur("wake-timeout")
 	c.hibernatedKeep = t.dur("hibernated-retention")
+	c.tokenMaxTTL = t.dur("token-max-ttl")
+	if c.tokenMaxTTL < time.Second {
+		t.fail(errors.New("--token-max-ttl must be at least 1s"))
+	}
 	c.checkpointEvery = t.dur("checkpoint-interval")
 	if c.checkpointEvery < 0 || c.checkpointEvery%time.Second != 0 || c.checkpointEvery > 24*time.Hour {
 		t.fail(errors.New("--checkpoint-interval must be whole seconds from 0 to 24h"))
@@ -612,7 +618,7 @@ func (g *gatewayServices) startServices(ctx context.Context, c config, log zerol
 	}
 	g.h = handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
 		Previews: previews.New(previews.Config{}, db, g.vms), PreviewDomain: c.previewDomain,
-		Heartbeat: c.heartbeat, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: g.node, Watches: g.watches, Bindings: g.binds, Snapshots: g.snaps, Log: log}, db, g.vms, g.sess, g.sched, keeper, g.pool)
+		Heartbeat: c.heartbeat, TokenMaxTTL: c.tokenMaxTTL, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: g.node, Watches: g.watches, Bindings: g.binds, Snapshots: g.snaps, Log: log}, db, g.vms, g.sess, g.sched, keeper, g.pool)
 	return nil
 }
 
