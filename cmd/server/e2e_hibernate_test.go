@@ -328,6 +328,7 @@ func mustClosed(t *testing.T, base string) {
 // PostgreSQL: a VM hibernated on one node wakes through the other with its
 // files; a node's SIGTERM, and its drain, hibernate its VMs, which then wake
 // on the node still running: a rolling restart loses no VM and no file.
+// A token revoked on one node is refused on the other at once.
 func TestE2EHibernateCluster(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -336,6 +337,25 @@ func TestE2EHibernateCluster(t *testing.T) {
 	cl := startCluster(t, 2, "--on-shutdown=hibernate")
 	n1, n2 := cl.nodes[0], cl.nodes[1]
 	ctx := ctxFor(t, 8*time.Minute)
+
+	// A token minted through n1 works through n2, and its revocation
+	// through n1 is seen by n2 at once (the store is shared).
+	tokVM := n1.e.vm(n1.c, client.CreateVMRequest{})
+	tok, err := n1.c.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMRead}, VM: tokVM.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := n2.e.client(tok.Secret).VM(tokVM.ID).Get(ctx); err != nil || got.ID != tokVM.ID {
+		t.Fatalf("the token through n2: %+v %v", got, err)
+	}
+	if err := n1.c.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = n2.e.client(tok.Secret).VM(tokVM.ID).Get(ctx)
+	wantCode(t, err, client.CodeUnauthenticated, http.StatusUnauthorized)
+	if _, err := n1.c.VM(tokVM.ID).Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// A VM on n1, hibernated there, wakes through n2 on n2.
 	var vm *client.VM
