@@ -118,6 +118,8 @@ official exec_true,exec_echo_hi,exec_cat_1mib
 gobench '^Benchmark(ExecTrue|ExecEchoHi|ExecCat1MiB)$' "$EXEC_N"
 # The gateway over HTTP on loopback, for the exec echo hi comparison.
 gobench '^BenchmarkExecEchoHiHTTP$' "$EXEC_N" ./cmd/server/
+# The same exec with a tenant key and with a scoped token, side by side.
+gobench '^BenchmarkExecEchoHiToken$' "$EXEC_N" ./cmd/server/
 # Placement: exec throughput of 8 clients (EXEC_N rounds) and node memory
 # at 16 and 64 idle VMs, under pack and under spread.
 gobench '^BenchmarkPlacement(Pack|Spread)$' "$EXEC_N" ./cmd/server/
@@ -343,6 +345,13 @@ else {
 	console.log(`| ratio, wake / reference (target <= 1.1) | ${hb["wake/fromsnapshot-1mib"].toFixed(2)} | ${hb["wake/fromsnapshot-100mib"].toFixed(2)} |`);
 	console.log(`\n| sidecars' RSS, 32 idle VMs | running | hibernated |\n|---|---|---|`);
 	console.log(`| MiB | ${fmt(hb["rss-32-running-mib"])} | ${fmt(hb["rss-32-hibernated-mib"])} |`);
+}
+// Tokens: a token's checks against a key's, on the same exec.
+const tk = goRes["ExecEchoHiToken"];
+if (!tk) missing.push("Go BenchmarkExecEchoHiToken");
+else {
+	console.log("\n| exec echo hi over HTTP (median) | key | token | ratio (target <= 1.05) |\n|---|---|---|---|");
+	console.log(`| p50 | ${fmt(tk["key-p50-ms"])} ms | ${fmt(tk["token-p50-ms"])} ms | ${tk["token/key"].toFixed(3)} |`);
 }
 // Checkpoints: the cost of one after 1 MiB changed, against writing it.
 const ck = goRes["Checkpoint"];

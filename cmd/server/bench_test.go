@@ -108,3 +108,64 @@ func reportLatency(b *testing.B, durs []time.Duration) {
 	b.ReportMetric(ms(0.5), "p50-ms")
 	b.ReportMetric(ms(0.95), "p95-ms")
 }
+
+// BenchmarkExecEchoHiToken is exec `echo hi` through the whole gateway with
+// a tenant key and with a token bound to the VM (scope exec), side by side:
+// each iteration runs one of each, in alternating order, on the same VM and
+// connection pool. token/key is the ratio of their medians (target at most
+// 1.05): what looking a token up and checking its scope, VM and origin
+// adds to a call.
+func BenchmarkExecEchoHiToken(b *testing.B) {
+	g := startGateway(b, "")
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	defer hc.CloseIdleConnections()
+	c := mustClient(b, g.URL, testAdminKey)
+	ctx := ctxFor(b, 10*time.Minute)
+	vm, err := c.CreateVM(ctx, client.CreateVMRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := c.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeExec}, VM: vm.ID, TTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`{"command":"echo hi"}`)
+	exec := func(secret string) time.Duration {
+		start := time.Now()
+		req, _ := http.NewRequest("POST", g.URL+"/v1/vms/"+vm.ID+"/exec", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var res struct{ Stdout string }
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &res) != nil || res.Stdout != "hi\n" {
+			b.Fatalf("exec: %d %s", resp.StatusCode, raw)
+		}
+		return time.Since(start)
+	}
+	exec(testAdminKey)
+	benchWaitWarm(b, c)
+	var keyDurs, tokDurs []time.Duration
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			keyDurs = append(keyDurs, exec(testAdminKey))
+			tokDurs = append(tokDurs, exec(tok.Secret))
+		} else {
+			tokDurs = append(tokDurs, exec(tok.Secret))
+			keyDurs = append(keyDurs, exec(testAdminKey))
+		}
+		i++
+	}
+	median := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2]) / 1e6
+	}
+	b.ReportMetric(median(keyDurs), "key-p50-ms")
+	b.ReportMetric(median(tokDurs), "token-p50-ms")
+	b.ReportMetric(median(tokDurs)/median(keyDurs), "token/key")
+}
