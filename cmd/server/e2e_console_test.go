@@ -363,6 +363,38 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
+	step(t, "TokenLink", func(t *testing.T) {
+		// A backend hands its end user a link to one VM's terminal: the
+		// page signs in with the token, drops it from the address bar, and
+		// shows that VM with the tabs and buttons its scopes allow.
+		tok, err := e.admin.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMRead, client.ScopeShells}, VM: vmID, Label: "end user"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.do(t, "open the token link", chromedp.Navigate(b.base+"/#token="+tok.Secret))
+		b.visible(t, "tab", "Terminal")
+		b.waitText(t, browserStep, "[data-testid=token]", "end user")
+		b.waitText(t, browserStep, "h1", vmID)
+		if href := evalJS[string](t, b, `location.href`); strings.Contains(href, tok.Secret) {
+			t.Fatalf("the token stayed in the address bar: %s", href)
+		}
+		for _, absent := range []string{`[role=tab][id=tab-files]`, `[role=tab][id=tab-sessions]`, `nav a[href="#/admin"]`, `nav a[href="#/"]`} {
+			if n := evalJS[int](t, b, fmt.Sprintf(`document.querySelectorAll(%q).length`, absent)); n != 0 {
+				t.Errorf("%s is shown to the token", absent)
+			}
+		}
+		if n := evalJS[int](t, b, `[...document.querySelectorAll("button")].filter((x) => x.textContent === "Delete VM").length`); n != 0 {
+			t.Error("Delete VM is shown to a token without vm:write")
+		}
+		b.shoot(t, "token-link")
+		// Back to the admin key for the steps that follow.
+		b.click(t, "button", "Sign out")
+		b.fill(t, "API key", testAdminKey)
+		b.click(t, "button", "Sign in")
+		b.waitText(t, browserStep, "header", "default")
+	})
+	b.checkProblems(t)
+
 	step(t, "DeleteVM", func(t *testing.T) {
 		b.do(t, "open the VM", chromedp.Navigate(b.base+"/#/vms/"+vmID+"/events"))
 		b.click(t, "button", "Delete VM")

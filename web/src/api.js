@@ -7,6 +7,13 @@ const keyName = "agentos-gateway.key";
 export function getKey() { return sessionStorage.getItem(keyName) || ""; }
 export function setKey(k) { if (k) sessionStorage.setItem(keyName, k); else sessionStorage.removeItem(keyName); }
 
+// The scopes of the token the tab signed in with (null for an API key, which
+// may do everything its tenant may): the pages show only what they allow.
+let scopes = null;
+export function setScopes(list) { scopes = list ? new Set(list) : null; }
+export function allowed(scope) { return scopes === null || scopes.has(scope); }
+export function isKey() { return scopes === null; }
+
 // ApiError is a refused request: message is the problem's detail, in the
 // gateway's words.
 export class ApiError extends Error {

@@ -6,7 +6,7 @@
 // Hibernate unmounts the tab, whose processes and shells end with the VM's
 // run. A VM lost with a checkpoint comes back only on Restore: its files are
 // those of the checkpoint, which its owner should know before using it.
-import { call, describe, vmPath } from "./api.js";
+import { allowed, call, describe, vmPath } from "./api.js";
 import { age, h, replace } from "./dom.js";
 import { filesTab } from "./files.js";
 import { terminalTab } from "./terminal.js";
@@ -14,15 +14,22 @@ import { processesTab } from "./processes.js";
 import { sessionsTab } from "./sessions.js";
 import { eventsTab } from "./events.js";
 
-const tabs = [
-  ["files", "Files", filesTab],
-  ["terminal", "Terminal", terminalTab],
-  ["processes", "Processes", processesTab],
-  ["sessions", "Sessions", sessionsTab],
-  ["events", "Events", eventsTab],
+// Each tab, and the scope a token needs for it.
+const allTabs = [
+  ["files", "Files", filesTab, "files:read"],
+  ["terminal", "Terminal", terminalTab, "shells"],
+  ["processes", "Processes", processesTab, "exec"],
+  ["sessions", "Sessions", sessionsTab, "sessions"],
+  ["events", "Events", eventsTab, "vm:read"],
 ];
 
 export function vmPage(main, id, tab) {
+  const tabs = allTabs.filter((t) => allowed(t[3]));
+  const manages = allowed("vm:write");
+  if (!tabs.length) {
+    replace(main, h("p", { class: "error", role: "alert" }, "This token opens none of the console's tabs (files:read, shells, exec, sessions, vm:read)."));
+    return () => {};
+  }
   let unmount = () => {};
   const status = h("p", { class: "error", role: "alert" });
   const summary = h("div", { class: "summary" }, h("span", { class: "muted" }, "Loading the VM…"));
@@ -61,10 +68,10 @@ export function vmPage(main, id, tab) {
       vm.agents.length ? h("span", {}, "Agents ", vm.agents.join(", ")) : null,
       vm.checkpointAt ? h("span", { title: vm.checkpointAt, "data-testid": "vm-checkpoint" }, "Checkpoint ", age(vm.checkpointAt), " ago") : null,
       Object.entries(vm.labels).map(([k, v]) => h("span", { class: "tag" }, `${k}=${v}`)));
-    hibernate.hidden = vm.state !== "ready";
-    checkpoint.hidden = vm.state !== "ready";
-    wake.hidden = vm.state !== "hibernated";
-    restore.hidden = !vm.restorable;
+    hibernate.hidden = !manages || vm.state !== "ready";
+    checkpoint.hidden = !manages || vm.state !== "ready";
+    wake.hidden = !manages || vm.state !== "hibernated";
+    restore.hidden = !manages || !vm.restorable;
   };
   // action runs a call on the VM, then shows its record. after says what
   // becomes of the tab: "unmount" (the VM stops running), "remount" (it
@@ -91,7 +98,7 @@ export function vmPage(main, id, tab) {
   restore.onclick = action(restore, "/wake", "remount");
 
   replace(main,
-    h("div", { class: "titlebar" }, h("h1", {}, h("a", { href: "#/" }, "VMs"), " / ", id), h("div", { class: "row" }, checkpoint, hibernate, wake, restore, del)),
+    h("div", { class: "titlebar" }, h("h1", {}, h("a", { href: "#/" }, "VMs"), " / ", id), h("div", { class: "row" }, checkpoint, hibernate, wake, restore, manages ? del : null)),
     summary, status,
     h("div", { role: "tablist", "aria-label": "VM", class: "tabs" }, buttons),
     panel);

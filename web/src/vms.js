@@ -1,5 +1,5 @@
 // The VM list: live states from each VM's event stream, create and delete.
-import { call, describe, q, stream, vmPath } from "./api.js";
+import { call, describe, isKey, q, stream, vmPath } from "./api.js";
 import { age, field, h, parsePairs, replace } from "./dom.js";
 
 const agentsKnown = ["pi", "claude", "codex", "opencode"];
@@ -80,7 +80,8 @@ export function vmListPage(main) {
   h("fieldset", { class: "agents" }, h("legend", {}, "Agents"), agentBoxes),
   h("div", { class: "row" }, h("button", { type: "submit", class: "primary" }, "Create VM"), creating));
 
-  replace(main, h("h1", {}, "VMs"), form, status,
+  // Only a key creates VMs; a token lists the VMs it may see.
+  replace(main, h("h1", {}, "VMs"), isKey() ? form : null, status,
     h("div", { class: "scroll" }, h("table", { class: "list", "aria-label": "VMs" },
       h("thead", {}, h("tr", {}, ["VM", "State", "Labels", "Age", "Sidecar", ""].map((t) => h("th", { scope: "col" }, t)))), body)));
   load();
