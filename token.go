@@ -61,3 +61,29 @@ func (s Scope) Valid() bool { return slices.Contains(Scopes, s) }
 
 // Allows reports whether the token carries scope s.
 func (t Token) Allows(s Scope) bool { return slices.Contains(t.Scopes, s) }
+
+// AuditRecord is one entry of the audit trail: a call that changed
+// something, or a token's call that was refused.
+type AuditRecord struct {
+	ID        int64
+	At        time.Time
+	Node      string
+	TenantID  string // empty for a token that was not recognised
+	KeyID     string
+	TokenID   string
+	Method    string
+	Route     string // the route's template, such as /v1/vms/{vm}/exec
+	VMID      string
+	Status    int
+	RequestID string
+}
+
+// AuditFilter selects audit records: a tenant's (empty: every tenant's),
+// of one VM (empty: all), at or after a time, a page at a time.
+type AuditFilter struct {
+	TenantID string
+	VMID     string
+	After    time.Time
+	Cursor   string
+	Limit    int
+}

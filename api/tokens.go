@@ -37,3 +37,18 @@ type CreatedToken struct {
 	Token
 	Secret string `json:"token"`
 }
+
+// AuditRecord is one entry of the audit trail (GET /v1/audit).
+type AuditRecord struct {
+	ID        int64     `json:"id"`
+	At        time.Time `json:"at"`
+	Node      string    `json:"node,omitempty"`
+	Tenant    string    `json:"tenant,omitempty"`
+	Key       string    `json:"key,omitempty"`
+	Token     string    `json:"token,omitempty"`
+	Method    string    `json:"method"`
+	Route     string    `json:"route"`
+	VM        string    `json:"vm,omitempty"`
+	Status    int       `json:"status"`
+	RequestID string    `json:"requestId,omitempty"`
+}

@@ -103,6 +103,8 @@ var wireShapes = []struct {
 	{"Token", api.Token{}, true},
 	{"CreatedToken", api.CreatedToken{}, true},
 	{"TokenList", api.List[api.Token]{}, true},
+	{"AuditRecord", api.AuditRecord{}, true},
+	{"AuditList", api.List[api.AuditRecord]{}, true},
 	{"APIKeyList", api.List[api.APIKey]{}, true},
 	{"Sidecar", api.Sidecar{}, true},
 	{"SidecarList", api.List[api.Sidecar]{}, true},
@@ -180,7 +182,6 @@ var notWire = map[string]string{
 	"Session":    "api.Session, whose permissionDefault is always there",
 	"Checkpoint": "the layers of a VM's checkpoint, kept by the store, never sent",
 	"VMMount":    "api.Mount, which GET /v1/vms/{vm}/mounts lists from the engine",
-	"Token":      "api.Token, with its scopes as strings, and api.CreatedToken with its secret once",
 }
 
 // Every wire shape has exactly the fields of its schema, and a field the

@@ -1424,6 +1424,15 @@ func methodCases() []methodCase {
 				}
 				return expect(len(l) == 1 && l[0].ID == "tok_1" && l[0].Scopes[0] == "exec", "tokens", l)
 			}},
+		{name: "Audit", method: "GET", path: "/v1/audit", query: url.Values{"after": {"2025-01-02T03:04:05Z"}, "cursor": {"7"}, "limit": {"2"}, "tenant": {"t1"}, "vm": {"vm_1"}}, accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[{"id":8,"at":"2025-01-02T03:04:06Z","tenant":"t1","key":"key_1","method":"POST","route":"/v1/vms/{vm}/exec","vm":"vm_1","status":200}],"nextCursor":"8"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.Audit(ctx, client.AuditOptions{VM: "vm_1", Tenant: "t1", After: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), ListOptions: client.ListOptions{Limit: 2, Cursor: "7"}})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.Items[0].ID == 8 && l.Items[0].Route == "/v1/vms/{vm}/exec" && l.NextCursor == "8", "audit", l)
+			}},
 		{name: "RevokeToken", method: "DELETE", path: "/v1/tokens/tok%2F1", accept: jsonCT, resp: canned{status: 204},
 			call: func(ctx context.Context, c *client.Client) error { return c.RevokeToken(ctx, "tok/1") }},
 		{name: "Sidecars", method: "GET", path: "/v1/sidecars", accept: jsonCT,

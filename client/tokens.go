@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/api"
@@ -72,4 +73,33 @@ func (c *Client) Tokens(ctx context.Context) ([]Token, error) {
 func (c *Client) RevokeToken(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/v1/tokens/"+esc(id), nil, nil, nil, nil)
 	return err
+}
+
+// AuditRecord is one entry of the audit trail.
+type AuditRecord = api.AuditRecord
+
+// AuditOptions select audit records: of one VM, at or after a time, of one
+// tenant (the admin key only), a page at a time.
+type AuditOptions struct {
+	VM     string
+	After  time.Time
+	Tenant string
+	ListOptions
+}
+
+// Audit reads a page of the audit trail, oldest first: the caller's
+// tenant's records, or with the admin key every tenant's.
+func (c *Client) Audit(ctx context.Context, o AuditOptions) (*List[AuditRecord], error) {
+	q := url.Values{}
+	if o.VM != "" {
+		q.Set("vm", o.VM)
+	}
+	if !o.After.IsZero() {
+		q.Set("after", o.After.UTC().Format(time.RFC3339Nano))
+	}
+	if o.Tenant != "" {
+		q.Set("tenant", o.Tenant)
+	}
+	setPage(q, o.Cursor, o.Limit)
+	return get[List[AuditRecord]](ctx, c, "/v1/audit", q)
 }

@@ -94,6 +94,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		note := &auditNote{}
+		r = r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, note))
 		sw := &statusWriter{ResponseWriter: w, r: r}
 		defer func() {
 			if v := recover(); v != nil {
@@ -106,12 +108,15 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				}
 			}
 			route := chi.RouteContext(r.Context()).RoutePattern()
-			if route == "" {
-				route = "unmatched"
-			}
 			status := sw.status
 			if status == 0 {
 				status = http.StatusOK
+			}
+			if s.store != nil {
+				s.recordAudit(r, note, route, status)
+			}
+			if route == "" {
+				route = "unmatched"
 			}
 			d := time.Since(start)
 			s.metrics.httpDuration.WithLabelValues(r.Method, route, strconv.Itoa(status)).Observe(d.Seconds())
@@ -155,6 +160,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if q := r.URL.Query().Get(accessTokenParam); !ok && r.Header.Get("Authorization") == "" && q != "" {
 			// EventSource cannot send headers: a token, never a key, may
 			// come in the query of a request that streams or upgrades.
+			if strings.HasPrefix(q, gateway.TokenPrefix) {
+				noteOf(r.Context()).token = true
+				s.noteRoute(r)
+			}
 			if !streamsOrUpgrades(r) || !strings.HasPrefix(q, gateway.TokenPrefix) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway", error="invalid_request"`)
 				writeError(w, r, gateway.Errorf(gateway.CodeUnauthenticated,
@@ -198,6 +207,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if !s.admit(w, r, tenant) {
 			return
 		}
+		note := noteOf(r.Context())
+		note.tenantID, note.keyID, note.forwarded = tenant.ID, key.ID, isForwarded(r.Context())
 		log := zerolog.Ctx(r.Context()).With().Str("tenant", tenant.ID).Logger()
 		ctx := context.WithValue(r.Context(), principalKey, principal{tenant: tenant, key: key, admin: key.Admin})
 		next.ServeHTTP(w, r.WithContext(log.WithContext(ctx)))

@@ -52,6 +52,9 @@ type Store interface {
 	CreateAPIKey(ctx context.Context, tenantID string, admin bool) (gateway.APIKey, string, error)
 	ListAPIKeys(ctx context.Context, tenantID string) ([]gateway.APIKey, error)
 	DeleteAPIKey(ctx context.Context, tenantID, keyID string) error
+	RecordAudit(ctx context.Context, a gateway.AuditRecord) error
+	ListAudit(ctx context.Context, f gateway.AuditFilter) (gateway.Page[gateway.AuditRecord], error)
+	PurgeAudit(ctx context.Context, before time.Time) (int, error)
 	CreateToken(ctx context.Context, t gateway.Token, ttl time.Duration) (gateway.Token, string, error)
 	LookupToken(ctx context.Context, secret string) (gateway.Token, gateway.Tenant, error)
 	ListTokens(ctx context.Context, tenantID string) ([]gateway.Token, error)
@@ -99,6 +102,10 @@ type Config struct {
 	// TokenMaxTTL bounds the life of the tokens tenants mint (default
 	// DefaultTokenMaxTTL).
 	TokenMaxTTL time.Duration
+	// AuditRetention is how long audit records are kept (0: for good).
+	AuditRetention time.Duration
+	// NodeID names this node in audit records when Cluster is nil.
+	NodeID string
 	// Watches serves file watches (nil: the watch route is 503).
 	Watches *watch.Service
 	// Previews serves preview URLs of VM ports (nil: the preview routes
@@ -133,6 +140,9 @@ type Server struct {
 	// nodes carries the requests proxied to other nodes.
 	nodes   *nodeproxy.Proxy
 	console *consoleFiles
+	// auditStop ends the audit purge, which auditDone says has returned.
+	auditStop chan struct{}
+	auditDone chan struct{}
 }
 
 // New builds the router. Its arguments come in the order of every service
@@ -177,6 +187,15 @@ func New(cfg Config, st Store, svc *vms.Service, sess *sessions.Service, sched *
 	s.nodes = nodeproxy.New(nodeproxy.Config{Cluster: cfg.Cluster, Conns: s.attach, IsUpgrade: attach.IsUpgrade,
 		Draining: s.sse.Draining(), Refuse: writeError, RequestID: requestID})
 	s.router = s.routes()
+	s.auditStop, s.auditDone = make(chan struct{}), make(chan struct{})
+	if st != nil && cfg.AuditRetention > 0 {
+		go func() {
+			defer close(s.auditDone)
+			s.purgeAudit(s.auditStop)
+		}()
+	} else {
+		close(s.auditDone)
+	}
 	return s
 }
 
@@ -195,6 +214,12 @@ func (s *Server) Close() {
 	s.attach.Close()
 	s.sse.Close()
 	s.nodes.Close()
+	select {
+	case <-s.auditStop:
+	default:
+		close(s.auditStop)
+	}
+	<-s.auditDone
 }
 
 // Router exposes the chi router, for the test that compares it with the
@@ -220,6 +245,7 @@ func (s *Server) routes() chi.Router {
 		r.Post("/tokens", s.createToken)
 		r.Get("/tokens", s.listTokens)
 		r.Delete("/tokens/{token}", s.deleteToken)
+		r.Get("/audit", s.listAudit)
 		r.Get("/webhook-secret", s.webhookSecret)
 		r.With(s.placeCreate).Post("/vms", s.createVM)
 		r.Get("/vms", s.listVMs)

@@ -144,6 +144,9 @@ func streamsOrUpgrades(r *http.Request) bool {
 // authenticateToken resolves a token, checks the request's Origin against
 // its origins and the tenant's rate limit, and serves r as the token.
 func (s *Server) authenticateToken(w http.ResponseWriter, r *http.Request, secret string, next http.Handler) {
+	note := noteOf(r.Context())
+	note.token, note.forwarded = true, isForwarded(r.Context())
+	s.noteRoute(r)
 	tok, tenant, err := s.store.LookupToken(r.Context(), secret)
 	if err != nil {
 		if gateway.ErrorCode(err) == gateway.CodeUnauthenticated {
@@ -152,6 +155,7 @@ func (s *Server) authenticateToken(w http.ResponseWriter, r *http.Request, secre
 		writeError(w, r, err)
 		return
 	}
+	note.tenantID, note.tokenID = tenant.ID, tok.ID
 	if origin := r.Header.Get("Origin"); origin != "" && len(tok.Origins) > 0 && !slices.Contains(tok.Origins, origin) {
 		writeError(w, r, gateway.Errorf(gateway.CodePermissionDenied, "token %s may not be used from origin %s", tok.ID, origin).WithDetail("origin", origin))
 		return

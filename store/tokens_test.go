@@ -69,3 +69,59 @@ func TestTokens(t *testing.T) {
 		}
 	})
 }
+
+// TestAudit: records are listed oldest first, by tenant, VM and time, a
+// page at a time, and go once past their retention.
+func TestAudit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *DB) {
+		ctx := testContext(t)
+		t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+		for i, a := range []gateway.AuditRecord{
+			{At: t0, TenantID: "acme", KeyID: "key_1", Method: "POST", Route: "/v1/vms", Status: 201},
+			{At: t0.Add(time.Minute), TenantID: "acme", TokenID: "tok_1", Method: "POST", Route: "/v1/vms/{vm}/exec", VMID: "vm_1", Status: 403},
+			{At: t0.Add(2 * time.Minute), TenantID: "globex", KeyID: "key_2", Method: "DELETE", Route: "/v1/vms/{vm}", VMID: "vm_2", Status: 200},
+			{At: t0.Add(3 * time.Minute), Method: "GET", Route: "/v1/vms", Status: 401, RequestID: "r-4"},
+		} {
+			if err := db.RecordAudit(ctx, a); err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		routes := func(f gateway.AuditFilter) []string {
+			t.Helper()
+			p, err := db.ListAudit(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, a := range p.Items {
+				out = append(out, a.Method+" "+a.Route)
+			}
+			return out
+		}
+		if got := routes(gateway.AuditFilter{TenantID: "acme"}); !slices.Equal(got, []string{"POST /v1/vms", "POST /v1/vms/{vm}/exec"}) {
+			t.Errorf("acme's: %q", got)
+		}
+		if got := routes(gateway.AuditFilter{VMID: "vm_2"}); !slices.Equal(got, []string{"DELETE /v1/vms/{vm}"}) {
+			t.Errorf("vm_2's: %q", got)
+		}
+		if got := routes(gateway.AuditFilter{After: t0.Add(90 * time.Second)}); !slices.Equal(got, []string{"DELETE /v1/vms/{vm}", "GET /v1/vms"}) {
+			t.Errorf("after 90 s: %q", got)
+		}
+		first, err := db.ListAudit(ctx, gateway.AuditFilter{Limit: 3})
+		if err != nil || len(first.Items) != 3 || first.NextCursor == "" {
+			t.Fatalf("first page: %+v %v", first, err)
+		}
+		rest, err := db.ListAudit(ctx, gateway.AuditFilter{Limit: 3, Cursor: first.NextCursor})
+		if err != nil || len(rest.Items) != 1 || rest.Items[0].RequestID != "r-4" || rest.NextCursor != "" {
+			t.Fatalf("second page: %+v %v", rest, err)
+		}
+		_, err = db.ListAudit(ctx, gateway.AuditFilter{Cursor: "x"})
+		wantCode(t, err, gateway.CodeInvalidArgument)
+		if n, err := db.PurgeAudit(ctx, t0.Add(2*time.Minute)); err != nil || n != 2 {
+			t.Fatalf("PurgeAudit = %d, %v", n, err)
+		}
+		if got := routes(gateway.AuditFilter{}); len(got) != 2 {
+			t.Errorf("after the purge: %q", got)
+		}
+	})
+}

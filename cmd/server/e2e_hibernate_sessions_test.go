@@ -58,7 +58,9 @@ func TestE2EHibernateSessions(t *testing.T) {
 			if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if during := mustSession(t, c, vm.ID, sid); during.LatestSequence != before.LatestSequence {
+			// Nothing recorded is lost (an agent's late update may still
+			// have come in after the turn answered).
+			if during := mustSession(t, c, vm.ID, sid); during.LatestSequence < before.LatestSequence {
 				t.Fatalf("the session while the VM hibernates: %+v", during)
 			}
 			if !resumes {

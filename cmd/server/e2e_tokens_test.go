@@ -14,8 +14,8 @@ import (
 // TestE2ETokens runs scoped tokens over real HTTP and WebSockets: each scope
 // allowed and refused, the binding to one VM, no escalation, bad requests,
 // origins, expiry, revocation, a token in the query of an event stream (as
-// EventSource sends it) and refused elsewhere, and the attach with a token
-// as its subprotocol.
+// EventSource sends it) and refused elsewhere, the attach with a token as
+// its subprotocol, and the audit trail of all of it.
 func TestE2ETokens(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, "--token-max-ttl", "1h")
@@ -257,6 +257,67 @@ func TestE2ETokens(t *testing.T) {
 			t.Fatalf("revoked or expired tokens listed: %+v", listed)
 		}
 	})
+
+	step(t, "Audit", func(t *testing.T) {
+		page, err := c.Audit(ctx, client.AuditOptions{ListOptions: client.ListOptions{Limit: 500}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []struct {
+			what  string
+			match func(a client.AuditRecord) bool
+		}{
+			{"the key's mint", func(a client.AuditRecord) bool {
+				return a.Method == "POST" && a.Route == "/v1/tokens" && a.Status == 201 && a.Key != "" && a.Token == ""
+			}},
+			{"the token's refused create", func(a client.AuditRecord) bool {
+				return a.Method == "POST" && a.Route == "/v1/vms" && a.Status == 403 && a.Token == tok.ID
+			}},
+			{"the token's refused GET of another VM", func(a client.AuditRecord) bool {
+				return a.Method == "GET" && a.Route == "/v1/vms/{vm}" && a.VM == other.ID && a.Status == 404 && a.Token == tok.ID
+			}},
+			{"an exec through a token", func(a client.AuditRecord) bool {
+				return a.Method == "POST" && a.Route == "/v1/vms/{vm}/exec" && a.VM == vm.ID && a.Status == 200 && a.Token != ""
+			}},
+			{"the revocation", func(a client.AuditRecord) bool {
+				return a.Method == "DELETE" && a.Route == "/v1/tokens/{token}" && a.Status == 204
+			}},
+		} {
+			if !auditHas(page, want.match) {
+				t.Errorf("no audit record of %s in %+v", want.what, page.Items)
+			}
+		}
+		// A GET by a key is not recorded.
+		if auditHas(page, func(a client.AuditRecord) bool { return a.Method == "GET" && a.Token == "" }) {
+			t.Error("a key's GET is in the audit trail")
+		}
+		// One VM's records; the revoked token's use, whose tenant is
+		// unknown, is the admin's to see.
+		one, err := c.Audit(ctx, client.AuditOptions{VM: other.ID})
+		if err != nil || len(one.Items) == 0 || auditHas(one, func(a client.AuditRecord) bool { return a.VM != other.ID }) {
+			t.Fatalf("the other VM's records: %+v %v", one, err)
+		}
+		all, err := e.admin.Audit(ctx, client.AuditOptions{ListOptions: client.ListOptions{Limit: 500}})
+		if err != nil || !auditHas(all, func(a client.AuditRecord) bool { return a.Status == 401 && a.Tenant == "" && a.Route == "/v1/vms/{vm}" }) {
+			t.Fatalf("the admin's records lack the revoked token's use: %v", err)
+		}
+		_, otherKey := e.tenantWithKey(e.uniq("audit-other"), nil)
+		me, _ := c.Me(ctx)
+		_, err = e.client(otherKey).Audit(ctx, client.AuditOptions{Tenant: me.Tenant.ID})
+		wantCode(t, err, client.CodePermissionDenied, http.StatusForbidden)
+		_, err = tc.Audit(ctx, client.AuditOptions{})
+		wantCode(t, err, client.CodeUnauthenticated, http.StatusUnauthorized)
+	})
+}
+
+// auditHas reports whether a page of audit records has one matching.
+func auditHas(l *client.List[client.AuditRecord], match func(a client.AuditRecord) bool) bool {
+	for _, a := range l.Items {
+		if match(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func containsToken(l []client.Token, id string) bool {

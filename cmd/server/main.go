@@ -128,6 +128,7 @@ type config struct {
 	hibernatedKeep     time.Duration
 	checkpointEvery    time.Duration
 	tokenMaxTTL        time.Duration
+	auditRetention     time.Duration
 	onIdle, onShutdown string
 	logFormat          string
 	logLevel           string
@@ -254,6 +255,7 @@ func defineFlags(c *config, getenv func(string) string) (fs *flag.FlagSet, defau
 	num("vm-retention", "168h", "how long the records of ended (disposed or lost) VMs are kept before they are purged")
 	num("hibernated-retention", "168h", "how long a VM may stay hibernated before it is deleted with its stored files (0: kept until deleted)")
 	num("wake-timeout", "30s", "how long waking a hibernated VM may take before the request that needed it fails")
+	num("audit-retention", "720h", "how long the audit trail's records (GET /v1/audit) are kept (0: for good)")
 	num("token-max-ttl", "24h", "the longest life a tenant may give a token it mints (POST /v1/tokens, ttlSeconds)")
 	num("checkpoint-interval", "0s", "how often the files of a running VM that sets no checkpointSeconds are checkpointed into the store, so that a VM lost with its sidecar or node can be restored under its id (0: never; whole seconds)")
 	str(&c.onIdle, "on-idle", vms.OnIdleHibernate, "what becomes of a VM idle past its idleTimeoutSeconds that sets no onIdle: hibernate (its files kept in the store; it wakes under the same id on its next use) or dispose")
@@ -340,6 +342,10 @@ func (t *flagText) readTimings(c *config) {
 	c.vmRetention = t.dur("vm-retention")
 	c.wakeTimeout = t.dur("wake-timeout")
 	c.hibernatedKeep = t.dur("hibernated-retention")
+	c.auditRetention = t.dur("audit-retention")
+	if c.auditRetention < 0 {
+		t.fail(errors.New("--audit-retention must not be negative"))
+	}
 	c.tokenMaxTTL = t.dur("token-max-ttl")
 	if c.tokenMaxTTL < time.Second {
 		t.fail(errors.New("--token-max-ttl must be at least 1s"))
@@ -618,7 +624,7 @@ func (g *gatewayServices) startServices(ctx context.Context, c config, log zerol
 	}
 	g.h = handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
 		Previews: previews.New(previews.Config{}, db, g.vms), PreviewDomain: c.previewDomain,
-		Heartbeat: c.heartbeat, TokenMaxTTL: c.tokenMaxTTL, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: g.node, Watches: g.watches, Bindings: g.binds, Snapshots: g.snaps, Log: log}, db, g.vms, g.sess, g.sched, keeper, g.pool)
+		Heartbeat: c.heartbeat, TokenMaxTTL: c.tokenMaxTTL, AuditRetention: c.auditRetention, NodeID: c.nodeID, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: g.node, Watches: g.watches, Bindings: g.binds, Snapshots: g.snaps, Log: log}, db, g.vms, g.sess, g.sched, keeper, g.pool)
 	return nil
 }
 
