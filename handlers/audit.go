@@ -53,14 +53,15 @@ func audited(method string, status int, n *auditNote) bool {
 	return n.token && (status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound)
 }
 
-// noteRoute puts the route template and VM of r in its note, for a request
-// that authentication or authorizeToken may refuse before routing ends.
-func (s *Server) noteRoute(r *http.Request) {
-	rctx := chi.NewRouteContext()
-	if pattern := s.router.Find(rctx, r.Method, r.URL.Path); pattern != "" {
+// noteRoute matches r's route (routeOf) and puts it, with its VM, in r's
+// note: a request refused before routing ends is recorded with them.
+func (s *Server) noteRoute(r *http.Request) (string, *chi.Context) {
+	route, rctx := s.routeOf(r)
+	if route != "" {
 		n := noteOf(r.Context())
-		n.route, n.vm = normalizeRoute(pattern), rctx.URLParam("vm")
+		n.route, n.vm = route, rctx.URLParam("vm")
 	}
+	return route, rctx
 }
 
 // recordAudit writes the record of r, if it is one to keep.

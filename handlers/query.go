@@ -35,6 +35,28 @@ func normalizeRoute(pattern string) string {
 	return p
 }
 
+// routeOf matches r against the router ahead of routing (a middleware of
+// /v1 runs before the route is known): the route as api/openapi.yaml
+// spells it, "" when none matches, and the route's parameters.
+func (s *Server) routeOf(r *http.Request) (string, *chi.Context) {
+	rctx := chi.NewRouteContext()
+	pattern := s.router.Find(rctx, r.Method, r.URL.Path)
+	if pattern == "" {
+		return "", rctx
+	}
+	return normalizeRoute(pattern), rctx
+}
+
+// byOperation looks an operation up in a table keyed "METHOD /route", a
+// HEAD as its GET when the table has no HEAD of its own.
+func byOperation[T any](table map[string]T, method, route string) (T, bool) {
+	v, ok := table[method+" "+route]
+	if !ok && method == http.MethodHead {
+		v, ok = table[http.MethodGet+" "+route]
+	}
+	return v, ok
+}
+
 // queryParams are the query parameters each operation of api/openapi.yaml
 // takes, by "METHOD /path".
 type queryParams map[string][]string
@@ -81,16 +103,12 @@ func (s *Server) refuseUnknownQuery(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		pattern := s.router.Find(chi.NewRouteContext(), r.Method, r.URL.Path)
-		if pattern == "" || strings.HasSuffix(pattern, "/*") {
+		route, _ := s.routeOf(r)
+		if route == "" || strings.HasSuffix(route, "/{path}") {
 			next.ServeHTTP(w, r)
 			return
 		}
-		route := normalizeRoute(pattern)
-		allowed, ok := params[r.Method+" "+route]
-		if !ok && r.Method == http.MethodHead {
-			allowed, ok = params[http.MethodGet+" "+route]
-		}
+		allowed, ok := byOperation(params, r.Method, route)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return

@@ -41,6 +41,22 @@ func sortedRouteKeys(m map[string]bool) []string {
 	return out
 }
 
+// specOperations are the operations of api/openapi.yaml, "METHOD /path".
+func specOperations(t *testing.T) map[string]bool {
+	t.Helper()
+	doc, err := apispec.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			ops[strings.ToUpper(method)+" "+path] = true
+		}
+	}
+	return ops
+}
+
 // TestRoutesMatchSpec proves the router and api/openapi.yaml describe the
 // same set of operations: every route is documented, and every documented
 // operation is routed.
@@ -51,16 +67,7 @@ func TestRoutesMatchSpec(t *testing.T) {
 	t.Cleanup(s.Close)
 	routed := routerRoutes(t, s.Router())
 
-	doc, err := apispec.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	documented := map[string]bool{}
-	for path, item := range doc.Paths.Map() {
-		for method := range item.Operations() {
-			documented[strings.ToUpper(method)+" "+path] = true
-		}
-	}
+	documented := specOperations(t)
 
 	var missing, extra []string
 	for _, k := range sortedRouteKeys(routed) {

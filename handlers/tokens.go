@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
@@ -146,9 +145,9 @@ func streamsOrUpgrades(r *http.Request) bool {
 func (s *Server) authenticateToken(w http.ResponseWriter, r *http.Request, secret string, next http.Handler) {
 	note := noteOf(r.Context())
 	note.token, note.forwarded = true, isForwarded(r.Context())
-	s.noteRoute(r)
 	tok, tenant, err := s.store.LookupToken(r.Context(), secret)
 	if err != nil {
+		s.noteRoute(r)
 		if gateway.ErrorCode(err) == gateway.CodeUnauthenticated {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentos-gateway", error="invalid_token"`)
 		}
@@ -157,6 +156,7 @@ func (s *Server) authenticateToken(w http.ResponseWriter, r *http.Request, secre
 	}
 	note.tenantID, note.tokenID = tenant.ID, tok.ID
 	if origin := r.Header.Get("Origin"); origin != "" && len(tok.Origins) > 0 && !slices.Contains(tok.Origins, origin) {
+		s.noteRoute(r)
 		writeError(w, r, gateway.Errorf(gateway.CodePermissionDenied, "token %s may not be used from origin %s", tok.ID, origin).WithDetail("origin", origin))
 		return
 	}
@@ -178,18 +178,13 @@ func (s *Server) authorizeToken(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rctx := chi.NewRouteContext()
-		pattern := s.router.Find(rctx, r.Method, r.URL.Path)
-		if pattern == "" {
+		route, rctx := s.noteRoute(r)
+		if route == "" {
 			// No such route: the router answers 404 or 405.
 			next.ServeHTTP(w, r)
 			return
 		}
-		route := normalizeRoute(pattern)
-		need, ok := tokenScopes[r.Method+" "+route]
-		if !ok && r.Method == http.MethodHead {
-			need, ok = tokenScopes[http.MethodGet+" "+route]
-		}
+		need, ok := byOperation(tokenScopes, r.Method, route)
 		if !ok && route == guestPortRoute {
 			need, ok = gateway.ScopePreviews, true
 		}
@@ -213,19 +208,10 @@ func (s *Server) authorizeToken(next http.Handler) http.Handler {
 	})
 }
 
-// tenantKeyOnly refuses a token: the route is for tenant keys.
-func tenantKeyOnly(w http.ResponseWriter, r *http.Request) bool {
-	if principalFrom(r.Context()).token != nil {
-		writeError(w, r, gateway.Errorf(gateway.CodePermissionDenied, "a token cannot manage tokens; use a tenant key"))
-		return false
-	}
-	return true
-}
+// The token routes are for tenant keys: tokenScopes does not name them,
+// so authorizeToken refuses a token before these handlers run.
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
-	if !tenantKeyOnly(w, r) {
-		return
-	}
 	var req api.CreateTokenRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeError(w, r, err)
@@ -275,9 +261,6 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
-	if !tenantKeyOnly(w, r) {
-		return
-	}
 	toks, err := s.store.ListTokens(r.Context(), principalFrom(r.Context()).tenant.ID)
 	if err != nil {
 		writeError(w, r, err)
@@ -291,9 +274,6 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteToken(w http.ResponseWriter, r *http.Request) {
-	if !tenantKeyOnly(w, r) {
-		return
-	}
 	if err := s.store.DeleteToken(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "token")); err != nil {
 		writeError(w, r, err)
 		return

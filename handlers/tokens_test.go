@@ -1,11 +1,9 @@
 package handlers
 
 import (
-	"strings"
 	"testing"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 )
 
 // TestTokenScopesNameRealRoutes: every route the scope table opens to
@@ -13,16 +11,7 @@ import (
 // renamed route cannot leave a stale entry that opens nothing, or a typo
 // open something else; and every scope opens at least one route.
 func TestTokenScopesNameRealRoutes(t *testing.T) {
-	doc, err := apispec.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	documented := map[string]bool{}
-	for path, item := range doc.Paths.Map() {
-		for method := range item.Operations() {
-			documented[strings.ToUpper(method)+" "+path] = true
-		}
-	}
+	documented := specOperations(t)
 	used := map[gateway.Scope]bool{}
 	for route, scope := range tokenScopes {
 		if !documented[route] {

@@ -309,27 +309,13 @@ func (db *DB) RecordCheckpoint(ctx context.Context, id string, layers []gateway.
 		default:
 			return gateway.Errorf(gateway.CodeConflict, "vm %s is %s", id, vm.State).WithDetail("state", string(vm.State))
 		}
-		kept := map[string]bool{}
-		var total int64
-		for _, l := range layers {
-			kept[l.Image] = true
-			total += l.Bytes
-		}
 		for _, old := range vm.Checkpoints {
-			if !kept[old.Image] {
+			if !slices.ContainsFunc(layers, func(l gateway.Checkpoint) bool { return l.Image == old.Image }) {
 				dropped = append(dropped, old.Image)
 			}
 		}
-		list, err := json.Marshal(layers)
-		if err != nil {
-			return err
-		}
-		_, err = db.exec(ctx, tx, `UPDATE vms SET checkpoints = ?, checkpoint_bytes = ?, checkpoint_at = ? WHERE id = ?`,
-			string(list), total, db.d.ts(at.UTC().Truncate(time.Microsecond)), id)
-		if err != nil {
-			return dbError(err, "store: record checkpoint")
-		}
-		return nil
+		vm.Checkpoints, vm.CheckpointAt = layers, at.UTC().Truncate(time.Microsecond)
+		return db.writeVMLocked(ctx, tx, vm)
 	})
 	if err != nil {
 		return nil, err
@@ -350,10 +336,8 @@ func (db *DB) DropCheckpoint(ctx context.Context, id string) (dropped []string, 
 			return dbError(err, "store: get vm")
 		}
 		dropped = checkpointImages(vm.Checkpoints)
-		if _, err := db.exec(ctx, tx, `UPDATE vms SET checkpoints = '', checkpoint_bytes = 0, checkpoint_at = NULL WHERE id = ?`, id); err != nil {
-			return dbError(err, "store: drop checkpoint")
-		}
-		return nil
+		vm.Checkpoints, vm.CheckpointAt = nil, time.Time{}
+		return db.writeVMLocked(ctx, tx, vm)
 	})
 	return dropped, err
 }

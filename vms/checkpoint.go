@@ -196,14 +196,7 @@ func (s *Service) Checkpoint(ctx context.Context, tenantID, id string) (gateway.
 	}
 	lv := s.liveOf(tenantID, id)
 	if lv == nil {
-		rec, err := s.store.GetVM(ctx, tenantID, id)
-		if err != nil {
-			return gateway.VM{}, err
-		}
-		if rec.State == gateway.VMHibernated {
-			return rec, nil
-		}
-		return gateway.VM{}, stateConflict(rec)
+		return s.storedOrConflict(ctx, tenantID, id)
 	}
 	if err := s.checkpoint(ctx, lv); err != nil {
 		return gateway.VM{}, err
@@ -293,7 +286,7 @@ func (s *Service) checkpoint(ctx context.Context, lv *liveVM) error {
 		lv.mu.Unlock()
 	}
 
-	sc := scanner{vm: lv.vm, mounts: mountPoints(lv.vm)}
+	sc := newScanner(lv.vm)
 	var (
 		cur     manifest
 		changed []string
@@ -446,15 +439,22 @@ func mountPoints(vm *agentos.VM) []string {
 // scanner reads a VM's tree for a checkpoint. After a one-frame export it
 // keeps the entries, whose content a layer then takes without another call.
 type scanner struct {
-	vm       *agentos.VM
-	mounts   []string
+	vm *agentos.VM
+	// cut are the mount points whose content is not the VM's own: the
+	// kernel's and the engine's (mountedDirs), and the tenant's mounts.
+	// The points themselves are kept, empty.
+	cut      []string
 	exported map[string]protocol.RootFilesystemEntry
+}
+
+func newScanner(vm *agentos.VM) *scanner {
+	return &scanner{vm: vm, cut: append(slices.Clone(mountedDirs), mountPoints(vm)...)}
 }
 
 // skipped reports whether p is out of the checkpoint's tree: the content
 // of the kernel's and the engine's mounts, and of host directory mounts.
 func (sc *scanner) skipped(p string) bool {
-	return underMount(p) || slices.ContainsFunc(sc.mounts, func(m string) bool { return p != m && under(p, m) })
+	return slices.ContainsFunc(sc.cut, func(m string) bool { return p != m && under(p, m) })
 }
 
 // scanAll reads the stamps of the whole tree: from one export when it fits
@@ -530,21 +530,17 @@ func exportStamp(e protocol.RootFilesystemEntry) (stamp, error) {
 // it to m: one recursive listing per subtree that holds no mount, then a
 // stat of each entry. Entries that vanish meanwhile are left out.
 func (sc *scanner) statTree(ctx context.Context, p string, m manifest) error {
-	var names []string
 	if p != "/" {
 		st, ok, err := sc.stat(ctx, p)
 		if err != nil || !ok {
 			return err
 		}
 		m[p] = st
-		if st.kind != tar.TypeDir || slices.Contains(sc.mounts, p) || slices.Contains(mountedDirs, p) {
+		if st.kind != tar.TypeDir || slices.Contains(sc.cut, p) {
 			return nil
 		}
 	}
-	holdsMount := func(dir string) bool {
-		return slices.ContainsFunc(append(slices.Clone(mountedDirs), sc.mounts...), func(mp string) bool { return mp != dir && under(mp, dir) })
-	}
-	if !holdsMount(p) {
+	if !slices.ContainsFunc(sc.cut, func(c string) bool { return c != p && under(c, p) }) {
 		es, err := sc.vm.ReadDirRecursive(ctx, p, agentos.ReadDirOptions{})
 		if err != nil {
 			return EngineError(err, "checkpoint")
@@ -568,10 +564,7 @@ func (sc *scanner) statTree(ctx context.Context, p string, m manifest) error {
 		return EngineError(err, "checkpoint")
 	}
 	for _, e := range es {
-		names = append(names, e.Path)
-	}
-	for _, child := range names {
-		if err := sc.statTree(ctx, path.Clean(child), m); err != nil {
+		if err := sc.statTree(ctx, path.Clean(e.Path), m); err != nil {
 			return err
 		}
 	}
@@ -622,13 +615,12 @@ func (sc *scanner) findAll(ctx context.Context, old manifest) (manifest, error) 
 	}
 	argv := []string{"find"}
 	for _, e := range top {
-		if p := path.Clean(e.Path); !slices.Contains(mountedDirs, p) || p == "/opt/agentos" {
+		if p := path.Clean(e.Path); !slices.Contains(sc.cut, p) {
 			argv = append(argv, p)
 		}
 	}
-	prune := append([]string{"/opt/agentos"}, sc.mounts...)
 	argv = append(argv, "(")
-	for i, p := range prune {
+	for i, p := range sc.cut {
 		if i > 0 {
 			argv = append(argv, "-o")
 		}
@@ -692,7 +684,7 @@ func (sc *scanner) findAll(ctx context.Context, old manifest) (manifest, error) 
 	}
 	// The mount points themselves are kept, empty, as a stat stamps them;
 	// find, pruned at them, does not print them.
-	for _, m := range append(slices.Clone(mountedDirs), sc.mounts...) {
+	for _, m := range sc.cut {
 		if st, ok := old[m]; ok {
 			cur[m] = st
 		}

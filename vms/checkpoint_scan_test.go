@@ -53,7 +53,7 @@ func TestGuestFindAgreesWithStat(t *testing.T) {
 	if _, err := lv.vm.Exec(ctx, "mkdir -p /workspace/src && printf one > /workspace/src/a.txt && printf keep > /workspace/src/b.txt", agentos.ExecOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sc := scanner{vm: lv.vm}
+	sc := newScanner(lv.vm)
 	stat := manifest{}
 	if err := sc.statTree(ctx, "/", stat); err != nil {
 		t.Fatal(err)

@@ -80,19 +80,26 @@ func (s *Service) Hibernate(ctx context.Context, tenantID, id, reason string) (g
 	}
 	lv := s.liveOf(tenantID, id)
 	if lv == nil {
-		rec, err := s.store.GetVM(ctx, tenantID, id)
-		if err != nil {
-			return gateway.VM{}, err
-		}
-		if rec.State == gateway.VMHibernated {
-			return rec, nil
-		}
-		return gateway.VM{}, stateConflict(rec)
+		return s.storedOrConflict(ctx, tenantID, id)
 	}
 	if err := s.hibernate(ctx, lv, reason); err != nil {
 		return gateway.VM{}, err
 	}
 	return s.store.GetVM(ctx, tenantID, id)
+}
+
+// storedOrConflict answers a call on a VM this node does not run that
+// needs nothing done to a hibernated one (its files are all in the store):
+// its record, or the conflict of its state.
+func (s *Service) storedOrConflict(ctx context.Context, tenantID, id string) (gateway.VM, error) {
+	rec, err := s.store.GetVM(ctx, tenantID, id)
+	if err != nil {
+		return gateway.VM{}, err
+	}
+	if rec.State == gateway.VMHibernated {
+		return rec, nil
+	}
+	return gateway.VM{}, stateConflict(rec)
 }
 
 // stateConflict is the error of a call the VM's state does not allow.

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -53,23 +52,18 @@ func BenchmarkCheckpoint(b *testing.B) {
 	}
 	full := time.Since(start)
 
-	durs := map[string][]time.Duration{}
-	timed := func(name string, f func()) {
-		start := time.Now()
-		f()
-		durs[name] = append(durs[name], time.Since(start))
-	}
+	durs := timings{}
 	mib := make([]byte, 1<<20)
 	i := 0
 	for b.Loop() {
 		_, _ = rand.Read(mib)
 		name := fmt.Sprintf("/workspace/tree/data/f%d.bin", i%files)
-		timed("write-1mib-ms", func() {
+		durs.time("write-1mib-ms", func() {
 			if _, err := c.VM(vm.ID).WriteFile(ctx, name, bytes.NewReader(mib), client.WriteFileOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		})
-		timed("checkpoint-api-1mib-ms", func() {
+		durs.time("checkpoint-api-1mib-ms", func() {
 			if _, err := c.VM(vm.ID).Checkpoint(ctx); err != nil {
 				b.Fatal(err)
 			}
@@ -78,24 +72,18 @@ func BenchmarkCheckpoint(b *testing.B) {
 		if res, err := c.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: cmd}); err != nil || res.ExitCode != 0 {
 			b.Fatalf("%s: %+v %v", cmd, res, err)
 		}
-		timed("checkpoint-guest-1mib-ms", func() {
+		durs.time("checkpoint-guest-1mib-ms", func() {
 			if _, err := c.VM(vm.ID).Checkpoint(ctx); err != nil {
 				b.Fatal(err)
 			}
 		})
 		i++
 	}
-	median := func(ds []time.Duration) float64 {
-		slices.Sort(ds)
-		return float64(ds[len(ds)/2]) / 1e6
-	}
 	b.ReportMetric(float64(full)/1e6, "full-100mib-ms")
-	for name, ds := range durs {
-		b.ReportMetric(median(ds), name)
-	}
-	write := median(durs["write-1mib-ms"])
-	b.ReportMetric(median(durs["checkpoint-api-1mib-ms"])/write, "ckpt/write-api")
-	b.ReportMetric(median(durs["checkpoint-guest-1mib-ms"])/write, "ckpt-guest/write")
+	durs.report(b)
+	write := medianMs(durs["write-1mib-ms"])
+	b.ReportMetric(medianMs(durs["checkpoint-api-1mib-ms"])/write, "ckpt/write-api")
+	b.ReportMetric(medianMs(durs["checkpoint-guest-1mib-ms"])/write, "ckpt-guest/write")
 	if _, err := c.VM(vm.ID).Delete(ctx); err != nil {
 		b.Fatal(err)
 	}

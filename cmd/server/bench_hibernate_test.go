@@ -3,7 +3,6 @@ package main
 import (
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,23 +43,18 @@ func BenchmarkHibernate(b *testing.B) {
 		}
 		snaps[mib] = snap.ID
 	}
-	durs := map[string][]time.Duration{}
-	timed := func(name string, f func()) {
-		start := time.Now()
-		f()
-		durs[name] = append(durs[name], time.Since(start))
-	}
+	durs := timings{}
 	for b.Loop() {
 		for _, mib := range sizes {
 			n := strconv.FormatInt(mib, 10) + "mib-ms"
-			timed("hibernate-"+n, func() {
+			durs.time("hibernate-"+n, func() {
 				if _, err := c.VM(vms[mib]).Hibernate(ctx); err != nil {
 					b.Fatal(err)
 				}
 			})
-			timed("wake-"+n, func() { echo(vms[mib]) })
+			durs.time("wake-"+n, func() { echo(vms[mib]) })
 			var fresh string
-			timed("fromsnapshot-"+n, func() {
+			durs.time("fromsnapshot-"+n, func() {
 				vm, err := c.CreateVM(ctx, client.CreateVMRequest{Limits: limits, FromSnapshot: snaps[mib]})
 				if err != nil {
 					b.Fatal(err)
@@ -73,16 +67,10 @@ func BenchmarkHibernate(b *testing.B) {
 			}
 		}
 	}
-	median := func(ds []time.Duration) float64 {
-		slices.Sort(ds)
-		return float64(ds[len(ds)/2]) / 1e6
-	}
-	for name, ds := range durs {
-		b.ReportMetric(median(ds), name)
-	}
+	durs.report(b)
 	for _, mib := range sizes {
 		n := strconv.FormatInt(mib, 10) + "mib"
-		b.ReportMetric(median(durs["wake-"+n+"-ms"])/median(durs["fromsnapshot-"+n+"-ms"]), "wake/fromsnapshot-"+n)
+		b.ReportMetric(medianMs(durs["wake-"+n+"-ms"])/medianMs(durs["fromsnapshot-"+n+"-ms"]), "wake/fromsnapshot-"+n)
 	}
 	for _, id := range vms {
 		if _, err := c.VM(id).Delete(ctx); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -44,7 +43,7 @@ func BenchmarkFork(b *testing.B) {
 		}
 		return d
 	}
-	durs := map[string][]time.Duration{}
+	durs := timings{}
 	for b.Loop() {
 		durs["per-vm-ms"] = append(durs["per-vm-ms"], fork(vms[0], 3)/3)
 		for _, mib := range sizes {
@@ -55,15 +54,9 @@ func BenchmarkFork(b *testing.B) {
 			durs[name] = append(durs[name], fork(vms[mib], 1))
 		}
 	}
-	median := func(ds []time.Duration) float64 {
-		slices.Sort(ds)
-		return float64(ds[len(ds)/2]) / 1e6
-	}
-	for name, ds := range durs {
-		b.ReportMetric(median(ds), name)
-	}
-	b.ReportMetric(median(durs["100mib-ms"])/median(durs["10mib-ms"]), "100mib/10mib")
-	b.ReportMetric(100/(median(durs["100mib-ms"])/1000), "MiB/s")
+	durs.report(b)
+	b.ReportMetric(medianMs(durs["100mib-ms"])/medianMs(durs["10mib-ms"]), "100mib/10mib")
+	b.ReportMetric(100/(medianMs(durs["100mib-ms"])/1000), "MiB/s")
 }
 
 // vmHolding creates a VM with limits whose /workspace/tree/data holds mib

@@ -161,11 +161,31 @@ func BenchmarkExecEchoHiToken(b *testing.B) {
 		}
 		i++
 	}
-	median := func(ds []time.Duration) float64 {
-		slices.Sort(ds)
-		return float64(ds[len(ds)/2]) / 1e6
+	b.ReportMetric(medianMs(keyDurs), "key-p50-ms")
+	b.ReportMetric(medianMs(tokDurs), "token-p50-ms")
+	b.ReportMetric(medianMs(tokDurs)/medianMs(keyDurs), "token/key")
+}
+
+// timings collects durations by metric name, for the benchmarks that
+// report medians of several steps.
+type timings map[string][]time.Duration
+
+// time runs f and adds its duration to name's.
+func (ts timings) time(name string, f func()) {
+	start := time.Now()
+	f()
+	ts[name] = append(ts[name], time.Since(start))
+}
+
+// medianMs is the median of ds in milliseconds (ds is sorted).
+func medianMs(ds []time.Duration) float64 {
+	slices.Sort(ds)
+	return float64(ds[len(ds)/2]) / 1e6
+}
+
+// report reports every name's median.
+func (ts timings) report(b *testing.B) {
+	for name, ds := range ts {
+		b.ReportMetric(medianMs(ds), name)
 	}
-	b.ReportMetric(median(keyDurs), "key-p50-ms")
-	b.ReportMetric(median(tokDurs), "token-p50-ms")
-	b.ReportMetric(median(tokDurs)/median(keyDurs), "token/key")
 }

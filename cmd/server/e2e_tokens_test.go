@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,7 +241,7 @@ func TestE2ETokens(t *testing.T) {
 	step(t, "ExpiryAndRevocation", func(t *testing.T) {
 		short, sc := mint(t, client.TokenRequest{Scopes: []string{client.ScopeVMRead}, TTL: time.Second})
 		listed, err := c.Tokens(ctx)
-		if err != nil || !containsToken(listed, short.ID) || !containsToken(listed, tok.ID) {
+		if err != nil || !slices.ContainsFunc(listed, hasID(short.ID)) || !slices.ContainsFunc(listed, hasID(tok.ID)) {
 			t.Fatalf("tokens: %+v %v", listed, err)
 		}
 		eventually(t, 10*time.Second, "the short token to expire", func() bool {
@@ -253,7 +254,7 @@ func TestE2ETokens(t *testing.T) {
 		_, err = tc.VM(vm.ID).Get(ctx)
 		wantCode(t, err, client.CodeUnauthenticated, http.StatusUnauthorized)
 		listed, _ = c.Tokens(ctx)
-		if containsToken(listed, tok.ID) || containsToken(listed, short.ID) {
+		if slices.ContainsFunc(listed, hasID(tok.ID)) || slices.ContainsFunc(listed, hasID(short.ID)) {
 			t.Fatalf("revoked or expired tokens listed: %+v", listed)
 		}
 	})
@@ -283,22 +284,22 @@ func TestE2ETokens(t *testing.T) {
 				return a.Method == "DELETE" && a.Route == "/v1/tokens/{token}" && a.Status == 204
 			}},
 		} {
-			if !auditHas(page, want.match) {
+			if !slices.ContainsFunc(page.Items, want.match) {
 				t.Errorf("no audit record of %s in %+v", want.what, page.Items)
 			}
 		}
 		// A GET by a key is not recorded.
-		if auditHas(page, func(a client.AuditRecord) bool { return a.Method == "GET" && a.Token == "" }) {
+		if slices.ContainsFunc(page.Items, func(a client.AuditRecord) bool { return a.Method == "GET" && a.Token == "" }) {
 			t.Error("a key's GET is in the audit trail")
 		}
 		// One VM's records; the revoked token's use, whose tenant is
 		// unknown, is the admin's to see.
 		one, err := c.Audit(ctx, client.AuditOptions{VM: other.ID})
-		if err != nil || len(one.Items) == 0 || auditHas(one, func(a client.AuditRecord) bool { return a.VM != other.ID }) {
+		if err != nil || len(one.Items) == 0 || slices.ContainsFunc(one.Items, func(a client.AuditRecord) bool { return a.VM != other.ID }) {
 			t.Fatalf("the other VM's records: %+v %v", one, err)
 		}
 		all, err := e.admin.Audit(ctx, client.AuditOptions{ListOptions: client.ListOptions{Limit: 500}})
-		if err != nil || !auditHas(all, func(a client.AuditRecord) bool { return a.Status == 401 && a.Tenant == "" && a.Route == "/v1/vms/{vm}" }) {
+		if err != nil || !slices.ContainsFunc(all.Items, func(a client.AuditRecord) bool { return a.Status == 401 && a.Tenant == "" && a.Route == "/v1/vms/{vm}" }) {
 			t.Fatalf("the admin's records lack the revoked token's use: %v", err)
 		}
 		_, otherKey := e.tenantWithKey(e.uniq("audit-other"), nil)
@@ -310,21 +311,7 @@ func TestE2ETokens(t *testing.T) {
 	})
 }
 
-// auditHas reports whether a page of audit records has one matching.
-func auditHas(l *client.List[client.AuditRecord], match func(a client.AuditRecord) bool) bool {
-	for _, a := range l.Items {
-		if match(a) {
-			return true
-		}
-	}
-	return false
-}
-
-func containsToken(l []client.Token, id string) bool {
-	for _, t := range l {
-		if t.ID == id {
-			return true
-		}
-	}
-	return false
+// hasID matches the token id.
+func hasID(id string) func(client.Token) bool {
+	return func(t client.Token) bool { return t.ID == id }
 }
