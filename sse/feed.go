@@ -98,6 +98,9 @@ const (
 	// sseCloseTimeout bounds how long close waits for the shared feeds'
 	// clients and pumps to end once they are cancelled.
 	sseCloseTimeout = 10 * time.Second
+	// sseFinalGrace is how long close lets clients read their final
+	// events before it cuts those still being written to.
+	sseFinalGrace = 2 * time.Second
 )
 
 // sseTopic is the pump of one source and the clients it publishes to.
@@ -209,8 +212,14 @@ func (h *Hub) ServeFeed(w http.ResponseWriter, r *http.Request, after uint64, fe
 	c.ready.Add(1)
 	h.mu.Lock()
 	if h.closing {
+		// Close began after the check above: the head is out, so the
+		// stream ends with the shutdown event, as the others do.
 		h.mu.Unlock()
 		stop()
+		var f bytes.Buffer
+		writeFrame(&f, Event{ID: strconv.FormatUint(after, 10), Event: "error", Data: []byte(shutdownEventData)})
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = conn.Write(append(appendChunk(nil, f.Bytes()), "0\r\n\r\n"...))
 		_ = conn.Close()
 		release()
 		return

@@ -401,6 +401,36 @@ func TestSharedFeedHangUpAndDrain(t *testing.T) {
 	}
 }
 
+// TestSharedFeedCloseAtOnce: Close right after streams opened, without a
+// Drain before it (a gateway whose HTTP server had no request to wait
+// for), still ends every stream with the shutdown event and the chunked
+// body's end. It once cut the clients' sockets while their final events
+// were being written, and a stream being set up as Close began was closed
+// with nothing on it (the gateway's SIGTERM test saw an empty body).
+func TestSharedFeedCloseAtOnce(t *testing.T) {
+	const clients = 16
+	for round := range 8 {
+		l := streamlog.New[string](1 << 20)
+		fs := newFeedServer(t, l, time.Hour)
+		appendLines(l, 1, 2)
+		conns := make([]*feedClient, clients)
+		for i := range conns {
+			conns[i] = fs.dial(t, "HTTP/1.1", "")
+		}
+		eventually(t, func() bool { return fs.open.Load() == clients })
+		fs.hub.Close()
+		for i, c := range conns {
+			frames, _ := c.readAll(t)
+			if len(frames) == 0 || frames[len(frames)-1].event != "error" || frames[len(frames)-1].data != shutdownEventData {
+				t.Fatalf("round %d, client %d read %v; want the shutdown event last", round, i, frames)
+			}
+		}
+		if n := fs.open.Load(); n != 0 {
+			t.Fatalf("round %d: %d clients open after Close", round, n)
+		}
+	}
+}
+
 func TestNewLiveFrame(t *testing.T) {
 	for _, c := range []struct {
 		e     Event

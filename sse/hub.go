@@ -130,17 +130,12 @@ func (h *Hub) Draining() <-chan struct{} { return h.draining }
 
 // Close ends every stream (after Drain, with its final event) and waits, up
 // to sseCloseTimeout, for the shared feeds' clients to be over; no shared
-// feed starts after it.
+// feed starts after it. Clients get sseFinalGrace to take their final
+// events before the sockets of those still being written to are cut.
 func (h *Hub) Close() {
 	h.drain()
 	h.mu.Lock()
 	h.closing = true
-	for c := range h.conns {
-		// A client still being written to (one that fell behind) is cut.
-		_ = c.conn.SetWriteDeadline(time.Now())
-		c.end()
-		c.stop()
-	}
 	h.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
@@ -149,17 +144,31 @@ func (h *Hub) Close() {
 	}()
 	select {
 	case <-done:
+	case <-time.After(sseFinalGrace):
+		// The drain ended every stream; the clients left are being written
+		// to and do not read (or read too slowly to take their ends).
 		h.mu.Lock()
-		hu := h.hangups
-		h.mu.Unlock()
-		if hu != nil {
-			hu.close()
+		for c := range h.conns {
+			_ = c.conn.SetWriteDeadline(time.Now())
+			c.end()
+			c.stop()
 		}
-		h.srv.Close()
-	case <-time.After(sseCloseTimeout):
-		// What is still ending keeps the hang-up watch and r3labs's streams.
-		h.log.Warn().Msg("event streams still ending after the close timeout")
+		h.mu.Unlock()
+		select {
+		case <-done:
+		case <-time.After(sseCloseTimeout):
+			// What is still ending keeps the hang-up watch and r3labs's streams.
+			h.log.Warn().Msg("event streams still ending after the close timeout")
+			return
+		}
 	}
+	h.mu.Lock()
+	hu := h.hangups
+	h.mu.Unlock()
+	if hu != nil {
+		hu.close()
+	}
+	h.srv.Close()
 }
 
 // hangupWatch returns the hang-up watch, started on first use, or nil where
