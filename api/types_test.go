@@ -27,6 +27,8 @@ var wireShapes = []struct {
 	// Package api: VMs, exec and processes.
 	{"CreateVMRequest", api.CreateVMRequest{}, false},
 	{"UpdateVMRequest", api.UpdateVMRequest{}, false},
+	{"NetworkRules", api.NetworkRules{}, false},
+	{"NetworkRule", api.NetworkRule{}, false},
 	{"VM", api.VM{}, true},
 	{"VMList", api.List[api.VM]{}, true},
 	{"ExecRequest", api.ExecRequest{}, false},

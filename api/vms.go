@@ -44,6 +44,25 @@ type UpdateVMRequest struct {
 	IdleTimeoutSeconds *int               `json:"idleTimeoutSeconds,omitempty" validate:"omitnil,gte=0,lte=604800"`
 	OnIdle             *string            `json:"onIdle,omitempty" validate:"omitnil,oneof=hibernate dispose"`
 	CheckpointSeconds  *int               `json:"checkpointSeconds,omitempty" validate:"omitnil,gte=0,lte=86400"`
+	// Permissions replaces the capabilities it names; one set to null is
+	// allowed again. Only a tenant key may change them.
+	Permissions map[string]any `json:"permissions,omitempty"`
+}
+
+// NetworkRules is permissions.network as egress rules: the first rule that
+// matches a guest's connection or name lookup decides it, the default
+// ("allow" or "deny"; absent: deny) when none does.
+type NetworkRules struct {
+	Default string        `json:"default,omitempty"`
+	Rules   []NetworkRule `json:"rules"`
+}
+
+// NetworkRule allows or denies connections to hosts (names with "*"
+// wildcards, or addresses) on ports (absent: all).
+type NetworkRule struct {
+	Mode  string   `json:"mode"`
+	Hosts []string `json:"hosts"`
+	Ports []int    `json:"ports,omitempty"`
 }
 
 // VM is a VM resource: the gateway's record of a VM with its spec

@@ -32,6 +32,11 @@ func TestSentBodiesMatchSchemas(t *testing.T) {
 		{"CreateVMRequest", CreateVMRequest{Labels: map[string]string{"a": "b"}, Env: map[string]string{"A": "1"},
 			Permissions: map[string]any{"network": "deny"}, Limits: map[string]any{"resources": map[string]any{"maxProcesses": 5}},
 			LoopbackExemptPorts: []uint16{8080}, Software: []string{"@agentos-software/pi"}, Agents: []string{"pi"}, IdleTimeout: 90 * time.Second}},
+		{"CreateVMRequest", CreateVMRequest{Permissions: map[string]any{"fs": "allow", "network": NetworkRules{Default: "deny", Rules: []NetworkRule{
+			{Mode: "deny", Hosts: []string{"internal.example.com"}}, {Mode: "allow", Hosts: []string{"*.example.com", "::1"}, Ports: []int{443, 8443}}}}}}},
+		{"UpdateVMRequest", UpdateVMRequest{}},
+		{"UpdateVMRequest", UpdateVMRequest{Labels: map[string]*string{"a": nil}, Permissions: map[string]any{"fs": nil,
+			"network": NetworkRules{Rules: []NetworkRule{{Mode: "allow", Hosts: []string{"*"}}}}}}},
 		{"ExecRequest", ExecRequest{Command: "true"}},
 		{"ExecRequest", ExecRequest{Command: "cat", Args: []string{"-"}, Cwd: "/tmp", Env: map[string]string{"A": "1"},
 			Stdin: []byte{0xff, 0}, Timeout: time.Second, MaxOutputBytes: 10}},

@@ -55,12 +55,23 @@ const (
 // VM is a VM resource; IdleTimeout gives its idle timeout as a duration.
 type VM = api.VM
 
+// NetworkRules is the egress rules form of permissions.network: the first
+// of Rules that matches a guest's connection decides it, Default ("allow"
+// or "deny"; empty: deny) when none does.
+type NetworkRules = api.NetworkRules
+
+// NetworkRule allows or denies ("allow", "deny") the connections to Hosts
+// (names, "*" matching any run of characters, or addresses) on Ports
+// (none: every port).
+type NetworkRule = api.NetworkRule
+
 // CreateVMRequest says what a new VM is made of. Every field is optional.
 type CreateVMRequest struct {
 	Labels map[string]string
 	Env    map[string]string
 	// Permissions maps fs, network, childProcess, process, env and
-	// hostFunction to "allow", "ask" or "deny".
+	// hostFunction to "allow", "ask" or "deny" (left out: allow); network
+	// also takes egress rules, a NetworkRules.
 	Permissions         map[string]any
 	Limits              map[string]any
 	LoopbackExemptPorts []uint16
@@ -112,11 +123,15 @@ type UpdateVMRequest struct {
 	// CheckpointInterval, rounded up to a second, is how often the VM's
 	// files are checkpointed (0: never).
 	CheckpointInterval *time.Duration
+	// Permissions replaces the capabilities it names (as in
+	// CreateVMRequest; a nil value allows the capability again), at once
+	// on a running VM. Tokens cannot change them.
+	Permissions map[string]any
 }
 
 // MarshalJSON encodes the UpdateVMRequest schema.
 func (r UpdateVMRequest) MarshalJSON() ([]byte, error) {
-	return json.Marshal(api.UpdateVMRequest{Labels: r.Labels, OnIdle: r.OnIdle,
+	return json.Marshal(api.UpdateVMRequest{Labels: r.Labels, OnIdle: r.OnIdle, Permissions: r.Permissions,
 		IdleTimeoutSeconds: seconds(r.IdleTimeout), CheckpointSeconds: seconds(r.CheckpointInterval)})
 }
 

@@ -238,8 +238,15 @@ func (s *Server) updateVM(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	vm, err := s.vms.Update(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "vm"),
-		vms.Patch{Labels: req.Labels, IdleTimeoutSeconds: req.IdleTimeoutSeconds, OnIdle: req.OnIdle, CheckpointSeconds: req.CheckpointSeconds})
+	p := principalFrom(r.Context())
+	if req.Permissions != nil && p.token != nil {
+		// A token is what a backend hands an end user: it may use the VM
+		// within the sandbox its owner drew, never widen it.
+		writeError(w, r, gateway.Errorf(gateway.CodePermissionDenied, "changing a VM's permissions needs the tenant's key, not a token").WithDetail("field", "permissions"))
+		return
+	}
+	vm, err := s.vms.Update(r.Context(), p.tenant.ID, pathParam(r, "vm"),
+		vms.Patch{Labels: req.Labels, IdleTimeoutSeconds: req.IdleTimeoutSeconds, OnIdle: req.OnIdle, CheckpointSeconds: req.CheckpointSeconds, Permissions: req.Permissions})
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"sync"
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
 
 // A VM's identity and files belong to the store; a sidecar only runs it for
@@ -566,13 +568,32 @@ type Patch struct {
 	IdleTimeoutSeconds *int
 	OnIdle             *string
 	CheckpointSeconds  *int
+	// Permissions replaces the capabilities it names (a nil value: back
+	// to allow); a running VM gets the result at once.
+	Permissions map[string]any
 }
 
 // Update applies p to a tenant's VM, running or hibernated, and returns the
-// record: the labels, and the idle timeout and what becomes of the VM then,
-// which apply at once to a VM this node runs. The labels after the change
-// must be at most gateway.MaxLabels.
+// record: the labels, the idle timeout and what becomes of the VM then, and
+// the permissions, which apply at once to a VM this node runs. The labels
+// after the change must be at most gateway.MaxLabels.
 func (s *Service) Update(ctx context.Context, tenantID, id string, p Patch) (gateway.VM, error) {
+	liveVM := func() *liveVM {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if lv := s.live[id]; lv != nil && lv.tenantID == tenantID {
+			return lv
+		}
+		return nil
+	}
+	held := liveVM()
+	if held != nil && p.Permissions != nil {
+		// The engine and the record change together, one change at a time.
+		held.permMu.Lock()
+		defer held.permMu.Unlock()
+	}
+	var before map[string]any
+	var policy *protocol.PermissionsPolicy
 	rec, err := s.store.UpdateVMSpec(ctx, tenantID, id, func(spec *gateway.VMSpec) error {
 		for name, v := range p.Labels {
 			if v == nil {
@@ -599,20 +620,59 @@ func (s *Service) Update(ctx context.Context, tenantID, id string, p Patch) (gat
 		if p.CheckpointSeconds != nil {
 			spec.CheckpointSeconds = *p.CheckpointSeconds
 		}
+		if p.Permissions != nil {
+			before = maps.Clone(spec.Permissions)
+			for name, v := range p.Permissions {
+				if v == nil {
+					delete(spec.Permissions, name)
+					continue
+				}
+				if spec.Permissions == nil {
+					spec.Permissions = map[string]any{}
+				}
+				spec.Permissions[name] = v
+			}
+			if len(spec.Permissions) == 0 {
+				spec.Permissions = nil
+			}
+			var err error
+			if policy, err = permissionsPolicy(spec.Permissions); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return gateway.VM{}, err
 	}
-	s.mu.Lock()
-	lv := s.live[id]
-	s.mu.Unlock()
-	if lv != nil && lv.tenantID == tenantID {
-		lv.mu.Lock()
-		lv.idle = time.Duration(rec.Spec.IdleTimeoutSeconds) * time.Second
-		lv.onIdle = cmp.Or(rec.Spec.OnIdle, s.cfg.OnIdle)
-		lv.ckpt.every = checkpointEvery(rec.Spec)
-		lv.mu.Unlock()
+	// The VM may have woken here since: it gets the record's settings.
+	lv := liveVM()
+	if lv == nil {
+		return rec, nil
 	}
+	if policy != nil {
+		if lv != held {
+			lv.permMu.Lock()
+			defer lv.permMu.Unlock()
+		}
+		if err := lv.vm.Configure(ctx, agentos.ConfigureOptions{Permissions: policy}); err != nil {
+			// The VM runs with its permissions as they were: so must its
+			// record say, or a wake would change them behind its owner.
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+			defer cancel()
+			if _, uerr := s.store.UpdateVMSpec(uctx, tenantID, id, func(spec *gateway.VMSpec) error {
+				spec.Permissions = before
+				return nil
+			}); uerr != nil {
+				s.log.Error().Err(uerr).Str("vm", id).Msg("the VM's record keeps permissions its engine refused")
+			}
+			return gateway.VM{}, fmt.Errorf("vms: apply permissions: %w", err)
+		}
+	}
+	lv.mu.Lock()
+	lv.idle = time.Duration(rec.Spec.IdleTimeoutSeconds) * time.Second
+	lv.onIdle = cmp.Or(rec.Spec.OnIdle, s.cfg.OnIdle)
+	lv.ckpt.every = checkpointEvery(rec.Spec)
+	lv.mu.Unlock()
 	return rec, nil
 }

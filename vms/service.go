@@ -20,7 +20,6 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
-	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/warmpool"
@@ -248,6 +247,10 @@ type liveVM struct {
 	vm       *agentos.VM
 	lease    Lease
 	events   *streamlog.Log[gateway.VMEvent]
+
+	// permMu serializes changes of the VM's permissions, so that the
+	// engine and the record end with the same.
+	permMu sync.Mutex
 
 	mu sync.Mutex
 	// idle is how long the VM may be idle, and onIdle what becomes of it
@@ -596,60 +599,6 @@ func vmOptions(spec gateway.VMSpec, cfg Config) (agentos.VMOptions, error) {
 // packageName is an npm package name, optionally scoped: what the engine's
 // install folder holds, and nothing that reaches outside it.
 var packageName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$`)
-
-// permissionsPolicy accepts {"fs": "allow"|"deny"|"ask", "network": ..., "childProcess": ..., "process": ..., "env": ..., "hostFunction": ...}.
-func permissionsPolicy(m map[string]any) (*protocol.PermissionsPolicy, error) {
-	mode := func(field string) (*protocol.PermissionMode, error) {
-		v, ok := m[field]
-		if !ok {
-			return nil, nil
-		}
-		s, _ := v.(string)
-		var pm protocol.PermissionMode
-		switch s {
-		case "allow":
-			pm = protocol.PermissionModeAllow
-		case "ask":
-			pm = protocol.PermissionModeAsk
-		case "deny":
-			pm = protocol.PermissionModeDeny
-		default:
-			return nil, gateway.Errorf(gateway.CodeInvalidArgument, "permissions.%s must be allow, ask or deny", field).WithDetail("field", "permissions."+field)
-		}
-		return &pm, nil
-	}
-	for k := range m {
-		switch k {
-		case "fs", "network", "childProcess", "process", "env", "hostFunction":
-		default:
-			return nil, gateway.Errorf(gateway.CodeInvalidArgument, "unknown permission %q", k).WithDetail("field", "permissions."+k)
-		}
-	}
-	var p protocol.PermissionsPolicy
-	if pm, err := mode("fs"); err != nil {
-		return nil, err
-	} else if pm != nil {
-		var scope protocol.FsPermissionScope = *pm
-		p.Fs = &scope
-	}
-	pattern := func(field string, dst **protocol.PatternPermissionScope) error {
-		pm, err := mode(field)
-		if err != nil || pm == nil {
-			return err
-		}
-		var scope protocol.PatternPermissionScope = *pm
-		*dst = &scope
-		return nil
-	}
-	for field, dst := range map[string]**protocol.PatternPermissionScope{
-		"network": &p.Network, "childProcess": &p.ChildProcess, "process": &p.Process, "env": &p.Env, "hostFunction": &p.HostFunction,
-	} {
-		if err := pattern(field, dst); err != nil {
-			return nil, err
-		}
-	}
-	return &p, nil
-}
 
 // watch follows the client's view of a VM: it forwards limit warnings and
 // notices when the VM is lost with its sidecar.

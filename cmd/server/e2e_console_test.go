@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -387,6 +388,27 @@ func TestE2EConsole(t *testing.T) {
 			t.Error("Delete VM is shown to a token without vm:write")
 		}
 		b.shoot(t, "token-link")
+
+		// The page's own native EventSource, which cannot send headers,
+		// follows the VM's events with the token in its query; a revoked
+		// token's stream is refused, and EventSource gives up on it.
+		evalJS[any](t, b, fmt.Sprintf(`(() => {
+			const open = (name, token) => {
+				const r = window[name] = { events: [], closed: false };
+				const es = new EventSource("/v1/vms/%s/events?access_token=" + encodeURIComponent(token));
+				es.addEventListener("state", (ev) => { r.events.push(ev.lastEventId + " " + ev.data); es.close(); });
+				es.onerror = () => { r.closed = es.readyState === EventSource.CLOSED; };
+			};
+			open("__live", %q);
+			open("__revoked", %q);
+			return null;
+		})()`, vmID, tok.Secret, "agt_revoked"))
+		defer b.expectRefusal("access_token=agt_revoked")()
+		b.waitJS(t, browserStep, "the EventSource's first event", `window.__live.events.length > 0`)
+		if first := evalJS[string](t, b, `window.__live.events[0]`); !regexp.MustCompile(`^[0-9]+ \{.*"state":"`).MatchString(first) {
+			t.Errorf("the EventSource's first event: %s", first)
+		}
+		b.waitJS(t, browserStep, "the refused EventSource to close", `window.__revoked.closed && window.__revoked.events.length === 0`)
 		// Back to the admin key for the steps that follow.
 		b.click(t, "button", "Sign out")
 		b.fill(t, "API key", testAdminKey)
