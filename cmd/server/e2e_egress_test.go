@@ -115,11 +115,13 @@ func TestE2EEgressRules(t *testing.T) {
 		want(t, vm.ID, "a.localhost", pa, "refused", "b.localhost", pa, "A")
 	})
 
+	var tokenID string
 	step(t, "A token cannot widen them", func(t *testing.T) {
 		tok, err := c.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMWrite, client.ScopeVMRead}, VM: vm.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
+		tokenID = tok.ID
 		tc := e.client(tok.Secret)
 		_, err = tc.VM(vm.ID).Update(ctx, client.UpdateVMRequest{Permissions: map[string]any{"network": "allow"}})
 		if ce := wantCode(t, err, client.CodePermissionDenied, http.StatusForbidden); ce.Details["field"] != "permissions" {
@@ -152,6 +154,36 @@ func TestE2EEgressRules(t *testing.T) {
 		// one, not to the engine's default allowlist.
 		other := e.vm(c, client.CreateVMRequest{LoopbackExemptPorts: []uint16{uint16(pa)}, Permissions: map[string]any{"fs": "allow"}})
 		want(t, other.ID, "a.localhost", pa, "A")
+	})
+
+	step(t, "Audited", func(t *testing.T) {
+		// Each change of the rules, refused or not, by key or by token.
+		page, err := c.Audit(ctx, client.AuditOptions{VM: vm.ID, ListOptions: client.ListOptions{Limit: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range page.Items {
+			if r.Method != http.MethodPatch {
+				continue
+			}
+			who := "key"
+			if r.Token != "" {
+				who = "token"
+				if r.Token != tokenID {
+					t.Errorf("record %+v: token %s, want %s", r, r.Token, tokenID)
+				}
+			} else if r.Key == "" {
+				t.Errorf("record %+v names neither a key nor a token", r)
+			}
+			if r.Route != "/v1/vms/{vm}" || r.RequestID == "" {
+				t.Errorf("record %+v", r)
+			}
+			got = append(got, fmt.Sprintf("%s %d", who, r.Status))
+		}
+		if w := "key 200,key 400,key 400,key 400,token 403,token 200,key 200"; strings.Join(got, ",") != w {
+			t.Errorf("PATCH records %v, want %s", got, w)
+		}
 	})
 
 	step(t, "Bad rules at create", func(t *testing.T) {
