@@ -122,9 +122,12 @@ const maxOrphanEvents = 64
 // call sends a request and waits for its response. A RejectedResponse comes
 // back as *RejectedError. ctx abandons the wait (the request may still run in
 // the sidecar); the sidecar's death fails the call with its exit error.
-func (s *Sidecar) call(ctx context.Context, own protocol.OwnershipScope, req protocol.RequestPayload) (protocol.ResponsePayload, error) {
+func (s *Sidecar) call(ctx context.Context, own protocol.OwnershipScope, req protocol.RequestPayload) (_ protocol.ResponsePayload, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if span := s.startRequestSpan(ctx, own, req); span != nil {
+		defer func() { endRequestSpan(span, err) }()
 	}
 	id := s.nextID.Add(1)
 	ch := make(chan response, 1)

@@ -49,6 +49,15 @@ type UpdateVMRequest struct {
 	Permissions map[string]any `json:"permissions,omitempty"`
 }
 
+// ExecAccepted answers an exec made with Prefer: respond-async, and asks
+// for its outcome while it runs: the result is at Location (GET
+// /v1/vms/{vm}/exec/{key}) once done, and comes as an exec.done event.
+type ExecAccepted struct {
+	IdempotencyKey string `json:"idempotencyKey"`
+	Status         string `json:"status"` // running
+	Location       string `json:"location"`
+}
+
 // NetworkRules is permissions.network as egress rules: the first rule that
 // matches a guest's connection or name lookup decides it, the default
 // ("allow" or "deny"; absent: deny) when none does.

@@ -120,6 +120,9 @@ gobench '^Benchmark(ExecTrue|ExecEchoHi|ExecCat1MiB)$' "$EXEC_N"
 gobench '^BenchmarkExecEchoHiHTTP$' "$EXEC_N" ./cmd/server/
 # The same exec with a tenant key and with a scoped token, side by side.
 gobench '^BenchmarkExecEchoHiToken$' "$EXEC_N" ./cmd/server/
+# The outbox: exec echo hi with an Idempotency-Key for a tenant whose
+# subscription gets its exec.done, beside one without; event-to-receipt.
+gobench '^BenchmarkWebhooks$' "$EXEC_N" ./cmd/server/
 # Placement: exec throughput of 8 clients (EXEC_N rounds) and node memory
 # at 16 and 64 idle VMs, under pack and under spread.
 gobench '^BenchmarkPlacement(Pack|Spread)$' "$EXEC_N" ./cmd/server/
@@ -352,6 +355,14 @@ if (!tk) missing.push("Go BenchmarkExecEchoHiToken");
 else {
 	console.log("\n| exec echo hi over HTTP (median) | key | token | ratio (target <= 1.05) |\n|---|---|---|---|");
 	console.log(`| p50 | ${fmt(tk["key-p50-ms"])} ms | ${fmt(tk["token-p50-ms"])} ms | ${tk["token/key"].toFixed(3)} |`);
+}
+// Webhooks: the outbox's cost on an idempotent exec, and event latency.
+const wh = goRes["Webhooks"];
+if (!wh) missing.push("Go BenchmarkWebhooks");
+else {
+	console.log("\n| exec echo hi with an Idempotency-Key over HTTP (median) | no subscription | exec.done to a webhook | ratio (target <= 1.05) |\n|---|---|---|---|");
+	console.log(`| p50 | ${fmt(wh["exec-p50-ms"])} ms | ${fmt(wh["exec-outbox-p50-ms"])} ms | ${wh["outbox/plain"].toFixed(3)} |`);
+	console.log(`\n| event created to webhook received (median) | ${fmt(wh["event-to-receipt-p50-ms"])} ms |\n|---|---|`);
 }
 // Checkpoints: the cost of one after 1 MiB changed, against writing it.
 const ck = goRes["Checkpoint"];

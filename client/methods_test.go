@@ -111,6 +111,8 @@ func follow(seq iter.Seq2[client.Event, error]) ([]string, error) {
 }
 
 func methodCases() []methodCase {
+	const webhookJSON = `{"id":"whk_1","url":"https://hooks.example.com/a","events":["process.exit","exec.done"],"vm":"vm_1","description":"backend","state":"active","createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z"}`
+	const deliveryJSON = `{"id":"dlv_1","subscriptionId":"whk_1","type":"process.exit","sequence":4,"vm":"vm_1","status":"failed","attempts":3,"lastStatus":500,"lastError":"webhook answered 500","createdAt":"2025-01-02T03:04:05Z","doneAt":"2025-01-02T04:04:05Z","data":{"vmId":"vm_1","pid":3,"command":"true","exitCode":0}}`
 	vmBase := "/v1/vms/" + weirdVMEsc
 	sesBase := vmBase + "/sessions/" + sessionIDEsc
 	shBase := vmBase + "/shells/" + shellIDEsc
@@ -258,6 +260,18 @@ func methodCases() []methodCase {
 				}
 				return expect(vm.CheckpointSeconds == 60 && vm.CheckpointAt != nil && vm.CheckpointAt.Year() == 2025 && !vm.Restorable, "vm", vm)
 			}},
+		{name: "VM.Usage", method: "GET", path: vmBase + "/usage", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"vmId":"vm_1","state":"ready","collectedAt":"2025-01-02T03:04:05Z","ownSidecar":true,"memoryBytes":268435456,` +
+				`"cpuSeconds":1.25,"filesystemBytes":5428197,"inodes":376,"processes":{"running":1,"exited":2},` +
+				`"handles":{"openFds":4,"pipes":1,"ptys":0,"sockets":0,"socketListeners":0,"socketConnections":0},"limits":{"processes":256,"filesystemBytes":67108864}}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				u, err := c.VM(weirdVM).Usage(ctx)
+				if err != nil {
+					return err
+				}
+				return expect(u.VMID == "vm_1" && u.OwnSidecar && *u.MemoryBytes == 256<<20 && *u.CPUSeconds == 1.25 && *u.FilesystemBytes == 5428197 &&
+					u.Processes.Running == 1 && u.Handles.OpenFDs == 4 && u.Limits.FilesystemBytes == 64<<20 && u.ImageBytes == nil, "usage", u)
+			}},
 		{name: "VM.Wake", method: "POST", path: vmBase + "/wake", accept: jsonCT, resp: canned{ctype: jsonCT, body: vmJSON},
 			call: func(ctx context.Context, c *client.Client) error {
 				vm, err := c.VM(weirdVM).Wake(ctx)
@@ -383,6 +397,25 @@ func methodCases() []methodCase {
 					return err
 				}
 				return expect(out.String() == "hi\n" && res.ExitCode == 0 && res.Duration == 3*time.Millisecond && res.Stdout == nil && res.Replayed, "result", res, out.String())
+			}},
+		{name: "VM.ExecAsync", method: "POST", path: vmBase + "/exec", accept: jsonCT, ctype: jsonCT,
+			headers: map[string]string{"Idempotency-Key": "k-9", "Prefer": "respond-async"}, bodyJSON: `{"command":"sleep 1"}`,
+			resp: canned{status: 202, ctype: jsonCT, body: `{"idempotencyKey":"k-9","status":"running","location":"/v1/vms/x/exec/k-9"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				a, res, err := c.VM(weirdVM).ExecAsync(ctx, "k-9", client.ExecRequest{Command: "sleep 1"})
+				if err != nil {
+					return err
+				}
+				return expect(a != nil && res == nil && a.Status == "running", "accepted", a)
+			}},
+		{name: "VM.ExecOutcome", method: "GET", path: vmBase + "/exec/k%2F9", accept: jsonCT,
+			resp: canned{ctype: jsonCT, header: map[string]string{"Idempotent-Replayed": "true"}, body: `{"exitCode":3,"stdout":"hi\n","stderr":"","encoding":"utf8","truncated":false,"durationMs":5}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				a, res, err := c.VM(weirdVM).ExecOutcome(ctx, "k/9")
+				if err != nil {
+					return err
+				}
+				return expect(a == nil && res != nil && res.ExitCode == 3 && string(res.Stdout) == "hi\n" && res.Replayed, "result", res)
 			}},
 		{name: "VM.ExecStream", method: "POST", path: vmBase + "/exec", accept: sseCT, ctype: jsonCT, headers: map[string]string{"Idempotency-Key": "k-3"},
 			bodyJSON: `{"command":"echo hi","stdin":""}`, resp: canned{ctype: sseCT, body: outputSSE},
@@ -1432,6 +1465,61 @@ func methodCases() []methodCase {
 					return err
 				}
 				return expect(len(l.Items) == 1 && l.Items[0].ID == 8 && l.Items[0].Route == "/v1/vms/{vm}/exec" && l.NextCursor == "8", "audit", l)
+			}},
+		{name: "CreateWebhook", method: "POST", path: "/v1/webhooks", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"url":"https://hooks.example.com/a","events":["process.exit","exec.done"],"vm":"vm_1","description":"backend"}`,
+			resp:     canned{status: 201, ctype: jsonCT, body: webhookJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				h, err := c.CreateWebhook(ctx, client.WebhookRequest{URL: "https://hooks.example.com/a", Events: []string{client.EventProcessExit, client.EventExecDone}, VM: "vm_1", Description: "backend"})
+				if err != nil {
+					return err
+				}
+				return expect(h.ID == "whk_1" && h.State == "active" && len(h.Events) == 2, "webhook", h)
+			}},
+		{name: "Webhooks", method: "GET", path: "/v1/webhooks", query: url.Values{"limit": {"5"}}, accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[` + webhookJSON + `],"nextCursor":"c2"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.Webhooks(ctx, client.ListOptions{Limit: 5})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.Items[0].URL == "https://hooks.example.com/a" && l.NextCursor == "c2", "webhooks", l)
+			}},
+		{name: "Webhook", method: "GET", path: "/v1/webhooks/whk%2F1", accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: webhookJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				h, err := c.Webhook(ctx, "whk/1")
+				if err != nil {
+					return err
+				}
+				return expect(h.VM == "vm_1", "webhook", h)
+			}},
+		{name: "UpdateWebhook", method: "PATCH", path: "/v1/webhooks/whk_1", accept: jsonCT, ctype: jsonCT,
+			bodyJSON: `{"events":["*"],"enabled":true}`,
+			resp:     canned{ctype: jsonCT, body: webhookJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				_, err := c.UpdateWebhook(ctx, "whk_1", client.WebhookUpdate{Events: []string{client.EventAll}, Enabled: client.Ptr(true)})
+				return err
+			}},
+		{name: "DeleteWebhook", method: "DELETE", path: "/v1/webhooks/whk_1", accept: jsonCT, resp: canned{status: 204},
+			call: func(ctx context.Context, c *client.Client) error { return c.DeleteWebhook(ctx, "whk_1") }},
+		{name: "Deliveries", method: "GET", path: "/v1/webhooks/whk_1/deliveries", query: url.Values{"status": {"failed"}, "after": {"2025-01-02T03:04:05Z"}, "cursor": {"3"}}, accept: jsonCT,
+			resp: canned{ctype: jsonCT, body: `{"items":[` + deliveryJSON + `],"nextCursor":"4"}`},
+			call: func(ctx context.Context, c *client.Client) error {
+				l, err := c.Deliveries(ctx, "whk_1", client.DeliveryOptions{Status: "failed", After: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), ListOptions: client.ListOptions{Cursor: "3"}})
+				if err != nil {
+					return err
+				}
+				return expect(len(l.Items) == 1 && l.Items[0].Attempts == 3 && l.Items[0].LastStatus == 500, "deliveries", l)
+			}},
+		{name: "Redeliver", method: "POST", path: "/v1/webhooks/whk_1/deliveries/dlv_1/redeliver", accept: jsonCT,
+			resp: canned{status: 202, ctype: jsonCT, body: deliveryJSON},
+			call: func(ctx context.Context, c *client.Client) error {
+				d, err := c.Redeliver(ctx, "whk_1", "dlv_1")
+				if err != nil {
+					return err
+				}
+				return expect(d.ID == "dlv_1", "delivery", d)
 			}},
 		{name: "RevokeToken", method: "DELETE", path: "/v1/tokens/tok%2F1", accept: jsonCT, resp: canned{status: 204},
 			call: func(ctx context.Context, c *client.Client) error { return c.RevokeToken(ctx, "tok/1") }},

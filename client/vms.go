@@ -153,8 +153,14 @@ func (v *VMHandle) Exec(ctx context.Context, req ExecRequest, opts ...CallOption
 	if err != nil {
 		return nil, err
 	}
+	return execResultOf(w, resp)
+}
+
+// execResultOf is the result of a buffered exec as it travelled.
+func execResultOf(w *api.ExecResult, resp *http.Response) (*ExecResult, error) {
 	res := &ExecResult{ExitStatus: ExitStatus{ExitCode: w.ExitCode, Signal: w.Signal}, Truncated: w.Truncated,
 		Duration: time.Duration(w.DurationMs) * time.Millisecond, Replayed: replayed(resp)}
+	var err error
 	if res.Stdout, err = decodeData(w.Stdout, w.Encoding); err == nil {
 		res.Stderr, err = decodeData(w.Stderr, w.Encoding)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -140,7 +141,14 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		s.execStreamIdempotent(w, r, body, p.tenant, prep)
 		return
 	}
-	s.idempotent(w, r, body, http.StatusOK, func(ctx context.Context) (any, error) {
+	told := func(key string, v any, err error) []gateway.Event {
+		return []gateway.Event{execDoneEvent(p.tenant.ID, vmID, key, v, err)}
+	}
+	if preferAsync(r) {
+		s.execAsync(w, r, body, p.tenant, vmID, sreq, told)
+		return
+	}
+	s.idempotentTold(w, r, body, http.StatusOK, func(ctx context.Context) (any, error) {
 		start := time.Now()
 		res, err := s.vms.Exec(ctx, p.tenant, vmID, sreq, nil)
 		s.metrics.execDuration.Observe(time.Since(start).Seconds())
@@ -148,7 +156,98 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 			return nil, err
 		}
 		return execResultBody(res), nil
+	}, told)
+}
+
+// maxEventOutput bounds the output an exec.done event carries: past it,
+// the event says so and the result is read from GET .../exec/{key}.
+const maxEventOutput = 64 << 10
+
+// execDoneEvent is the exec.done event of an exec with an idempotency key:
+// the result v or the problem err, as a retry would replay them.
+func execDoneEvent(tenantID, vmID, key string, v any, err error) gateway.Event {
+	data := gateway.ExecDoneData{VMID: vmID, IdempotencyKey: key}
+	if err != nil {
+		data.Error = &gateway.EventProblem{Code: gateway.ErrorCode(err), Detail: gateway.ErrorMessage(err)}
+	} else if res, ok := v.(api.ExecResult); ok {
+		data.ExitCode, data.Signal = &res.ExitCode, res.Signal
+		if b, merr := json.Marshal(res); merr == nil && len(b) <= maxEventOutput {
+			data.Result = b
+		} else {
+			data.OutputOmitted = true
+		}
+	}
+	return gateway.NewEvent(gateway.EventExecDone, tenantID, vmID, time.Now(), data)
+}
+
+// execAsync answers an exec with Prefer: respond-async at once, 202, and
+// runs it in the background under its Idempotency-Key: the outcome is
+// recorded for GET .../exec/{key} and the idempotent replay, with its
+// exec.done event. A refusal before anything runs is still a status.
+func (s *Server) execAsync(w http.ResponseWriter, r *http.Request, body []byte, tenant gateway.Tenant, vmID string, sreq vms.ExecRequest,
+	told func(key string, v any, err error) []gateway.Event) {
+	if r.Header.Get(idempotencyHeader) == "" {
+		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "Prefer: respond-async needs an Idempotency-Key: it names the exec whose outcome comes later").WithDetail("field", idempotencyHeader))
+		return
+	}
+	claim, outcome, ok := s.claimIdempotencyKey(w, r, body, tenant)
+	switch {
+	case !ok:
+		return
+	case outcome != nil:
+		s.replayOutcome(w, r, http.StatusOK, outcome)
+		return
+	}
+	prep, err := s.vms.PrepareExec(r.Context(), tenant, vmID, sreq)
+	if err != nil {
+		_ = s.recordOutcome(r, claim, nil, err)
+		writeError(w, r, err)
+		return
+	}
+	// The background run outlives the request: it keeps what it needs of
+	// it, not the request itself.
+	rec := r.WithContext(context.WithoutCancel(r.Context()))
+	started := prep.Background(func(res *vms.ExecResult, err error) {
+		var v any
+		if err == nil {
+			v = execResultBody(res)
+		}
+		if rerr := s.recordOutcome(rec, claim, v, err, told(claim.Key(), v, err)...); rerr != nil {
+			s.log.Error().Err(rerr).Str("vm", vmID).Str("key", claim.Key()).Msg("record an async exec's outcome")
+		}
 	})
+	if !started {
+		err := gateway.Errorf(gateway.CodeUnavailable, "the gateway is shutting down")
+		_ = s.recordOutcome(r, claim, nil, err)
+		writeError(w, r, err)
+		return
+	}
+	loc := "/v1/vms/" + vmID + "/exec/" + url.PathEscape(claim.Key())
+	w.Header().Set("Location", loc)
+	w.Header().Set("Preference-Applied", "respond-async")
+	writeJSON(w, http.StatusAccepted, api.ExecAccepted{IdempotencyKey: claim.Key(), Status: "running", Location: loc})
+}
+
+// execOutcome answers GET /v1/vms/{vm}/exec/{key}: the recorded outcome of
+// the exec made with that Idempotency-Key (its result, 200, or its
+// problem), or 202 while it runs.
+func (s *Server) execOutcome(w http.ResponseWriter, r *http.Request) {
+	vmID, key := pathParam(r, "vm"), pathParam(r, "key")
+	if _, err := s.vms.Get(r.Context(), principalFrom(r.Context()).tenant.ID, vmID); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	outcome, err := s.keeper.Lookup(r.Context(), principalFrom(r.Context()).tenant.ID, key, "POST /v1/vms/"+vmID+"/exec")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if outcome == nil {
+		loc := "/v1/vms/" + vmID + "/exec/" + url.PathEscape(key)
+		writeJSON(w, http.StatusAccepted, api.ExecAccepted{IdempotencyKey: key, Status: "running", Location: loc})
+		return
+	}
+	s.replayOutcome(w, r, http.StatusOK, outcome)
 }
 
 // execResultBody is the JSON answer of a finished exec.
@@ -189,7 +288,7 @@ func (s *Server) execStreamIdempotent(w http.ResponseWriter, r *http.Request, bo
 		if err == nil {
 			v = execResultBody(res)
 		}
-		s.recordOutcome(r, claim, v, err)
+		s.recordOutcome(r, claim, v, err, execDoneEvent(tenant.ID, pathParam(r, "vm"), claim.Key(), v, err))
 	})
 }
 

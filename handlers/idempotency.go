@@ -17,20 +17,19 @@ const idempotencyHeader = "Idempotency-Key"
 // the first outcome, answered with status (or as the recorded problem),
 // without running op again. Without the header op simply runs.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte, status int, op func(ctx context.Context) (any, error)) {
+	s.idempotentTold(w, r, body, status, op, nil)
+}
+
+// idempotentTold is idempotent whose recorded outcome comes with the
+// events told builds of it (exec.done), in the same transaction.
+func (s *Server) idempotentTold(w http.ResponseWriter, r *http.Request, body []byte, status int, op func(ctx context.Context) (any, error),
+	told func(key string, v any, err error) []gateway.Event) {
 	claim, outcome, ok := s.claimIdempotencyKey(w, r, body, principalFrom(r.Context()).tenant)
 	switch {
 	case !ok:
 		return
 	case outcome != nil:
-		w.Header().Set("Idempotent-Replayed", "true")
-		var v any
-		if err := outcome.Err(); err != nil {
-			writeError(w, r, err)
-		} else if err := outcome.Decode(&v); err != nil {
-			writeError(w, r, err)
-		} else {
-			writeJSON(w, status, v)
-		}
+		s.replayOutcome(w, r, status, outcome)
 		return
 	case claim == nil:
 		v, err := op(r.Context())
@@ -45,7 +44,11 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 	// client goes away meanwhile: the retry it will make must get that
 	// outcome, not run the command a second time.
 	v, opErr := op(context.WithoutCancel(r.Context()))
-	if err := s.recordOutcome(r, claim, v, opErr); err != nil {
+	var evs []gateway.Event
+	if told != nil {
+		evs = told(claim.Key(), v, opErr)
+	}
+	if err := s.recordOutcome(r, claim, v, opErr, evs...); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -54,6 +57,20 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 		return
 	}
 	writeJSON(w, status, v)
+}
+
+// replayOutcome answers a recorded outcome: its value with status, or its
+// problem.
+func (s *Server) replayOutcome(w http.ResponseWriter, r *http.Request, status int, outcome *idempotency.Outcome) {
+	w.Header().Set("Idempotent-Replayed", "true")
+	var v any
+	if err := outcome.Err(); err != nil {
+		writeError(w, r, err)
+	} else if err := outcome.Decode(&v); err != nil {
+		writeError(w, r, err)
+	} else {
+		writeJSON(w, status, v)
+	}
 }
 
 // claimIdempotencyKey claims the request's Idempotency-Key: a claim for the
@@ -71,7 +88,7 @@ func (s *Server) claimIdempotencyKey(w http.ResponseWriter, r *http.Request, bod
 	}
 	// The key names a request to a route: the same key on another route is
 	// another request.
-	claim, outcome, err := s.keeper.Begin(r.Context(), tenant.ID, key, idempotency.Hash([]byte(r.Method+" "+r.URL.Path), body))
+	claim, outcome, err := s.keeper.Begin(r.Context(), tenant.ID, key, idempotency.RequestHash(r.Method+" "+r.URL.Path, body))
 	if err != nil {
 		writeError(w, r, err)
 		return nil, nil, false
@@ -82,7 +99,7 @@ func (s *Server) claimIdempotencyKey(w http.ResponseWriter, r *http.Request, bod
 // recordOutcome records the outcome of a claimed key. A refusal before
 // anything ran releases the key instead, so the client may retry once it
 // fixed the cause.
-func (s *Server) recordOutcome(r *http.Request, claim *idempotency.Claim, v any, opErr error) error {
+func (s *Server) recordOutcome(r *http.Request, claim *idempotency.Claim, v any, opErr error, evs ...gateway.Event) error {
 	if opErr != nil {
 		switch gateway.ErrorCode(opErr) {
 		case gateway.CodeInvalidArgument, gateway.CodeNotFound, gateway.CodeConflict, gateway.CodeResourceExhausted:
@@ -94,5 +111,11 @@ func (s *Server) recordOutcome(r *http.Request, claim *idempotency.Claim, v any,
 			return nil
 		}
 	}
-	return claim.Complete(r.Context(), v, opErr)
+	if err := claim.Complete(r.Context(), v, opErr, evs...); err != nil {
+		return err
+	}
+	if len(evs) > 0 && s.cfg.Webhooks != nil {
+		s.cfg.Webhooks.Wake()
+	}
+	return nil
 }

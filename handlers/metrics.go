@@ -37,7 +37,8 @@ func newMetrics(svc *vms.Service, sess *sessions.Service, pool Pool) *metrics {
 	}
 	m.reg.MustRegister(m.httpDuration, m.execDuration, m.sseSubscribers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&poolCollector{pool: pool, svc: svc}, &sessionsCollector{svc: sess}, &warmCollector{pool: pool, svc: svc})
+		&poolCollector{pool: pool, svc: svc}, &sessionsCollector{svc: sess}, &warmCollector{pool: pool, svc: svc},
+		&usageCollector{svc: svc})
 	return m
 }
 

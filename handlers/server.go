@@ -32,6 +32,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/nodeproxy"
+	"github.com/agentos-gateway/agentos-gateway/notify"
 	"github.com/agentos-gateway/agentos-gateway/previews"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
@@ -118,7 +119,10 @@ type Config struct {
 	Bindings *bindings.Service
 	// Snapshots serves snapshots and forks (nil: their routes are 503).
 	Snapshots *snapshots.Service
-	Log       zerolog.Logger
+	// Webhooks serves event subscriptions and their deliveries, and takes
+	// the exec.done events of idempotent execs (nil: their routes are 503).
+	Webhooks *notify.Service
+	Log      zerolog.Logger
 }
 
 // Server is the gateway's HTTP handler.
@@ -228,7 +232,7 @@ func (s *Server) Router() chi.Router { return s.router }
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.withRequestID, s.observe, s.cors(), s.bodyReadTimeout, s.nodeHeader, s.previewHost)
+	r.Use(s.withRequestID, s.traces, s.observe, s.cors(), s.bodyReadTimeout, s.nodeHeader, s.previewHost)
 	r.NotFound(s.consoleFallback)
 
 	r.Get("/healthz", s.healthz)
@@ -246,6 +250,13 @@ func (s *Server) routes() chi.Router {
 		r.Get("/tokens", s.listTokens)
 		r.Delete("/tokens/{token}", s.deleteToken)
 		r.Get("/audit", s.listAudit)
+		r.Post("/webhooks", s.createWebhook)
+		r.Get("/webhooks", s.listWebhooks)
+		r.Get("/webhooks/{webhook}", s.getWebhook)
+		r.Patch("/webhooks/{webhook}", s.updateWebhook)
+		r.Delete("/webhooks/{webhook}", s.deleteWebhook)
+		r.Get("/webhooks/{webhook}/deliveries", s.listDeliveries)
+		r.Post("/webhooks/{webhook}/deliveries/{delivery}/redeliver", s.redeliver)
 		r.Get("/webhook-secret", s.webhookSecret)
 		r.With(s.placeCreate).Post("/vms", s.createVM)
 		r.Get("/vms", s.listVMs)
@@ -257,8 +268,10 @@ func (s *Server) routes() chi.Router {
 			r.Post("/hibernate", s.hibernateVM)
 			r.Post("/wake", s.wakeVM)
 			r.Post("/checkpoint", s.checkpointVM)
+			r.Get("/usage", s.vmUsage)
 			r.Get("/events", s.vmEvents)
 			r.Post("/exec", s.exec)
+			r.Get("/exec/{key}", s.execOutcome)
 			r.Post("/processes", s.spawn)
 			r.Get("/processes", s.listProcesses)
 			r.Get("/processes/{pid}", s.getProcess)

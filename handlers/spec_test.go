@@ -233,6 +233,9 @@ func TestHandlersAnswerTheSpec(t *testing.T) {
 		{"events of lost vm", "GET", vm + "/events", specAdminKey, nil, "", 409, "conflict"},
 		{"events bad last-event-id", "GET", vm + "/events", specAdminKey, hdr{"Last-Event-ID": "x"}, "", 400, "invalid_argument"},
 		{"events of unknown vm", "GET", "/v1/vms/vm_nope/events?lastEventId=3", specAdminKey, nil, "", 404, "not_found"},
+		{"usage of lost vm", "GET", vm + "/usage", specAdminKey, nil, "", 409, "conflict"},
+		{"usage of unknown vm", "GET", "/v1/vms/vm_nope/usage", specAdminKey, nil, "", 404, "not_found"},
+		{"usage of another tenant's vm", "GET", vm + "/usage", e.keyB, nil, "", 404, "not_found"},
 
 		// Exec.
 		{"exec on lost vm", "POST", vm + "/exec", specAdminKey, nil, `{"command":"true"}`, 409, "conflict"},
@@ -585,6 +588,11 @@ func TestGoValuesValidate(t *testing.T) {
 			Spec: gateway.VMSpec{Labels: map[string]string{"a": "b"}, Env: map[string]string{"A": "1"}, Permissions: map[string]any{"fs": "allow"},
 				Limits: map[string]any{"resources": map[string]any{"maxProcesses": 64}}, LoopbackExemptPorts: []uint16{3000}, Software: []string{"@agentos-software/pi"},
 				Agents: []string{"pi"}, IdleTimeoutSeconds: 60}})},
+		{"VMUsage", usageResource(vms.Usage{VMID: "vm_1", State: gateway.VMReady, CollectedAt: now, OwnSidecar: true,
+			MemoryBytes: new(int64(300 << 20)), CPU: new(1500 * time.Millisecond), FilesystemBytes: new(uint64(5 << 20)), Inodes: new(uint64(376)),
+			Engine: &vms.EngineCounts{RunningProcesses: 1, OpenFDs: 4, Pipes: 1, ProcessLimit: 256, FilesystemBytesLimit: 64 << 20}})},
+		{"VMUsage", usageResource(vms.Usage{VMID: "vm_1", State: gateway.VMReady, CollectedAt: now, Engine: &vms.EngineCounts{}})},
+		{"VMUsage", usageResource(vms.Usage{VMID: "vm_1", State: gateway.VMHibernated, CollectedAt: now, ImageBytes: new(int64(1 << 20))})},
 		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{"1"}, Cwd: "/", Running: true, StartedAt: now}},
 		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Exit: exit, StartedAt: now, ExitedAt: &now}},
 		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Error: "the VM is lost", StartedAt: now}},

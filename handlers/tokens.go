@@ -44,6 +44,7 @@ var tokenScopes = map[string]gateway.Scope{
 
 	"GET /v1/vms/{vm}":                           gateway.ScopeVMRead,
 	"GET /v1/vms/{vm}/events":                    gateway.ScopeVMRead,
+	"GET /v1/vms/{vm}/usage":                     gateway.ScopeVMRead,
 	"GET /v1/vms/{vm}/processes":                 gateway.ScopeVMRead,
 	"GET /v1/vms/{vm}/processes/{pid}":           gateway.ScopeVMRead,
 	"GET /v1/vms/{vm}/shells":                    gateway.ScopeVMRead,
@@ -69,6 +70,7 @@ var tokenScopes = map[string]gateway.Scope{
 	"POST /v1/vms/{vm}/exec":                        gateway.ScopeExec,
 	"POST /v1/vms/{vm}/processes":                   gateway.ScopeExec,
 	"GET /v1/vms/{vm}/processes/{pid}/output":       gateway.ScopeExec,
+	"GET /v1/vms/{vm}/exec/{key}":                   gateway.ScopeExec,
 	"POST /v1/vms/{vm}/processes/{pid}/stdin":       gateway.ScopeExec,
 	"POST /v1/vms/{vm}/processes/{pid}/stdin/close": gateway.ScopeExec,
 	"POST /v1/vms/{vm}/processes/{pid}/signal":      gateway.ScopeExec,

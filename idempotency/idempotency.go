@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,9 +35,10 @@ const writeTimeout = 10 * time.Second
 // Store is what the keeper needs of the database.
 type Store interface {
 	BeginIdempotent(ctx context.Context, tenantID, key, requestHash string, ttl time.Duration) (store.IdempotencyRecord, bool, error)
-	CompleteIdempotent(ctx context.Context, tenantID, key string, outcome []byte) error
+	CompleteIdempotent(ctx context.Context, tenantID, key string, outcome []byte, evs ...gateway.Event) error
 	AbandonIdempotent(ctx context.Context, tenantID, key string) error
 	PurgeExpiredIdempotent(ctx context.Context, olderThan time.Time) (int, error)
+	GetIdempotent(ctx context.Context, tenantID, key string, ttl time.Duration) (store.IdempotencyRecord, error)
 }
 
 // Config tunes a Keeper.
@@ -150,6 +152,34 @@ func Hash(request ...[]byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// RequestHash is the hash a request to route (its method and path) with
+// body is claimed under: the route's hash, a full stop, and the request's,
+// so that Lookup can tell which route a key was used on.
+func RequestHash(route string, body []byte) string {
+	return Hash([]byte(route)) + "." + Hash([]byte(route), body)
+}
+
+// Lookup returns the outcome of a tenant's key used on route, or nil while
+// its operation still runs. A key unknown, expired or used on another
+// route is CodeNotFound.
+func (k *Keeper) Lookup(ctx context.Context, tenantID, key, route string) (*Outcome, error) {
+	rec, err := k.st.GetIdempotent(ctx, tenantID, key, TTL)
+	if err != nil {
+		return nil, err
+	}
+	if prefix, _, _ := strings.Cut(rec.RequestHash, "."); prefix != Hash([]byte(route)) {
+		return nil, gateway.Errorf(gateway.CodeNotFound, "no request to %s with idempotency key %q", route, key)
+	}
+	if !rec.Done {
+		return nil, nil
+	}
+	var o Outcome
+	if err := json.Unmarshal(rec.Outcome, &o); err != nil || (o.Code == "" && o.Value == nil) {
+		return nil, gateway.Wrap(gateway.CodeInternal, err, "the recorded outcome of this idempotency key cannot be read")
+	}
+	return &o, nil
+}
+
 // Claim is a key claimed by a request whose operation has not run yet.
 type Claim struct {
 	k             *Keeper
@@ -184,10 +214,10 @@ func (k *Keeper) Begin(ctx context.Context, tenantID, key, hash string) (*Claim,
 }
 
 // Complete records the operation's outcome, value when err is nil and err's
-// code, message and details otherwise, for retries to get. It runs outside
-// ctx's cancellation (the client that went away will retry) and is bounded
-// by its own timeout.
-func (c *Claim) Complete(ctx context.Context, value any, err error) error {
+// code, message and details otherwise, for retries to get, and evs, the
+// events that tell of it, with it. It runs outside ctx's cancellation (the
+// client that went away will retry) and is bounded by its own timeout.
+func (c *Claim) Complete(ctx context.Context, value any, err error, evs ...gateway.Event) error {
 	var o Outcome
 	if err != nil {
 		o = Outcome{Code: gateway.ErrorCode(err), Message: gateway.ErrorMessage(err)}
@@ -207,7 +237,7 @@ func (c *Claim) Complete(ctx context.Context, value any, err error) error {
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	return c.k.st.CompleteIdempotent(wctx, c.tenantID, c.key, b)
+	return c.k.st.CompleteIdempotent(wctx, c.tenantID, c.key, b, evs...)
 }
 
 // Release gives the key up because the operation did not run (it was

@@ -34,6 +34,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/tracing"
 )
 
 // Cluster is what the proxy needs of the node's cluster membership;
@@ -178,6 +179,8 @@ func (p *Proxy) Forward(w http.ResponseWriter, r *http.Request, peer Node, faile
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
 			pr.Out.Header.Set("X-Request-ID", p.cfg.RequestID(pr.In.Context()))
+			// The owner's span of the request is a child of this node's.
+			tracing.Inject(pr.In.Context(), pr.Out.Header)
 			p.cfg.Cluster.Sign(pr.Out)
 		},
 		Transport:     p.transport,

@@ -136,6 +136,11 @@ func (s *Service) runTurn(ls liveSession, tenantID, vmID, id string, t *turn, re
 	if t.claim != nil {
 		s.recordTurn(id, t)
 	}
+	end := gateway.SessionTurnEndData{VMID: vmID, SessionID: id, StopReason: res.StopReason}
+	if t.err != nil {
+		end.Error = gateway.ErrorMessage(t.err)
+	}
+	s.tell(gateway.NewEvent(gateway.EventSessionTurnEnd, tenantID, vmID, s.cfg.Now().UTC(), end))
 	ls.r.mu.Lock()
 	if st := ls.r.sessions[id]; st != nil && st.turn == t {
 		st.turn = nil

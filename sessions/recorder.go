@@ -330,6 +330,8 @@ func (r *recorder) record(ev vms.SessionEvent) bool {
 	var def gateway.PermissionDefault
 	if rec.perm != nil {
 		def = r.permissionDefault(ev.SessionID)
+		r.s.tell(gateway.NewEvent(gateway.EventSessionPermissionRequested, r.tenantID, r.vmID, rec.at,
+			gateway.SessionPermissionRequestedData{VMID: r.vmID, SessionID: ev.SessionID, RequestID: ev.RequestID, ToolCall: rec.perm.ToolCall}))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

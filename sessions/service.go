@@ -83,8 +83,29 @@ type Config struct {
 	// request before anyone else; its failure takes the default decision
 	// at once.
 	PermissionWebhook PermissionWebhook
-	Log               zerolog.Logger
-	Now               func() time.Time
+	// Events, when set, is told of turns' ends and permission requests,
+	// for webhooks.
+	Events EventSink
+	Log    zerolog.Logger
+	Now    func() time.Time
+}
+
+// EventSink is told of the events webhooks deliver (notify.Service).
+type EventSink interface {
+	Publish(ctx context.Context, evs ...gateway.Event) error
+}
+
+// tell writes ev to the event sink, if there is one, within a timeout of
+// its own; a failure is logged, and what it tells of stands.
+func (s *Service) tell(ev gateway.Event) {
+	if s.cfg.Events == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+	defer cancel()
+	if err := s.cfg.Events.Publish(ctx, ev); err != nil {
+		s.log.Error().Err(err).Str("vm", ev.VMID).Str("event", string(ev.Type)).Msg("write an event to the webhooks' outbox")
+	}
 }
 
 // defaultPermissionDefault is the decision taken when neither the

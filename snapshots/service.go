@@ -56,6 +56,13 @@ type Config struct {
 	Log zerolog.Logger
 	// NodeID names this node in the snapshots it takes.
 	NodeID string
+	// Events, when set, is told of each snapshot made, for webhooks.
+	Events EventSink
+}
+
+// EventSink is told of the events webhooks deliver (notify.Service).
+type EventSink interface {
+	Publish(ctx context.Context, evs ...gateway.Event) error
 }
 
 // Service captures, keeps and restores snapshots.
@@ -125,6 +132,13 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, vmID string
 	if err != nil {
 		s.deleteBlob(ctx, name)
 		return gateway.Snapshot{}, err
+	}
+	if s.cfg.Events != nil {
+		ev := gateway.NewEvent(gateway.EventSnapshotReady, tenant.ID, vmID, out.CreatedAt,
+			gateway.SnapshotReadyData{VMID: vmID, SnapshotID: out.ID, Bytes: out.Bytes})
+		if err := s.cfg.Events.Publish(context.WithoutCancel(ctx), ev); err != nil {
+			s.cfg.Log.Error().Err(err).Str("snapshot", out.ID).Msg("write an event to the webhooks' outbox")
+		}
 	}
 	return out, nil
 }

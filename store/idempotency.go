@@ -93,21 +93,59 @@ func (db *DB) BeginIdempotent(ctx context.Context, tenantID, key, requestHash st
 }
 
 // CompleteIdempotent records the outcome of the operation a fresh
-// BeginIdempotent claimed, for retries to replay. No pending record is
+// BeginIdempotent claimed, for retries to replay, with evs (the events
+// that tell of it) in the same transaction. No pending record is
 // CodeNotFound; an already completed one CodeConflict.
-func (db *DB) CompleteIdempotent(ctx context.Context, tenantID, key string, outcome []byte) error {
+func (db *DB) CompleteIdempotent(ctx context.Context, tenantID, key string, outcome []byte, evs ...gateway.Event) error {
 	if outcome == nil {
 		outcome = []byte{} // a completed record's outcome is never NULL
 	}
-	res, err := db.exec(ctx, db.w, `UPDATE idempotency_keys SET outcome = ?, done = ?
-		WHERE tenant_id = ? AND key = ? AND done = ?`, outcome, true, tenantID, key, false)
+	const query = `UPDATE idempotency_keys SET outcome = ?, done = ? WHERE tenant_id = ? AND key = ? AND done = ?`
+	if len(evs) == 0 {
+		res, err := db.exec(ctx, db.w, query, outcome, true, tenantID, key, false)
+		if err != nil {
+			return dbError(err, "store: complete idempotent request")
+		}
+		if rowsAffected(res) == 1 {
+			return nil
+		}
+		return db.idempotencyMiss(ctx, tenantID, key)
+	}
+	// The outcome and the events that tell of it commit together: a
+	// webhook hears of an outcome a retry would replay, and of no other.
+	errMiss := errors.New("no pending record")
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := db.exec(ctx, tx, query, outcome, true, tenantID, key, false)
+		if err != nil {
+			return dbError(err, "store: complete idempotent request")
+		}
+		if rowsAffected(res) != 1 {
+			return errMiss
+		}
+		_, err = db.publishTx(ctx, tx, evs)
+		return err
+	})
+	if errors.Is(err, errMiss) {
+		return db.idempotencyMiss(ctx, tenantID, key)
+	}
+	return err
+}
+
+// GetIdempotent returns a tenant's record of a key, pending or done; none
+// (or one older than ttl) is CodeNotFound.
+func (db *DB) GetIdempotent(ctx context.Context, tenantID, key string, ttl time.Duration) (IdempotencyRecord, error) {
+	if ttl <= 0 {
+		ttl = DefaultIdempotencyTTL
+	}
+	rec, err := scanIdempotency(db.queryRow(ctx, db.r, `SELECT `+idempotencyColumns+` FROM idempotency_keys WHERE tenant_id = ? AND key = ? AND created_at >= ?`,
+		tenantID, key, db.d.ts(db.now().Add(-ttl))))
+	if errors.Is(err, sql.ErrNoRows) {
+		return IdempotencyRecord{}, gateway.Errorf(gateway.CodeNotFound, "no request with idempotency key %q", key)
+	}
 	if err != nil {
-		return dbError(err, "store: complete idempotent request")
+		return IdempotencyRecord{}, dbError(err, "store: get idempotent request")
 	}
-	if rowsAffected(res) == 1 {
-		return nil
-	}
-	return db.idempotencyMiss(ctx, tenantID, key)
+	return rec, nil
 }
 
 // AbandonIdempotent deletes the pending record of a key whose operation

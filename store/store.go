@@ -247,23 +247,39 @@ type querier interface {
 
 // exec, query and queryRow run SQL written with "?" placeholders on q,
 // rewritten for the dialect.
+// Each is a span when the request it serves is traced (startOp); a query's
+// span ends when its rows are there, before they are read.
 func (db *DB) exec(ctx context.Context, q querier, query string, args ...any) (sql.Result, error) {
-	return q.ExecContext(ctx, db.d.rebind(query), args...)
+	span := db.startOp(ctx, q, query)
+	res, err := q.ExecContext(ctx, db.d.rebind(query), args...)
+	endOp(span, err)
+	return res, err
 }
 
 func (db *DB) query(ctx context.Context, q querier, query string, args ...any) (*sql.Rows, error) {
-	return q.QueryContext(ctx, db.d.rebind(query), args...)
+	span := db.startOp(ctx, q, query)
+	rows, err := q.QueryContext(ctx, db.d.rebind(query), args...)
+	endOp(span, err)
+	return rows, err
 }
 
 func (db *DB) queryRow(ctx context.Context, q querier, query string, args ...any) *sql.Row {
-	return q.QueryRowContext(ctx, db.d.rebind(query), args...)
+	span := db.startOp(ctx, q, query)
+	row := q.QueryRowContext(ctx, db.d.rebind(query), args...)
+	if span != nil {
+		endOp(span, row.Err())
+	}
+	return row
 }
 
 // inTx runs fn in a transaction on the writer, committing if it returns nil.
 // fn's error is returned as is. fn must not call other methods of db: on
 // SQLite the transaction holds the only write connection, so a nested write
 // would wait for itself.
-func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	if span := db.startTx(ctx); span != nil {
+		defer func() { endOp(span, err) }()
+	}
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return dbError(err, "store: begin transaction")

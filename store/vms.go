@@ -120,17 +120,21 @@ func (db *DB) CreateVMWithinQuota(ctx context.Context, vm gateway.VM, maxVMs int
 				return dbError(err, "store: create vm")
 			}
 		}
-		return db.appendHistory(ctx, tx, vm.ID, vm.State, vm.Reason, vm.CreatedAt)
+		return db.appendHistory(ctx, tx, vm.TenantID, vm.ID, vm.State, vm.Reason, vm.CreatedAt)
 	})
 }
 
-func (db *DB) appendHistory(ctx context.Context, tx *sql.Tx, id string, state gateway.VMState, reason string, at time.Time) error {
+func (db *DB) appendHistory(ctx context.Context, tx *sql.Tx, tenantID, id string, state gateway.VMState, reason string, at time.Time) error {
 	_, err := db.exec(ctx, tx, `INSERT INTO vm_state_history (vm_id, state, reason, at) VALUES (?, ?, ?, ?)`,
 		id, string(state), reason, db.d.ts(at))
 	if err != nil {
 		return dbError(err, "store: record vm state")
 	}
-	return nil
+	// The change and the vm.state event that tells the tenant's webhooks
+	// of it commit together, whichever node or path made it.
+	ev := gateway.NewEvent(gateway.EventVMState, tenantID, id, at, gateway.VMStateData{VMID: id, State: state, Reason: reason})
+	_, err = db.publishTx(ctx, tx, []gateway.Event{ev})
+	return err
 }
 
 // GetVM returns a tenant's VM. Another tenant's VM is CodeNotFound, exactly
@@ -378,7 +382,7 @@ func (db *DB) ClaimWake(ctx context.Context, tenantID, id, node string, maxVMs i
 			return err
 		}
 		out = vm
-		return db.appendHistory(ctx, tx, id, vm.State, "", vm.UpdatedAt)
+		return db.appendHistory(ctx, tx, tenantID, id, vm.State, "", vm.UpdatedAt)
 	})
 	if err != nil {
 		return gateway.VM{}, err
@@ -434,7 +438,7 @@ func (db *DB) updateVM(ctx context.Context, id string, change func(vm *gateway.V
 		if err := db.writeVMLocked(ctx, tx, vm); err != nil {
 			return err
 		}
-		if err := db.appendHistory(ctx, tx, id, vm.State, vm.Reason, vm.UpdatedAt); err != nil {
+		if err := db.appendHistory(ctx, tx, vm.TenantID, id, vm.State, vm.Reason, vm.UpdatedAt); err != nil {
 			return err
 		}
 		out = vm
@@ -549,44 +553,50 @@ func (db *DB) MarkNodeVMsLost(ctx context.Context, node, reason string) ([]strin
 func (db *DB) markVMsLost(ctx context.Context, tx *sql.Tx, where string, args []any, reason string) ([]string, error) {
 	now := db.now()
 	back, err := db.updateReturningIDs(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?, node = '', sidecar_id = ''
-		WHERE state = 'waking' AND image <> '' AND `+where+` RETURNING id`,
+		WHERE state = 'waking' AND image <> '' AND `+where+` RETURNING id, tenant_id`,
 		append([]any{string(gateway.VMHibernated), reason, db.d.ts(now)}, args...))
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range back {
-		if err := db.appendHistory(ctx, tx, id, gateway.VMHibernated, reason, now); err != nil {
+	for _, v := range back {
+		if err := db.appendHistory(ctx, tx, v.tenantID, v.id, gateway.VMHibernated, reason, now); err != nil {
 			return nil, err
 		}
 	}
-	ids, err := db.updateReturningIDs(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?
-		WHERE state NOT IN `+finalStatesSQL+` AND state <> 'hibernated' AND `+where+` RETURNING id`,
+	lost, err := db.updateReturningIDs(ctx, tx, `UPDATE vms SET state = ?, reason = ?, updated_at = ?
+		WHERE state NOT IN `+finalStatesSQL+` AND state <> 'hibernated' AND `+where+` RETURNING id, tenant_id`,
 		append([]any{string(gateway.VMLost), reason, db.d.ts(now)}, args...))
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
-		if err := db.appendHistory(ctx, tx, id, gateway.VMLost, reason, now); err != nil {
+	var ids []string
+	for _, v := range lost {
+		if err := db.appendHistory(ctx, tx, v.tenantID, v.id, gateway.VMLost, reason, now); err != nil {
 			return nil, err
 		}
+		ids = append(ids, v.id)
 	}
 	return ids, nil
 }
 
-// updateReturningIDs runs an UPDATE … RETURNING id and returns the ids.
-func (db *DB) updateReturningIDs(ctx context.Context, tx *sql.Tx, query string, args []any) ([]string, error) {
+// vmOfTenant is a VM's id with its tenant's.
+type vmOfTenant struct{ id, tenantID string }
+
+// updateReturningIDs runs an UPDATE … RETURNING id, tenant_id and returns
+// the VMs.
+func (db *DB) updateReturningIDs(ctx context.Context, tx *sql.Tx, query string, args []any) ([]vmOfTenant, error) {
 	rows, err := db.query(ctx, tx, query, args...)
 	if err != nil {
 		return nil, dbError(err, "store: mark vms lost")
 	}
 	defer rows.Close()
-	var ids []string
+	var ids []vmOfTenant
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var v vmOfTenant
+		if err := rows.Scan(&v.id, &v.tenantID); err != nil {
 			return nil, dbError(err, "store: mark vms lost")
 		}
-		ids = append(ids, id)
+		ids = append(ids, v)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, dbError(err, "store: mark vms lost")

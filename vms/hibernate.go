@@ -134,7 +134,7 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 		undo()
 		return err
 	}
-	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMHibernating, Reason: reason})
+	s.stateEvent(lv, gateway.VMHibernating, reason)
 	start := time.Now()
 	img, err := s.capture(ctx, lv)
 	captured := time.Since(start)
@@ -148,7 +148,7 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 			s.log.Error().Err(serr).Str("vm", lv.id).Msg("record a failed hibernation")
 		}
 		undo()
-		lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMReady, Reason: "hibernation failed"})
+		s.stateEvent(lv, gateway.VMReady, "hibernation failed")
 		return err
 	}
 	lv.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -187,6 +188,20 @@ func (s *Service) PrepareExec(ctx context.Context, tenant gateway.Tenant, vmID s
 // nothing.
 func (p *PreparedExec) Release() { p.release.Do(p.unhold) }
 
+// Background runs the prepared command to completion on a goroutine the
+// service owns (Close waits for it, after disposing the VM that would keep
+// it running) and hands done its result; the context is the service's, not
+// a request's. It reports false, releasing the VM, once Close has begun.
+func (p *PreparedExec) Background(done func(*ExecResult, error)) bool {
+	ok := p.s.goTracked(func() {
+		done(p.Run(context.Background(), nil))
+	})
+	if !ok {
+		p.Release()
+	}
+	return ok
+}
+
 // Run runs the prepared command to completion and releases the VM.
 // onOutput, when set, receives the output as it arrives (for streamed
 // exec) and must not block.
@@ -234,10 +249,12 @@ type SpawnRequest struct {
 
 // Process is a spawned process and its replayable output.
 type Process struct {
-	pid  uint32
-	ap   *agentos.Process
-	out  *streamlog.Log[Chunk]
-	done chan struct{}
+	pid uint32
+	// command is what the caller asked to run, for the process.exit event.
+	command string
+	ap      *agentos.Process
+	out     *streamlog.Log[Chunk]
+	done    chan struct{}
 
 	mu   sync.Mutex
 	exit *gateway.ExitStatus
@@ -324,7 +341,11 @@ func (s *Service) Spawn(ctx context.Context, tenant gateway.Tenant, vmID string,
 		release()
 		return gateway.ProcessInfo{}, launchError(err, "spawn")
 	}
-	p := &Process{pid: ap.Pid(), ap: ap, out: out, done: make(chan struct{})}
+	command := req.Command
+	if len(req.Argv) > 0 {
+		command = strings.Join(req.Argv, " ")
+	}
+	p := &Process{pid: ap.Pid(), command: command, ap: ap, out: out, done: make(chan struct{})}
 	lv.mu.Lock()
 	lv.procs[p.pid] = p
 	lv.mu.Unlock()
@@ -356,7 +377,10 @@ func (s *Service) awaitExit(lv *liveVM, p *Process, release func()) {
 	p.mu.Unlock()
 	close(p.done)
 	if exit != nil {
-		lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventProcessExit, Time: s.cfg.Now().UTC(), Pid: p.pid, Exit: exit})
+		now := s.cfg.Now().UTC()
+		lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventProcessExit, Time: now, Pid: p.pid, Exit: exit})
+		s.tell(gateway.NewEvent(gateway.EventProcessExit, lv.tenantID, lv.id, now,
+			gateway.ProcessExitData{VMID: lv.id, Pid: p.pid, Command: p.command, ExitCode: exit.ExitCode, Signal: exit.Signal}))
 	}
 	p.out.Close(perr)
 	// Exited processes stay listed, with their output for resuming, but only

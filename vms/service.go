@@ -87,6 +87,9 @@ type Config struct {
 	ExecTimeoutDefault, ExecTimeoutMax time.Duration
 	Log                                zerolog.Logger
 	Now                                func() time.Time
+	// Events, when set, is told of the VMs' processes' ends and schedule
+	// runs, for webhooks (the store writes their changes of state).
+	Events EventSink
 	// NodeID names this gateway node in the VM records it creates.
 	NodeID string
 	// Software says which software packages the engine has installed, so
@@ -150,6 +153,8 @@ type Service struct {
 	waking map[string]*wakeCall
 	// ckptSlots bounds the scheduled checkpoints running at once.
 	ckptSlots chan struct{}
+	// usage caches the VMs' usage figures and the tenants' (usage.go).
+	usage usageState
 
 	stop chan struct{}
 	// life ends when Close begins: the work the service does on its own
@@ -208,6 +213,7 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.reapIdle) })
 	s.goLocked(func() { s.every(s.cfg.PurgeInterval, s.purgeEnded) })
 	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.checkpointDue) })
+	s.goLocked(func() { s.every(usageInterval, s.collectAllUsage) })
 	s.mu.Unlock()
 	return s
 }
@@ -443,13 +449,15 @@ func (s *Service) newLiveVM(rec gateway.VM, vm *agentos.VM, lease Lease) *liveVM
 // lv itself. reason is why it became ready (empty for a create).
 func (s *Service) goLive(lv *liveVM, reason string) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closing {
+		s.mu.Unlock()
 		return false
 	}
 	s.live[lv.id] = lv
 	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMReady, Reason: reason})
 	s.goLocked(func() { s.watch(lv) })
+	s.beginUsageLocked(lv)
+	s.mu.Unlock()
 	return true
 }
 
@@ -682,7 +690,7 @@ func (s *Service) endVM(ctx context.Context, lv *liveVM, state gateway.VMState, 
 	if su := s.vmSetup(); su != nil {
 		su.VMEnded(lv.id)
 	}
-	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: state, Reason: reason})
+	s.stateEvent(lv, state, reason)
 	final := gateway.Errorf(gateway.CodeConflict, "the VM is %s", state).WithDetail("state", state)
 	if state.Final() {
 		final.Err = ErrVMEnded
@@ -816,7 +824,7 @@ func (s *Service) Delete(ctx context.Context, tenantID, id string) (vm gateway.V
 	if _, err := s.store.SetVMState(ctx, id, gateway.VMDisposing, "", ""); err != nil {
 		return gateway.VM{}, false, err
 	}
-	lv.events.Append(0, 64, gateway.VMEvent{Type: gateway.VMEventState, Time: s.cfg.Now().UTC(), State: gateway.VMDisposing})
+	s.stateEvent(lv, gateway.VMDisposing, "")
 	s.endVM(context.WithoutCancel(ctx), lv, gateway.VMDisposed, "", true)
 	vm, err = s.store.GetVM(ctx, tenantID, id)
 	return vm, false, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/tracing"
 )
 
 // MaxAnswerBytes bounds a webhook's answer; a longer one is an error.
@@ -38,7 +39,9 @@ func NewClient(targets Targets, gatewaySecret []byte) *Client {
 	return &Client{
 		targets: targets, secret: gatewaySecret, now: time.Now,
 		http: &http.Client{
-			Transport: tr,
+			// Each delivery is a client span and carries the trace context
+			// of the request or event that caused it.
+			Transport: tracing.Transport(tr, "webhook"),
 			// A redirect could lead anywhere; it is the webhook's answer.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},

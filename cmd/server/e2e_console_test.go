@@ -124,6 +124,17 @@ func TestE2EConsole(t *testing.T) {
 		}
 		b.waitText(t, browserStep, "[role=tree]", "hello.txt")
 		b.shoot(t, "files")
+		// The Usage section showed the VM's figures when the page opened;
+		// Refresh shows the engine's count of the file just written (the
+		// gateway keeps figures for 2 s, hence the retries).
+		b.visible(t, "heading", "Usage")
+		b.waitText(t, browserStep, "[data-testid=usage-processes]", "running")
+		b.waitText(t, browserStep, "[data-testid=usage-memory]", "B")
+		eventually(t, browserStep, "the usage to count the saved file", func() bool {
+			b.click(t, "button", "Refresh usage")
+			time.Sleep(500 * time.Millisecond)
+			return strings.Contains(b.textOf(t, "[data-testid=usage-files]"), "inodes")
+		})
 	})
 	b.checkProblems(t)
 

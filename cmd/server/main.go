@@ -33,6 +33,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/handlers"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/memtrim"
+	"github.com/agentos-gateway/agentos-gateway/notify"
 	"github.com/agentos-gateway/agentos-gateway/previews"
 	"github.com/agentos-gateway/agentos-gateway/problemlistener"
 	"github.com/agentos-gateway/agentos-gateway/schedules"
@@ -40,6 +41,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/snapshots"
 	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/tracing"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 	"github.com/agentos-gateway/agentos-gateway/warmpool"
 	"github.com/agentos-gateway/agentos-gateway/watch"
@@ -91,6 +93,7 @@ func usage(fs *flag.FlagSet, defaults map[string]string) string {
 	b.WriteString("  AGENTOS_PACKAGES_DIR        the agentOS software packages (default: found under deps/agentos/node_modules)\n")
 	b.WriteString("  AGENTOS_GATEWAY_CLUSTER_SECRET  signs the calls between nodes sharing a PostgreSQL store (at least 16 characters; the same on every node; required for more than one node)\n")
 	b.WriteString("  AGENTOS_GATEWAY_WEBHOOK_SECRET  the tenants' webhook signing secrets are derived from it (at least 16 characters; default: derived from the cluster secret, else random at each start)\n")
+	b.WriteString("  OTEL_EXPORTER_OTLP_ENDPOINT  OpenTelemetry collector URL: spans are exported over OTLP/HTTP when set (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; see the README's Traces)\n")
 	return b.String()
 }
 
@@ -140,6 +143,8 @@ type config struct {
 	mountAllow         []vms.MountRule
 	// webhookAllow are the host patterns webhook targets must match.
 	webhookAllow webhook.Targets
+	// webhookRetryFor is how long event deliveries are retried.
+	webhookRetryFor time.Duration
 }
 
 // parseConfig reads flags, falling back to AGENTOS_GATEWAY_<FLAG> variables.
@@ -256,6 +261,7 @@ func defineFlags(c *config, getenv func(string) string) (fs *flag.FlagSet, defau
 	num("hibernated-retention", "168h", "how long a VM may stay hibernated before it is deleted with its stored files (0: kept until deleted)")
 	num("wake-timeout", "30s", "how long waking a hibernated VM may take before the request that needed it fails")
 	num("audit-retention", "720h", "how long the audit trail's records (GET /v1/audit) are kept (0: for good)")
+	num("webhook-retry-for", "24h", "how long an event delivery is retried before it fails; a subscription failing that long is disabled")
 	num("token-max-ttl", "24h", "the longest life a tenant may give a token it mints (POST /v1/tokens, ttlSeconds)")
 	num("checkpoint-interval", "0s", "how often the files of a running VM that sets no checkpointSeconds are checkpointed into the store, so that a VM lost with its sidecar or node can be restored under its id (0: never; whole seconds)")
 	str(&c.onIdle, "on-idle", vms.OnIdleHibernate, "what becomes of a VM idle past its idleTimeoutSeconds that sets no onIdle: hibernate (its files kept in the store; it wakes under the same id on its next use) or dispose")
@@ -345,6 +351,10 @@ func (t *flagText) readTimings(c *config) {
 	c.auditRetention = t.dur("audit-retention")
 	if c.auditRetention < 0 {
 		t.fail(errors.New("--audit-retention must not be negative"))
+	}
+	c.webhookRetryFor = t.dur("webhook-retry-for")
+	if c.webhookRetryFor <= 0 {
+		t.fail(errors.New("--webhook-retry-for must be positive"))
 	}
 	c.tokenMaxTTL = t.dur("token-max-ttl")
 	if c.tokenMaxTTL < time.Second {
@@ -471,6 +481,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Deferred first, so run last: the spans of everything shutdown did
+	// are flushed before the process ends.
+	stopTraces, err := tracing.Setup(ctx, tracing.Config{NodeID: c.nodeID, Getenv: getenv, Log: log})
+	if err != nil {
+		return err
+	}
+	defer flushTraces(log, stopTraces)
 
 	engine, db, err := openStore(ctx, c, log, getenv, stderr)
 	if err != nil {
@@ -499,18 +516,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "sessions"), 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	g, err := startVMs(ctx, c, log, engine, db, advertise, secret, leave)
-	if err != nil {
-		return err
-	}
-	keeper := idempotency.New(idempotency.Config{Log: log}, db)
-	defer keeper.Close()
 	hookSecret, err := webhookSecret(getenv("AGENTOS_GATEWAY_WEBHOOK_SECRET"), secret, log)
 	if err != nil {
 		return err
 	}
 	hooks := webhook.NewClient(c.webhookAllow, hookSecret)
 	defer hooks.Close()
+	// The outbox's service exists before the services that write events
+	// to it; its dispatcher starts with them and stops at shutdown.
+	events := notify.New(notify.Config{Node: c.nodeID, RetryFor: c.webhookRetryFor, Log: log.With().Str("component", "webhooks").Logger()}, db, hooks)
+	defer closeEvents(log, events)
+	g, err := startVMs(ctx, c, log, engine, db, advertise, secret, leave, events)
+	if err != nil {
+		return err
+	}
+	keeper := idempotency.New(idempotency.Config{Log: log}, db)
+	defer keeper.Close()
 	if err := g.startServices(ctx, c, log, db, keeper, hooks); err != nil {
 		return err
 	}
@@ -551,6 +572,7 @@ func openStore(ctx context.Context, c config, log zerolog.Logger, getenv func(st
 // gatewayServices are the parts of a running gateway that its shutdown
 // stops, each in its turn.
 type gatewayServices struct {
+	events  *notify.Service
 	pool    *sidecarpool.Pool
 	warm    *warmpool.EnginePool
 	vms     *vms.Service
@@ -566,8 +588,9 @@ type gatewayServices struct {
 // startVMs starts what runs VMs (the sidecar pool, the warm VMs, the vms
 // service with its snapshots and file watches) and joins the cluster. When
 // the join fails, what it started is stopped again.
-func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarpool.Engine, db *store.DB, advertise, secret string, leave context.CancelCauseFunc) (*gatewayServices, error) {
-	g := &gatewayServices{}
+func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarpool.Engine, db *store.DB, advertise, secret string, leave context.CancelCauseFunc,
+	events *notify.Service) (*gatewayServices, error) {
+	g := &gatewayServices{events: events}
 	g.pool = sidecarpool.New(sidecarpool.Config{
 		MaxSidecars: c.maxSidecars, VMsPerSidecar: c.vmsPerSidecar, MinIdleSidecars: c.minIdleSidecars,
 		IdleTimeout: c.sidecarIdleTimeout, MemoryHighWater: c.memoryHighWater, Placement: c.placement,
@@ -584,8 +607,8 @@ func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarp
 		ExecTimeoutDefault: c.execTimeoutDefault, ExecTimeoutMax: c.execTimeoutMax, Software: engine, NodeID: c.nodeID, Warm: g.warm, Log: log,
 		MountAllow: c.mountAllow, Snapshots: snapshots.NewSource(db, snapBlobs),
 		Images: snapBlobs, WakeTimeout: c.wakeTimeout, HibernatedRetention: c.hibernatedKeep, OnIdle: c.onIdle, OnShutdown: c.onShutdown,
-		CheckpointInterval: c.checkpointEvery}, db, vms.PoolOf(g.pool))
-	g.snaps = snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log}, db, snapBlobs, g.vms)
+		CheckpointInterval: c.checkpointEvery, Events: events}, db, vms.PoolOf(g.pool))
+	g.snaps = snapshots.New(snapshots.Config{NodeID: c.nodeID, Log: log, Events: events}, db, snapBlobs, g.vms)
 	node, lost, err := cluster.Join(ctx, cluster.Config{
 		ID: c.nodeID, AdvertiseAddr: advertise, Secret: []byte(secret), Shared: db.Dialect() == "postgres",
 		Heartbeat: c.nodeHeartbeat, Timeout: c.nodeTimeout,
@@ -614,7 +637,8 @@ func startVMs(ctx context.Context, c config, log zerolog.Logger, engine sidecarp
 // sessions, schedules) and builds the HTTP handler over all of them.
 func (g *gatewayServices) startServices(ctx context.Context, c config, log zerolog.Logger, db *store.DB, keeper *idempotency.Keeper, hooks *webhook.Client) error {
 	g.binds = bindings.New(bindings.Config{Log: log}, db, g.vms, hooks)
-	g.sess = sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, PermissionWebhook: g.binds, Log: log}, db, g.vms)
+	g.sess = sessions.New(sessions.Config{PermissionDefault: c.permissionDefault, PurgeInterval: c.sessionPurge, Idempotency: keeper, PermissionWebhook: g.binds,
+		Events: g.events, Log: log}, db, g.vms)
 	g.sched = schedules.New(schedules.Config{Log: log, NodeID: c.nodeID}, db, g.vms, g.sess)
 	// Before any request: a new VM gets its bindings; a woken one its
 	// bindings and its schedules.
@@ -624,8 +648,19 @@ func (g *gatewayServices) startServices(ctx context.Context, c config, log zerol
 	}
 	g.h = handlers.New(handlers.Config{MaxBodyBytes: c.maxBodyBytes, MaxFileBytes: c.maxFileBytes, MaxArchiveEntries: c.maxArchiveEntries, MaxPromptBytes: c.maxPromptBytes,
 		Previews: previews.New(previews.Config{}, db, g.vms), PreviewDomain: c.previewDomain,
-		Heartbeat: c.heartbeat, TokenMaxTTL: c.tokenMaxTTL, AuditRetention: c.auditRetention, NodeID: c.nodeID, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: g.node, Watches: g.watches, Bindings: g.binds, Snapshots: g.snaps, Log: log}, db, g.vms, g.sess, g.sched, keeper, g.pool)
+		Heartbeat: c.heartbeat, TokenMaxTTL: c.tokenMaxTTL, AuditRetention: c.auditRetention, NodeID: c.nodeID, AllowedOrigins: c.corsOrigins, BodyReadTimeout: c.bodyReadTimeout, OpenAPI: api.Spec, Console: web.Dist(), Cluster: g.node, Watches: g.watches, Bindings: g.binds, Snapshots: g.snaps, Webhooks: g.events, Log: log}, db, g.vms, g.sess, g.sched, keeper, g.pool)
+	g.events.Start()
 	return nil
+}
+
+// closeEvents stops the webhooks' dispatcher: a delivery it was making
+// stays pending, for this node after a restart or another node.
+func closeEvents(log zerolog.Logger, events *notify.Service) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := events.Close(ctx); err != nil {
+		log.Warn().Err(err).Msg("stopping webhook deliveries")
+	}
 }
 
 // serve serves HTTP on ln, warming the sidecar pool meanwhile, until the

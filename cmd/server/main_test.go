@@ -314,9 +314,10 @@ func TestSIGTERMShutdownAndRestart(t *testing.T) {
 	}
 }
 
-// startBinary runs the gateway binary on a free port with dataDir, waits
-// until it is ready and kills it at cleanup if it still runs.
-func startBinary(t testing.TB, bin, dataDir string) (*exec.Cmd, string, *syncBuffer) {
+// startBinary runs the gateway binary on a free port with dataDir and the
+// environment variables env ("NAME=value") besides the test's, waits until
+// it is ready and kills it at cleanup if it still runs.
+func startBinary(t testing.TB, bin, dataDir string, env ...string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
 	port := freePort(t)
 	// One warm VM, and VMs disposed at a stop, as startGateway's tests get,
@@ -325,6 +326,7 @@ func startBinary(t testing.TB, bin, dataDir string) (*exec.Cmd, string, *syncBuf
 	// A private TMPDIR: a gateway the test SIGKILLs cannot remove its
 	// sidecars' temporary directories, and they must not outlive the test.
 	cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey, "TMPDIR="+t.TempDir())
+	cmd.Env = append(cmd.Env, env...)
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

@@ -1,11 +1,12 @@
-// A VM's page: its summary, Checkpoint, Hibernate or Wake, Restore, Delete
-// VM, and the tabs Files, Terminal, Processes, Sessions and Events. Each tab
-// mounts into its panel and returns the function that unmounts it (the
-// Terminal tab closes its shell then: an idle shell slows its sidecar on
-// agentOS 0.2.21). A hibernated VM wakes on the first call a tab makes;
-// Hibernate unmounts the tab, whose processes and shells end with the VM's
-// run. A VM lost with a checkpoint comes back only on Restore: its files are
-// those of the checkpoint, which its owner should know before using it.
+// A VM's page: its summary and usage, Checkpoint, Hibernate or Wake,
+// Restore, Delete VM, and the tabs Files, Terminal, Processes, Sessions and
+// Events. Each tab mounts into its panel and returns the function that
+// unmounts it (the Terminal tab closes its shell then: an idle shell slows
+// its sidecar on agentOS 0.2.21). A hibernated VM wakes on the first call a
+// tab makes; Hibernate unmounts the tab, whose processes and shells end with
+// the VM's run. A VM lost with a checkpoint comes back only on Restore: its
+// files are those of the checkpoint, which its owner should know before
+// using it.
 import { allowed, call, describe, vmPath } from "./api.js";
 import { age, h, replace } from "./dom.js";
 import { filesTab } from "./files.js";
@@ -13,6 +14,7 @@ import { terminalTab } from "./terminal.js";
 import { processesTab } from "./processes.js";
 import { sessionsTab } from "./sessions.js";
 import { eventsTab } from "./events.js";
+import { usageSection } from "./usage.js";
 
 // Each tab, and the scope a token needs for it.
 const allTabs = [
@@ -59,6 +61,7 @@ export function vmPage(main, id, tab) {
     } catch (err) { status.textContent = describe(err); del.disabled = false; }
   } }, "Delete VM");
 
+  const usage = usageSection(id);
   let alive = true;
   const showSummary = (vm) => {
     replace(summary,
@@ -72,6 +75,7 @@ export function vmPage(main, id, tab) {
     checkpoint.hidden = !manages || vm.state !== "ready";
     wake.hidden = !manages || vm.state !== "hibernated";
     restore.hidden = !manages || !vm.restorable;
+    usage.refresh(vm.state);
   };
   // action runs a call on the VM, then shows its record. after says what
   // becomes of the tab: "unmount" (the VM stops running), "remount" (it
@@ -99,7 +103,7 @@ export function vmPage(main, id, tab) {
 
   replace(main,
     h("div", { class: "titlebar" }, h("h1", {}, h("a", { href: "#/" }, "VMs"), " / ", id), h("div", { class: "row" }, checkpoint, hibernate, wake, restore, manages ? del : null)),
-    summary, status,
+    summary, status, usage.el,
     h("div", { role: "tablist", "aria-label": "VM", class: "tabs" }, buttons),
     panel);
   if (location.hash.split("/")[3] === undefined || current[0] !== tab) {
