@@ -117,6 +117,9 @@ type Delivery struct {
 	WindowStart   time.Time // retries stop the retry window after it
 	NextAttemptAt time.Time
 	DoneAt        time.Time
+	// TraceParent is the W3C trace context of the change the event tells
+	// of (empty: none): every attempt is a span of that trace.
+	TraceParent string
 }
 
 // DeliveryFilter selects a subscription's deliveries: of a status (empty:

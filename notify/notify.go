@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"slices"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/store"
+	"github.com/agentos-gateway/agentos-gateway/tracing"
 )
 
 // Store is what the service needs of the store.
@@ -33,6 +35,7 @@ type Store interface {
 	ListDeliveries(ctx context.Context, tenantID, subID string, f gateway.DeliveryFilter) (gateway.Page[gateway.Delivery], error)
 	Redeliver(ctx context.Context, tenantID, subID, id string) (gateway.Delivery, error)
 	PurgeDeliveries(ctx context.Context, before time.Time) (int, error)
+	ReleaseLeases(ctx context.Context, node string) error
 }
 
 // Sender posts a signed delivery; webhook.Client is one.
@@ -267,6 +270,11 @@ func (s *Service) check(w *gateway.Webhook) error {
 // until Close; it also purges old done deliveries.
 func (s *Service) dispatch() {
 	ctx := s.ctx
+	// What this node's previous run was sending when it stopped is due
+	// again now.
+	if err := s.st.ReleaseLeases(ctx, s.cfg.Node); err != nil && ctx.Err() == nil {
+		s.cfg.Log.Warn().Err(err).Msg("releasing the webhook deliveries of this node's previous run")
+	}
 	poll := time.NewTicker(s.cfg.Poll)
 	defer poll.Stop()
 	purge := time.NewTicker(time.Hour)
@@ -319,7 +327,11 @@ func (s *Service) attempt(ctx context.Context, d gateway.Delivery) {
 	body, err := d.Body()
 	var status int
 	if err == nil {
-		actx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		actx := ctx
+		if d.TraceParent != "" {
+			actx = tracing.Extract(actx, http.Header{"Traceparent": {d.TraceParent}})
+		}
+		actx, cancel := context.WithTimeout(actx, s.cfg.Timeout)
 		status, err = s.sender.Deliver(actx, d.TenantID, d.URL, d.ID, string(d.Type), body)
 		cancel()
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
+	"github.com/agentos-gateway/agentos-gateway/tracing"
 )
 
 const webhookColumns = `id, tenant_id, url, events, vm_id, description, state, disabled_reason, failing_since, created_at, updated_at`
@@ -220,11 +222,18 @@ func (db *DB) publishTx(ctx context.Context, tx *sql.Tx, evs []gateway.Event) (i
 		if err := rows.Err(); err != nil {
 			return written, dbError(err, "store: publish event")
 		}
+		if len(subs) == 0 {
+			continue
+		}
+		// The delivery carries on the trace of the change it tells of.
+		h := http.Header{}
+		tracing.Inject(ctx, h)
+		traceparent := h.Get("Traceparent")
 		for _, s := range subs {
 			_, err := db.exec(ctx, tx, `INSERT INTO webhook_deliveries (id, subscription_id, tenant_id, vm_id, type, sequence, data,
-				created_at, window_start, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				created_at, window_start, next_attempt_at, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				newID("dlv_"), s.id, ev.TenantID, ev.VMID, string(ev.Type), s.seq, string(ev.Data),
-				db.d.ts(at), db.d.ts(now), db.d.ts(now))
+				db.d.ts(at), db.d.ts(now), db.d.ts(now), traceparent)
 			if err != nil {
 				return written, dbError(err, "store: publish event")
 			}
@@ -235,7 +244,7 @@ func (db *DB) publishTx(ctx context.Context, tx *sql.Tx, evs []gateway.Event) (i
 }
 
 const deliveryColumns = `id, subscription_id, tenant_id, vm_id, type, sequence, data, status, attempts, last_status, last_error,
-	created_at, window_start, next_attempt_at, done_at`
+	created_at, window_start, next_attempt_at, done_at, traceparent`
 
 func scanDelivery(row interface{ Scan(...any) error }) (gateway.Delivery, error) {
 	var (
@@ -243,7 +252,7 @@ func scanDelivery(row interface{ Scan(...any) error }) (gateway.Delivery, error)
 		data string
 	)
 	err := row.Scan(&d.ID, &d.SubscriptionID, &d.TenantID, &d.VMID, &d.Type, &d.Sequence, &data, &d.Status, &d.Attempts, &d.LastStatus, &d.LastError,
-		scanTime(&d.CreatedAt), scanTime(&d.WindowStart), scanTime(&d.NextAttemptAt), scanTime(&d.DoneAt))
+		scanTime(&d.CreatedAt), scanTime(&d.WindowStart), scanTime(&d.NextAttemptAt), scanTime(&d.DoneAt), &d.TraceParent)
 	d.Data = []byte(data)
 	return d, err
 }
@@ -299,6 +308,18 @@ func (db *DB) ClaimDeliveries(ctx context.Context, node string, lease time.Durat
 		return nil
 	})
 	return out, err
+}
+
+// ReleaseLeases frees the deliveries node had leased: a node starting
+// again sends at once what its previous run was sending when it stopped,
+// rather than after the lease.
+func (db *DB) ReleaseLeases(ctx context.Context, node string) error {
+	_, err := db.exec(ctx, db.w, `UPDATE webhook_deliveries SET locked_by = '', locked_until = ? WHERE locked_by = ? AND status = 'pending'`,
+		db.d.ts(time.Unix(0, 0)), node)
+	if err != nil {
+		return dbError(err, "store: release delivery leases")
+	}
+	return nil
 }
 
 // Attempt is how one attempt at a delivery ended.

@@ -30,6 +30,7 @@ type receiver struct {
 // delivered is one request the receiver got.
 type delivered struct {
 	id, event string // the Agentos-Webhook-Id and -Event headers
+	trace     string // the traceparent header
 	sigErr    error
 	body      client.WebhookEvent
 	status    int // what the receiver answered
@@ -39,7 +40,7 @@ func newReceiver(t testing.TB, secret string) *receiver {
 	rc := &receiver{secret: secret}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
-		d := delivered{id: r.Header.Get("Agentos-Webhook-Id"), event: r.Header.Get("Agentos-Webhook-Event"), status: http.StatusNoContent}
+		d := delivered{id: r.Header.Get("Agentos-Webhook-Id"), event: r.Header.Get("Agentos-Webhook-Event"), trace: r.Header.Get("Traceparent"), status: http.StatusNoContent}
 		rc.mu.Lock()
 		d.sigErr = client.VerifyWebhook(rc.secret, r.Header, raw)
 		if err := json.Unmarshal(raw, &d.body); err != nil {
@@ -214,7 +215,19 @@ func TestE2EWebhooks(t *testing.T) {
 			t.Fatal(err)
 		}
 		rc.wait(t, client.EventExecDone, 1, func(d delivered) bool { return dataOf[client.ExecDoneData](t, d).IdempotencyKey == "sync-1" })
-		resp, body := e.send("POST", "/v1/vms/"+vm.ID+"/exec", key, strings.NewReader(`{"command":"true"}`), map[string]string{"Prefer": "respond-async"})
+		// The change's trace goes on to its delivery: the exec.done of an
+		// exec made with a traceparent carries that trace.
+		const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		resp, body := e.send("POST", "/v1/vms/"+vm.ID+"/exec", key, strings.NewReader(`{"command":"true"}`),
+			map[string]string{"Idempotency-Key": "traced-1", "Traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("traced exec: %d %s", resp.StatusCode, body)
+		}
+		traced := rc.wait(t, client.EventExecDone, 1, func(d delivered) bool { return dataOf[client.ExecDoneData](t, d).IdempotencyKey == "traced-1" })
+		if !strings.HasPrefix(traced[0].trace, "00-"+traceID+"-") {
+			t.Errorf("the traced exec's exec.done came with traceparent %q, want trace %s", traced[0].trace, traceID)
+		}
+		resp, body = e.send("POST", "/v1/vms/"+vm.ID+"/exec", key, strings.NewReader(`{"command":"true"}`), map[string]string{"Prefer": "respond-async"})
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "Idempotency-Key") {
 			t.Errorf("respond-async without a key: %d %s", resp.StatusCode, body)
 		}

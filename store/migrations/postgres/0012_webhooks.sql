@@ -37,7 +37,8 @@ CREATE TABLE webhook_deliveries (
     next_attempt_at TIMESTAMPTZ NOT NULL,
     locked_by       TEXT NOT NULL DEFAULT '',
     locked_until    TIMESTAMPTZ NOT NULL DEFAULT 'epoch',
-    done_at         TIMESTAMPTZ
+    done_at         TIMESTAMPTZ,
+    traceparent     TEXT NOT NULL DEFAULT ''
 );
 CREATE UNIQUE INDEX webhook_deliveries_sequence ON webhook_deliveries (subscription_id, sequence);
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (status, next_attempt_at);

@@ -36,7 +36,8 @@ CREATE TABLE webhook_deliveries (
     next_attempt_at INTEGER NOT NULL,
     locked_by       TEXT    NOT NULL DEFAULT '',
     locked_until    INTEGER NOT NULL DEFAULT 0,
-    done_at         INTEGER
+    done_at         INTEGER,
+    traceparent     TEXT    NOT NULL DEFAULT '' -- the W3C trace context of the change, passed on
 ) STRICT;
 CREATE UNIQUE INDEX webhook_deliveries_sequence ON webhook_deliveries (subscription_id, sequence);
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (status, next_attempt_at);
