@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -16,7 +17,12 @@ import (
 // answered without waking it.
 func TestE2EUsage(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t)
+	// No warm VMs: a VM handed out from the warm pool gets no filesystem
+	// account from the pinned engine (0.2.21: its resource snapshot's
+	// vm_filesystem_bytes stays 0 however much the guest writes, while a VM
+	// created for its tenant counts every write), so this test would pass or
+	// fail on whether the pool was ready.
+	e := newE2E(t, "--warm-vms", "0")
 	ctx := ctxT(t)
 	tn, key := e.tenantWithKey(e.uniq("usage"), nil)
 	c := e.client(key)
@@ -28,15 +34,21 @@ func TestE2EUsage(t *testing.T) {
 	usageWhen := func(t *testing.T, what string, cond func(u *client.VMUsage) bool) *client.VMUsage {
 		t.Helper()
 		var last *client.VMUsage
-		eventually(t, e2eTimeout, what, func() bool {
-			u, err := h.Usage(ctx)
+		deadline := time.Now().Add(e2eTimeout)
+		for {
+			u, err := h.Usage(ctxT(t))
 			if err != nil {
-				t.Fatalf("usage: %v", err)
+				t.Fatalf("usage: %v (the last read: %s)", err, usageText(last))
 			}
 			last = u
-			return cond(u)
-		})
-		return last
+			if cond(u) {
+				return u
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; the last read: %s", what, usageText(last))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 
 	var base *client.VMUsage
@@ -164,4 +176,10 @@ func ptrText[T any](p *T) string {
 		return "absent"
 	}
 	return fmt.Sprint(*p)
+}
+
+// usageText is a usage read as JSON, for failure messages.
+func usageText(u *client.VMUsage) string {
+	b, _ := json.Marshal(u)
+	return string(b)
 }
