@@ -9,6 +9,9 @@ SHELL := bash
 ENGINE_DIR   := deps/agentos
 ENGINE_STAMP := $(ENGINE_DIR)/node_modules/.installed
 WEB_STAMP    := web/node_modules/.installed
+SDK_DIR      := sdk/typescript
+SDK_STAMP    := $(SDK_DIR)/node_modules/.installed
+SDK_DIST     := $(SDK_DIR)/dist/index.js
 GO           ?= go
 GOTESTFLAGS  ?=
 TEST_TIMEOUT ?= 40m
@@ -22,14 +25,15 @@ TEST_PARALLEL ?= 4
 help:
 	@echo "make run    start the gateway (installs everything through make setup);"
 	@echo "            flags go in ARGS, such as make run ARGS=\"--addr 127.0.0.1:9090\""
-	@echo "make build  build the gateway binary, bin/agentos-gateway"
+	@echo "make build  build the gateway binary, bin/agentos-gateway, and the CLI, bin/agentos"
 	@echo "make test   run the whole test suite (what .ci/run calls)"
 	@echo "make bench  run the benchmarks side by side with the official SDK"
 	@echo "make soak   run the gateway under load for SOAK_MINUTES (10) while killing sidecars"
 
 ## setup: install the pinned agentOS engine (sidecar binary + software packages)
-## and the web console's front-end packages (its bundle's test rebuilds it).
-setup: $(ENGINE_STAMP) $(WEB_STAMP)
+## and the web console's front-end packages (its bundle's test rebuilds it),
+## and build the TypeScript SDK into sdk/typescript/dist.
+setup: $(ENGINE_STAMP) $(WEB_STAMP) $(SDK_DIST)
 
 # The stamp is newer than the lockfile once `npm ci` has installed exactly what
 # it pins, so a second `make setup` does nothing.
@@ -43,16 +47,31 @@ $(WEB_STAMP): web/package.json web/package-lock.json
 	@cd web && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
 	@touch $@
 
+# The TypeScript SDK's build tools (typescript, openapi-typescript), pinned
+# by its lockfile; the SDK itself has no runtime dependency.
+$(SDK_STAMP): $(SDK_DIR)/package.json $(SDK_DIR)/package-lock.json
+	@echo "make setup: installing the TypeScript SDK's pinned build tools into $(SDK_DIR)/node_modules"
+	@cd $(SDK_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
+	@touch $@
+
+# dist/ is built, never committed: it is rebuilt whenever a source changes.
+$(SDK_DIST): $(SDK_STAMP) $(SDK_DIR)/tsconfig.json $(wildcard $(SDK_DIR)/src/*.ts)
+	@echo "make setup: building the TypeScript SDK into $(SDK_DIR)/dist"
+	@cd $(SDK_DIR) && rm -rf dist && npm run --silent build
+	@touch $@
+
 # Flags for the gateway, such as ARGS="--addr 127.0.0.1:9090 --log-format console".
 ARGS ?=
 
 run: setup
 	$(GO) run ./cmd/server $(ARGS)
 
-## build: the gateway binary, bin/agentos-gateway. Run it from the checkout (it
+## build: the gateway binary, bin/agentos-gateway, and the command line,
+## bin/agentos. Run the gateway from the checkout (it
 ## finds the engine under deps/ from its working directory) or point
 ## AGENTOS_SIDECAR_BIN and AGENTOS_PACKAGES_DIR at an engine installed elsewhere.
 build: setup
+	$(GO) build -o bin/agentos ./cmd/agentos
 	$(GO) build -o bin/agentos-gateway ./cmd/server
 
 # The store's tests run against SQLite and a throwaway PostgreSQL server that
@@ -64,6 +83,8 @@ test: setup tidy-check
 	@scripts/ensure-tools.sh
 	$(GO) vet ./...
 	node --test web/src/*.test.mjs
+	cd $(SDK_DIR) && npm run --silent check-schema && npm run --silent check
+	cd $(SDK_DIR) && node $$(node -e 'typeof WebSocket === "function" || console.log("--experimental-websocket")') --test test/*.test.mjs
 	@if [[ -z "$${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then \
 		pgdir="$$(mktemp -d -t agentos-gateway-pg.XXXXXX)"; \
 		trap 'scripts/postgres-test.sh stop "$$pgdir"' EXIT; \
@@ -113,8 +134,9 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
 	done
 
-generate: $(WEB_STAMP)
+generate: $(WEB_STAMP) $(SDK_STAMP)
 	$(GO) generate ./...
+	cd $(SDK_DIR) && npm run --silent generate
 
 vet:
 	$(GO) vet ./...

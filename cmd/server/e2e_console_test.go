@@ -118,8 +118,8 @@ func TestE2EConsole(t *testing.T) {
 		b.click(t, "button", "New file")
 		b.do(t, "type into the editor", chromedp.SendKeys("editor", "written in the browser", byRole("textbox", "File content")))
 		b.click(t, "button", "Save")
-		b.waitText(t, browserStep, "[role=status]", "Saved /home/agentos/hello.txt")
-		if got := readVMFile(t, e.admin, vmID, "/home/agentos/hello.txt"); got != "written in the browser" {
+		b.waitText(t, browserStep, "[role=status]", "Saved /workspace/hello.txt")
+		if got := readVMFile(t, e.admin, vmID, "/workspace/hello.txt"); got != "written in the browser" {
 			t.Fatalf("the file holds %q", got)
 		}
 		b.waitText(t, browserStep, "[role=tree]", "hello.txt")
@@ -146,7 +146,7 @@ func TestE2EConsole(t *testing.T) {
 		}
 		b.visible(t, "button", "Upload")
 		b.do(t, "pick a file", chromedp.SetUploadFiles(`input[type=file]`, []string{file}))
-		b.waitText(t, browserStep, "[role=status]", "Uploaded /home/agentos/picked.txt")
+		b.waitText(t, browserStep, "[role=status]", "Uploaded /workspace/picked.txt")
 		b.waitText(t, browserStep, "[role=tree]", "picked.txt")
 		// ...and by dropping one on the drop zone, as a drag from the
 		// desktop ends.
@@ -156,10 +156,10 @@ func TestE2EConsole(t *testing.T) {
 			document.querySelector(".drop").dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
 		})()`))
 		b.waitText(t, browserStep, "[role=tree]", "dropped.txt")
-		if got := readVMFile(t, e.admin, vmID, "/home/agentos/dropped.txt"); got != "dropped on the page" {
+		if got := readVMFile(t, e.admin, vmID, "/workspace/dropped.txt"); got != "dropped on the page" {
 			t.Fatalf("the dropped file holds %q", got)
 		}
-		if got := readVMFile(t, e.admin, vmID, "/home/agentos/picked.txt"); got != "picked in the browser" {
+		if got := readVMFile(t, e.admin, vmID, "/workspace/picked.txt"); got != "picked in the browser" {
 			t.Fatalf("the picked file holds %q", got)
 		}
 	})

@@ -16,7 +16,8 @@ export function filesTab(panel, vm) {
   const note = h("p", { class: "muted", role: "status" });
   const open = new Set();
   const listings = new Map(); // dir -> entries
-  let root = "/home/agentos";
+  // Shells and exec start in /workspace (agentos.DefaultCwd), so the tab opens there too.
+  let root = "/workspace";
   let selected = { path: root, isDirectory: true };
   let editing = null;
   let dirty = false;
@@ -151,7 +152,7 @@ export function filesTab(panel, vm) {
     const path = name.startsWith("/") ? name : join(targetDir(), name);
     try { await call("POST", vmPath(id, "/dirs"), { json: { path } }); folderName.value = ""; ok(`Created ${path}.`); open.add(parent(path)); refresh(); } catch (err) { fail(err); }
   };
-  const moveTo = h("input", { placeholder: "/home/agentos/new-name", spellcheck: false });
+  const moveTo = h("input", { placeholder: "/workspace/new-name", spellcheck: false });
   const move = async (e) => {
     e.preventDefault();
     const to = moveTo.value.trim();

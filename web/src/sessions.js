@@ -15,7 +15,7 @@ export function sessionsTab(panel, vm) {
   const error = h("p", { class: "error", role: "alert" });
   const agent = h("select", {});
   const policy = h("select", {}, ["ask", "allow_all", "reject_all"].map((p) => h("option", { value: p }, p)));
-  const cwd = h("input", { value: "/home/agentos", spellcheck: false });
+  const cwd = h("input", { value: "/workspace", spellcheck: false });
   const env = h("textarea", { rows: 2, spellcheck: false, placeholder: "ANTHROPIC_API_KEY=...\nANTHROPIC_BASE_URL=..." });
   const sessionList = h("ul", { class: "sessions", "aria-label": "Sessions" });
   const chat = h("div", { class: "chat", role: "log", "aria-label": "Conversation", "aria-live": "polite" });
