@@ -22,12 +22,22 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real agent")
 	}
-	e := newE2E(t)
+	e := newE2E(t, "--webhook-allow", "127.0.0.1")
 	mock := mockanthropic.Start(t)
 	c := e.admin
 	vm := e.agentVM(c, mock, "claude")
 	ctx := ctxFor(t, 6*time.Minute)
 	const sid = "claude-e2e"
+	// A backend hears of the permission requests and of the turns' ends.
+	secret, err := c.WebhookSecret(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := newReceiver(t, secret.Secret)
+	if _, err := c.CreateWebhook(ctx, client.WebhookRequest{URL: rc.URL, VM: vm.ID,
+		Events: []string{client.EventSessionPermissionRequested, client.EventSessionTurnEnd}}); err != nil {
+		t.Fatal(err)
+	}
 
 	s, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask", Env: mock.Env()})
 	if err != nil {
@@ -135,6 +145,16 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		idle(t)
 		if !exists(t, "/workspace/allowed.txt") {
 			t.Fatal("the allowed command did not run")
+		}
+		asked := rc.wait(t, client.EventSessionPermissionRequested, 1, func(d delivered) bool {
+			return dataOf[client.SessionPermissionRequestedData](t, d).RequestID == p.RequestID
+		})
+		if x := dataOf[client.SessionPermissionRequestedData](t, asked[0]); x.VMID != vm.ID || x.SessionID != sid || len(x.ToolCall) == 0 {
+			t.Errorf("session.permission_requested: %+v", x)
+		}
+		ended := rc.wait(t, client.EventSessionTurnEnd, 1, nil)
+		if x := dataOf[client.SessionTurnEndData](t, ended[0]); x.VMID != vm.ID || x.SessionID != sid || x.StopReason == "" {
+			t.Errorf("session.turn_end: %+v", x)
 		}
 		if perms, _ := c.VM(vm.ID).Session(sid).Permissions(ctx); len(perms) != 0 {
 			t.Fatalf("still pending: %+v", perms)

@@ -233,6 +233,28 @@ func TestE2EWebhooks(t *testing.T) {
 		}
 	})
 
+	step(t, "Snapshots and schedules", func(t *testing.T) {
+		snap, err := c.VM(vm.ID).CreateSnapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready := rc.wait(t, client.EventSnapshotReady, 1, nil)
+		if x := dataOf[client.SnapshotReadyData](t, ready[0]); x.SnapshotID != snap.ID || x.VMID != vm.ID || x.Bytes != snap.Bytes {
+			t.Errorf("snapshot.ready: %+v, snapshot %+v", x, snap)
+		}
+		sc, err := c.VM(vm.ID).CreateSchedule(ctx, client.ScheduleRequest{Cron: "@every 1s", Exec: &client.ExecRequest{Command: "exit 7"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := rc.wait(t, client.EventScheduleRun, 1, nil)
+		if err := c.VM(vm.ID).Schedule(sc.ID).Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if x := dataOf[client.ScheduleRunData](t, run[0]); x.ScheduleID != sc.ID || x.VMID != vm.ID || x.RunID == "" || x.ExitCode == nil || *x.ExitCode != 7 {
+			t.Errorf("schedule.run: %+v", x)
+		}
+	})
+
 	step(t, "Redeliver", func(t *testing.T) {
 		// So far each delivery was accepted once.
 		accepted := map[string]int{}
