@@ -1,6 +1,7 @@
 // Package bundle builds the web console: esbuild bundles src/main.js (with
-// xterm.js, CodeMirror and their CSS from node_modules) into content-hashed
-// assets, and index.html is written to load them.
+// xterm.js, CodeMirror and their CSS from node_modules, and the TypeScript
+// SDK from its sources in ../sdk/typescript/src, which esbuild compiles
+// itself) into content-hashed assets, and index.html is written to load them.
 package bundle
 
 import (

@@ -1,5 +1,5 @@
 // The Events tab: the VM's event stream as it comes.
-import { stream, vmPath } from "./api.js";
+import { followVM } from "./api.js";
 import { h, replace } from "./dom.js";
 
 export function eventsTab(panel, vm) {
@@ -8,7 +8,7 @@ export function eventsTab(panel, vm) {
   const empty = h("li", { class: "muted" }, "No events yet.");
   list.append(empty);
   replace(panel, state, list);
-  const s = stream(vmPath(vm.id, "/events"), {
+  const s = followVM(vm.id, {
     onEvent: (name, data, id) => {
       empty.remove();
       const what = data.state || data.name || (data.pid ? `pid ${data.pid}` : "") || data.detail || "";
@@ -16,7 +16,7 @@ export function eventsTab(panel, vm) {
         data.time ? h("span", { class: "muted" }, " " + new Date(data.time).toLocaleTimeString()) : null,
         h("details", {}, h("summary", {}, "data"), h("pre", {}, JSON.stringify(data, null, 2)))));
     },
-    onState: (st, err) => { state.textContent = st === "open" ? "Following the VM's events." : st === "retrying" ? "Reconnecting…" : err ? err.message : "The stream ended."; },
+    onState: (st, err) => { state.textContent = st === "open" ? "Following the VM's events." : st === "retrying" ? "Reconnecting…" : err ? err.detail || err.message : "The stream ended."; },
   });
   return () => s.stop();
 }

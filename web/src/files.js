@@ -1,7 +1,7 @@
 // The Files tab: a tree that follows changes (its open folders are listed
 // again every few seconds), the editor, upload by drag and drop with
 // progress, download, new folder, rename/move and delete with confirmation.
-import { ApiError, call, describe, q, raw, upload, vmPath } from "./api.js";
+import { call, describe, isCode, q, raw, upload, vmPath } from "./api.js";
 import { bytes, field, h, replace } from "./dom.js";
 import { createEditor } from "./editor.js";
 
@@ -42,7 +42,7 @@ export function filesTab(panel, vm) {
         const items = await list(dir);
         if (JSON.stringify(items) !== JSON.stringify(listings.get(dir))) { listings.set(dir, items); changed = true; }
       } catch (err) {
-        if (err instanceof ApiError && err.code === "not_found" && dir !== root) { open.delete(dir); listings.delete(dir); changed = true; continue; }
+        if (isCode(err, "not_found") && dir !== root) { open.delete(dir); listings.delete(dir); changed = true; continue; }
         fail(err);
         return;
       }

@@ -1,7 +1,7 @@
 // The Processes tab: a Command box whose Run streams the output and the
 // exit code, and the VM's processes, each with its live output, stdin and
 // kill.
-import { call, describe, outputText, raw, stream, vmPath } from "./api.js";
+import { call, describe, execStream, followProcess, outputText, raw, vmPath } from "./api.js";
 import { field, h, replace } from "./dom.js";
 
 export function processesTab(panel, vm) {
@@ -28,7 +28,7 @@ export function processesTab(panel, vm) {
     replace(out);
     exit.textContent = "Running…";
     runBtn.disabled = true;
-    running = stream(vmPath(id, "/exec"), { method: "POST", json: { command },
+    running = execStream(id, command, {
       onEvent: (name, data) => {
         if (name === "stdout" || name === "stderr") out.append(h("span", { class: name }, outputText(data)));
         else if (name === "exit") exit.textContent = `Exit code ${data.exitCode}${data.signal ? " (" + data.signal + ")" : ""}${data.truncated ? ", output truncated" : ""}, ${data.durationMs} ms`;
@@ -43,7 +43,7 @@ export function processesTab(panel, vm) {
 
   const listBody = h("div", { class: "procs" }, h("p", { class: "muted" }, "Loading processes…"));
   const follow = (p, pre, state) => {
-    const s = stream(vmPath(id, `/processes/${p.pid}/output`), {
+    const s = followProcess(id, p.pid, {
       onEvent: (name, data) => {
         if (name === "stdout" || name === "stderr") { pre.append(h("span", { class: name }, outputText(data))); pre.scrollTop = pre.scrollHeight; }
         if (name === "exit") state.textContent = `exited ${data.exitCode}${data.signal ? " (" + data.signal + ")" : ""}`;

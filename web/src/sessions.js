@@ -3,7 +3,7 @@
 // durable events whenever the tab opens; streamed deltas fill the agent's
 // reply as it comes, tool calls show with their status, and permission
 // requests become one button per option the agent offers.
-import { call, describe, q, stream, vmPath } from "./api.js";
+import { call, describe, followSession, q, vmPath } from "./api.js";
 import { field, h, parsePairs, replace } from "./dom.js";
 
 const lastSession = (vm) => "agentos-gateway.session." + vm;
@@ -100,7 +100,7 @@ export function sessionsTab(panel, vm) {
     tools.clear(); perms.clear(); streaming = null;
     send.disabled = cancel.disabled = false;
     state.textContent = `Session ${sid}`;
-    feed = stream(vmPath(id, `/sessions/${encodeURIComponent(sid)}/events`), { onEvent,
+    feed = followSession(id, sid, { onEvent,
       onState: (s, err) => { if (err) error.textContent = describe(err); if (s === "retrying") state.textContent = "Reconnecting…"; if (s === "open") state.textContent = `Session ${sid}`; } });
     loadSessions();
   };

@@ -6,14 +6,14 @@
 // fails to start. Leaving the tab closes it.
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
-import { call, describe, protocols, vmPath, wsURL } from "./api.js";
+import { call, client, describe, vmPath } from "./api.js";
 import { h, replace } from "./dom.js";
 
 export function terminalTab(panel, vm) {
   const status = h("span", { class: "muted", role: "status", "data-testid": "terminal-status" }, "Opening a shell…");
   const error = h("p", { class: "error", role: "alert" });
   const box = h("div", { class: "term", "data-testid": "terminal" });
-  const reconnect = h("button", { type: "button", disabled: true, onclick: () => { if (ws) ws.close(4000, "reconnect"); } }, "Reconnect");
+  const reconnect = h("button", { type: "button", disabled: true, onclick: () => { if (conn) conn.close(); } }, "Reconnect");
   const newShell = h("button", { type: "button", onclick: () => {
     if (shell && !ended) call("DELETE", vmPath(vm.id, `/shells/${shell}`)).catch(() => {});
     term.write("\r\n[new shell]\r\n");
@@ -30,14 +30,14 @@ export function terminalTab(panel, vm) {
   term.textarea?.setAttribute("aria-label", "Terminal input");
 
   let shell = null;
-  let ws = null;
+  let conn = null; // the SDK's attach connection, while one is open
   let last = 0; // the sequence of the last output frame written
   let closed = false;
   let ended = false;
   let retry;
-  const enc = new TextEncoder();
+  let open = false; // whether conn is open: input before that has nowhere to go
 
-  const send = (data) => { if (ws && ws.readyState === WebSocket.OPEN) ws.send(typeof data === "string" ? enc.encode(data) : data); };
+  const send = (data) => { if (conn && open) conn.send(data); };
   term.onData((d) => send(d));
   term.onBinary((s) => send(Uint8Array.from(s, (c) => c.charCodeAt(0))));
   // size is the shell's terminal size as last sent: a resize goes out only
@@ -46,40 +46,53 @@ export function terminalTab(panel, vm) {
   const resize = () => {
     fit.fit();
     const now = `${term.cols}x${term.rows}`;
-    if (now === size || !ws || ws.readyState !== WebSocket.OPEN) return;
+    if (now === size || !conn || !open) return;
     size = now;
-    ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
+    conn.resize(term.cols, term.rows);
   };
   const observer = new ResizeObserver(() => resize());
   observer.observe(box);
 
-  const connect = () => {
-    ws = new WebSocket(wsURL(vmPath(vm.id, `/shells/${shell}/attach?after=${last}`)), protocols());
-    ws.binaryType = "arraybuffer";
-    ws.onopen = () => { status.textContent = `Connected to ${shell}`; reconnect.disabled = false; resize(); term.focus(); };
-    ws.onmessage = (m) => {
-      if (typeof m.data !== "string") { last++; term.write(new Uint8Array(m.data)); return; }
-      const f = JSON.parse(m.data);
-      if (f.type === "hello" || f.type === "exit") last = f.seq ?? last;
-      if (f.type === "gap") { last = f.to; term.write(`\r\n[output ${f.from}-${f.to} was lost]\r\n`); }
-      if (f.type === "error") error.textContent = `${f.detail} (${f.code})`;
-      if (f.type === "exit") {
-        ended = true;
-        status.textContent = f.code ? `The shell ended: ${f.detail}` : `The shell exited with code ${f.exitCode}${f.signal ? " (" + f.signal + ")" : ""}`;
+  // connect attaches after the last output written and writes what comes
+  // until the shell ends or the connection drops; a drop (or Reconnect,
+  // which closes the connection) attaches again. A connection that was
+  // replaced by a new shell's stops without a word.
+  const connect = async () => {
+    const c = client().vm(vm.id).shell(shell).attach({ after: last });
+    conn = c;
+    try {
+      await c.opened();
+      open = true;
+      status.textContent = `Connected to ${shell}`;
+      reconnect.disabled = false;
+      resize();
+      term.focus();
+      for await (const ev of c) {
+        if (ev.type === "output") term.write(ev.data);
+        if (ev.type === "gap") term.write(`\r\n[output ${ev.from}-${ev.to} was lost]\r\n`);
+        if (ev.type === "error") error.textContent = `${ev.detail} (${ev.code})`;
+        if (ev.type === "exit") {
+          ended = true;
+          status.textContent = ev.code ? `The shell ended: ${ev.detail}` : `The shell exited with code ${ev.exitCode}${ev.signal ? " (" + ev.signal + ")" : ""}`;
+        }
       }
-    };
-    ws.onclose = () => {
-      reconnect.disabled = true;
-      if (closed || ended) return;
-      status.textContent = "Disconnected; reconnecting…";
-      retry = setTimeout(connect, 500);
-    };
+    } catch {
+      // A dropped or refused connection: it is attached again below.
+    }
+    if (conn !== c) return;
+    last = c.lastSeq;
+    conn = null;
+    open = false;
+    reconnect.disabled = true;
+    if (closed || ended) return;
+    status.textContent = "Disconnected; reconnecting…";
+    retry = setTimeout(connect, 500);
   };
 
   const start = () => {
     ended = false;
     last = 0;
-    if (ws) { ws.onclose = null; ws.close(1000, "new shell"); }
+    if (conn) { const old = conn; conn = null; open = false; old.close(); }
     size = `${term.cols}x${term.rows}`;
     call("POST", vmPath(vm.id, "/shells"), { json: { cols: term.cols, rows: term.rows } })
       .then((res) => {
@@ -95,7 +108,7 @@ export function terminalTab(panel, vm) {
     closed = true;
     clearTimeout(retry);
     observer.disconnect();
-    if (ws) ws.close(1000, "tab closed");
+    if (conn) conn.close();
     if (shell && !ended) call("DELETE", vmPath(vm.id, `/shells/${shell}`)).catch(() => {});
     term.dispose();
   };

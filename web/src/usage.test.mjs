@@ -1,9 +1,9 @@
-// Unit tests of usage.js's rows: what the VM page's Usage section says of
+// Unit tests of usage-rows.js: what the VM page's Usage section says of
 // a running VM with and without its own sidecar, before the engine counted
 // its files, and of a hibernated VM. Run with `node --test web/src/`.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { usageRows } from "./usage.js";
+import { usageRows } from "./usage-rows.js";
 
 const rows = (u) => Object.fromEntries(usageRows(u).map(([term, value]) => [term, value]));
 

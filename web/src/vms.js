@@ -1,5 +1,5 @@
 // The VM list: live states from each VM's event stream, create and delete.
-import { call, describe, isKey, q, stream, vmPath } from "./api.js";
+import { call, describe, followVM, isKey, q, vmPath } from "./api.js";
 import { age, field, h, parsePairs, replace } from "./dom.js";
 
 const agentsKnown = ["pi", "claude", "codex", "opencode"];
@@ -27,7 +27,7 @@ export function vmListPage(main) {
       // Only a ready VM has events to follow: a VM still being created
       // answers 409 until it is ready, and the next refresh follows it then.
       if (streams.has(vm.id) || vm.state !== "ready") continue;
-      streams.set(vm.id, stream(vmPath(vm.id, "/events"), { onEvent: (name, data) => {
+      streams.set(vm.id, followVM(vm.id, { onEvent: (name, data) => {
         if (name !== "state") return;
         const v = vms.find((x) => x.id === vm.id);
         if (v) { v.state = data.state; if (data.reason) v.reason = data.reason; render(); }
