@@ -110,11 +110,9 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, gateway.Errorf(gateway.CodePermissionDenied, "only the admin key reads another tenant's audit records").WithDetail("field", "tenant"))
 		return
 	}
-	if after := q.Get("after"); after != "" {
-		if f.After, err = time.Parse(time.RFC3339Nano, after); err != nil {
-			writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "after must be an RFC 3339 time, such as 2026-01-02T15:04:05Z").WithDetail("field", "after"))
-			return
-		}
+	if f.After, err = queryTime(r, "after"); err != nil {
+		writeError(w, r, err)
+		return
 	}
 	page, err := s.store.ListAudit(r.Context(), f)
 	if err != nil {

@@ -339,3 +339,17 @@ func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
 	}
 	return n, nil
 }
+
+// queryTime reads an RFC 3339 time from the query parameter name; absent,
+// the zero time.
+func queryTime(r *http.Request, name string) (time.Time, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, gateway.Errorf(gateway.CodeInvalidArgument, "%s must be an RFC 3339 time, such as 2026-01-02T15:04:05Z", name).WithDetail("field", name)
+	}
+	return t, nil
+}

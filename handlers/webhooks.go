@@ -19,6 +19,19 @@ func (s *Server) webhooks(w http.ResponseWriter, r *http.Request) (*notify.Servi
 	return s.cfg.Webhooks, true
 }
 
+// checkWebhookVM refuses a subscription's vm that is not one of the
+// caller's tenant's VMs (empty: every VM); another tenant's VM is as
+// unknown as one that never was.
+func (s *Server) checkWebhookVM(r *http.Request, vmID string) error {
+	if vmID == "" {
+		return nil
+	}
+	if _, err := s.vms.Get(r.Context(), principalFrom(r.Context()).tenant.ID, vmID); err != nil {
+		return gateway.Errorf(gateway.CodeInvalidArgument, "vm %s is not one of the tenant's VMs", vmID).WithDetail("field", "vm")
+	}
+	return nil
+}
+
 func eventTypes(names []string) []gateway.EventType {
 	if names == nil {
 		return nil
@@ -75,12 +88,9 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalFrom(r.Context())
-	if req.VM != "" {
-		// A VM of another tenant is as unknown as a VM that never was.
-		if _, err := s.vms.Get(r.Context(), p.tenant.ID, req.VM); err != nil {
-			writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "vm %s is not one of the tenant's VMs", req.VM).WithDetail("field", "vm"))
-			return
-		}
+	if err := s.checkWebhookVM(r, req.VM); err != nil {
+		writeError(w, r, err)
+		return
 	}
 	h, err := svc.Subscribe(r.Context(), gateway.Webhook{TenantID: p.tenant.ID, URL: req.URL, Events: eventTypes(req.Events),
 		VMID: req.VM, Description: req.Description})
@@ -138,9 +148,9 @@ func (s *Server) updateWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalFrom(r.Context())
-	if req.VM != nil && *req.VM != "" {
-		if _, err := s.vms.Get(r.Context(), p.tenant.ID, *req.VM); err != nil {
-			writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "vm %s is not one of the tenant's VMs", *req.VM).WithDetail("field", "vm"))
+	if req.VM != nil {
+		if err := s.checkWebhookVM(r, *req.VM); err != nil {
+			writeError(w, r, err)
 			return
 		}
 	}
@@ -185,11 +195,9 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "status must be pending, delivered or failed").WithDetail("field", "status"))
 		return
 	}
-	if after := q.Get("after"); after != "" {
-		if f.After, err = time.Parse(time.RFC3339Nano, after); err != nil {
-			writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "after must be an RFC 3339 time, such as 2026-01-02T15:04:05Z").WithDetail("field", "after"))
-			return
-		}
+	if f.After, err = queryTime(r, "after"); err != nil {
+		writeError(w, r, err)
+		return
 	}
 	page, err := svc.Deliveries(r.Context(), principalFrom(r.Context()).tenant.ID, pathParam(r, "webhook"), f)
 	if err != nil {

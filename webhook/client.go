@@ -85,29 +85,9 @@ func Outcome(err error) string {
 // webhook's JSON answer. ctx bounds the whole call. Every failure is a
 // *CallError, in the gateway's words: its message reaches the guest.
 func (c *Client) Post(ctx context.Context, tenantID, url, id string, body []byte) (json.RawMessage, int, error) {
-	if err := c.targets.CheckURL(url); err != nil {
-		return nil, 0, &CallError{Outcome: gateway.BindingRefused, Err: fmt.Errorf("webhook %s", err)}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	resp, err := c.send(ctx, tenantID, url, id, body, nil)
 	if err != nil {
-		return nil, 0, &CallError{Outcome: gateway.BindingRefused, Err: fmt.Errorf("webhook URL: %w", err)}
-	}
-	now := c.now()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "agentos-gateway-webhook/1")
-	req.Header.Set(HeaderID, id)
-	req.Header.Set(HeaderTimestamp, fmt.Sprint(now.Unix()))
-	req.Header.Set(HeaderSignature, Sign(c.TenantSecret(tenantID), now, body))
-	resp, err := c.http.Do(req)
-	if err != nil {
-		switch {
-		case errors.Is(err, ErrTargetRefused):
-			return nil, 0, &CallError{Outcome: gateway.BindingRefused, Err: errors.New("webhook target refused: its address is loopback, private or otherwise non-public; allow it with --webhook-allow")}
-		case ctx.Err() != nil:
-			return nil, 0, &CallError{Outcome: gateway.BindingTimeout, Err: errors.New("webhook did not answer in time")}
-		default:
-			return nil, 0, &CallError{Outcome: gateway.BindingUnreachable, Err: fmt.Errorf("webhook unreachable: %s", unwrapNetError(err))}
-		}
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
@@ -124,6 +104,42 @@ func (c *Client) Post(ctx context.Context, tenantID, url, id string, body []byte
 		return nil, resp.StatusCode, &CallError{Outcome: gateway.BindingHTTPError, Status: resp.StatusCode, Err: errors.New("webhook answer is not JSON")}
 	}
 	return json.RawMessage(answer), resp.StatusCode, nil
+}
+
+// send posts body to url, signed with the tenant's secret, under id, with
+// extra headers besides the signed ones, and returns the answer for the
+// caller to read and close. A refused target, a request that cannot be
+// made, no answer within ctx, and a connection that fails are *CallError,
+// in the gateway's words.
+func (c *Client) send(ctx context.Context, tenantID, url, id string, body []byte, extra http.Header) (*http.Response, error) {
+	if err := c.targets.CheckURL(url); err != nil {
+		return nil, &CallError{Outcome: gateway.BindingRefused, Err: fmt.Errorf("webhook %s", err)}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, &CallError{Outcome: gateway.BindingRefused, Err: fmt.Errorf("webhook URL: %w", err)}
+	}
+	for k, v := range extra {
+		req.Header[k] = v
+	}
+	now := c.now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "agentos-gateway-webhook/1")
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, fmt.Sprint(now.Unix()))
+	req.Header.Set(HeaderSignature, Sign(c.TenantSecret(tenantID), now, body))
+	resp, err := c.http.Do(req)
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrTargetRefused):
+			return nil, &CallError{Outcome: gateway.BindingRefused, Err: errors.New("webhook target refused: its address is loopback, private or otherwise non-public; allow it with --webhook-allow")}
+		case ctx.Err() != nil:
+			return nil, &CallError{Outcome: gateway.BindingTimeout, Err: errors.New("webhook did not answer in time")}
+		default:
+			return nil, &CallError{Outcome: gateway.BindingUnreachable, Err: fmt.Errorf("webhook unreachable: %s", unwrapNetError(err))}
+		}
+	}
+	return resp, nil
 }
 
 // unwrapNetError keeps the innermost cause of a transport error: the outer

@@ -10,9 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -62,19 +60,7 @@ func TestE2ETraces(t *testing.T) {
 		t.Fatalf("%d spans exported before the stop, with an hour's batch delay", n)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, logs.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("gateway did not exit after SIGTERM\n%s", logs.String())
-	}
+	stopGateway(t, cmd, logs)
 	if err := col.Err(); err != nil {
 		t.Fatalf("collector: %v", err)
 	}

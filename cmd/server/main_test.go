@@ -262,19 +262,7 @@ func TestSIGTERMShutdownAndRestart(t *testing.T) {
 		streamBody <- string(b)
 	}()
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, logs.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("gateway did not exit after SIGTERM\n%s", logs.String())
-	}
+	stopGateway(t, cmd, logs)
 	select {
 	case body := <-streamBody:
 		if !strings.Contains(body, "event: error") && !strings.Contains(body, "event: exit") {
@@ -311,6 +299,25 @@ func TestSIGTERMShutdownAndRestart(t *testing.T) {
 	call(t, "GET", base3+"/v1/vms/"+vm.ID, testAdminKey, nil, &got)
 	if got.State != "disposed" {
 		t.Fatalf("cleanly shut down vm: %+v", got)
+	}
+}
+
+// stopGateway sends the gateway binary cmd SIGTERM and waits, at most a
+// minute, for it to exit cleanly; logs are its output, for the failure.
+func stopGateway(t testing.TB, cmd *exec.Cmd, logs *syncBuffer) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gateway did not exit after SIGTERM\n%s", logs.String())
 	}
 }
 
