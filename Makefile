@@ -20,7 +20,7 @@ TEST_TIMEOUT ?= 40m
 # TEST_PARALLEL of the tests marked t.Parallel run at once in a package.
 TEST_PARALLEL ?= 4
 
-.PHONY: help setup build run test test-short bench soak fuzz vet fmt generate tidy-check
+.PHONY: help setup build run test test-short bench soak durability fuzz vet fmt generate tidy-check
 
 help:
 	@echo "make run    start the gateway (installs everything through make setup);"
@@ -28,6 +28,7 @@ help:
 	@echo "make build  build the gateway binary, bin/agentos-gateway, and the CLI, bin/agentos"
 	@echo "make test   run the whole test suite (what .ci/run calls)"
 	@echo "make bench  run the benchmarks side by side with the official SDK"
+	@echo "make durability  run the durability fault run (hibernations, restarts, kills) against a model"
 	@echo "make soak   run the gateway under load for SOAK_MINUTES (10) while killing sidecars"
 
 ## setup: install the pinned agentOS engine (sidecar binary + software packages)
@@ -111,6 +112,18 @@ soak: setup
 		$(GO) build -o "$$bindir/agentos-gateway" ./cmd/server; \
 		$(GO) build -o "$$bindir/soak" ./cmd/soak; \
 		SOAK_MINUTES=$(SOAK_MINUTES) "$$bindir/soak" --gateway "$$bindir/agentos-gateway" $(SOAK_FLAGS)
+
+# The durability fault run (durability/): random sequences of writes,
+# hibernations, wakes, restarts and kills against the real gateway binary,
+# each checked against a model of what was acknowledged; on SQLite, and on
+# two nodes sharing a throwaway PostgreSQL server.
+durability: setup
+	@scripts/ensure-tools.sh
+	@pgdir="$$(mktemp -d -t agentos-gateway-pg.XXXXXX)"; \
+		trap 'scripts/postgres-test.sh stop "$$pgdir"' EXIT; \
+		AGENTOS_GATEWAY_TEST_POSTGRES="$$(scripts/postgres-test.sh start "$$pgdir")"; \
+		export AGENTOS_GATEWAY_TEST_POSTGRES; \
+		AGENTOS_DURABILITY=1 $(GO) test -count=1 -timeout 120m -v ./durability/
 
 # Every fuzz target of a parser of untrusted bytes, FUZZTIME each (their seed
 # corpora also run in make test). Targets are listed by package and name.

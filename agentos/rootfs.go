@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
@@ -67,6 +72,95 @@ type rootEntryJSON struct {
 type snapshotLowerJSON struct {
 	Kind    string          `json:"kind"`
 	Entries []rootEntryJSON `json:"entries"`
+}
+
+// A VM's tree is written into its own (upper) layer, over a lower layer
+// that holds the root directory and the kernel's mount points alone. In a
+// lower layer files get lost: the pinned engine marks a directory that it
+// copies up from a lower layer as opaque (its overlay's copy_up_path), so
+// the first guest call that changes a directory's times or mode (an ls of
+// it, a stat, a touch, a chmod) hides every file of the lower layer in it,
+// from the guest and from the next export. TestRootSnapshotKeepsFiles
+// shows it for a snapshot, TestBaseFilesSurviveAStat for the base layer
+// (a stat of /usr/bin hid /usr/bin/env). So a VM created from a snapshot
+// gets the snapshot as bootstrap entries, and one created without gets the
+// engine's base layer the same way: baseRoot exports it once per engine.
+
+// baseRoots caches baseRoot's export, by engine.
+var baseRoots struct {
+	mu sync.Mutex
+	by map[Engine][]protocol.RootFilesystemEntry
+}
+
+// baseRoot returns the engine's base layer as root snapshot entries: the
+// export of a VM created over it that never ran a command, without the
+// content of the kernel's and the packages' mount points. The first call
+// for an engine creates that VM; a failure is not kept, the next call
+// tries again.
+func (s *Sidecar) baseRoot(ctx context.Context) ([]protocol.RootFilesystemEntry, error) {
+	baseRoots.mu.Lock()
+	defer baseRoots.mu.Unlock()
+	if es, ok := baseRoots.by[s.opts.Engine]; ok {
+		return es, nil
+	}
+	vm, err := s.createVM(ctx, VMOptions{}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agentos: read the engine's base layer: %w", err)
+	}
+	es, err := vm.ExportRootFilesystemFrame(ctx)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = vm.Dispose(dctx)
+	if err != nil {
+		return nil, fmt.Errorf("agentos: read the engine's base layer: %w", err)
+	}
+	base := es[:0:0]
+	for _, e := range es {
+		if !under(path.Clean(e.Path), PackagesMountAt) {
+			base = append(base, e)
+		}
+	}
+	if baseRoots.by == nil {
+		baseRoots.by = map[Engine][]protocol.RootFilesystemEntry{}
+	}
+	baseRoots.by[s.opts.Engine] = base
+	return base, nil
+}
+
+// under reports whether p is strictly below dir.
+func under(p, dir string) bool { return strings.HasPrefix(p, dir+"/") }
+
+// kernelDirs are the directories the engine mounts its own filesystems on
+// and never takes bootstrap entries under (its root_fs.rs
+// KERNEL_RESERVED_BOOTSTRAP_PATH_PREFIXES).
+var kernelDirs = []string{"/dev", "/proc", "/sys"}
+
+// splitRootSnapshot splits a root snapshot into the lower layer a VM is
+// created over, the root directory and the kernel's mount points alone,
+// and the entries written into its upper layer at bootstrap: everything
+// the VM owns. The root gets the engine's usual owner and mode when the
+// snapshot has no entry for it.
+func splitRootSnapshot(es []protocol.RootFilesystemEntry) (lower, upper []protocol.RootFilesystemEntry) {
+	hasRoot := false
+	for _, e := range es {
+		p := path.Clean(e.Path)
+		switch {
+		case p == "/":
+			hasRoot = true
+			lower = append(lower, e)
+		case slices.Contains(kernelDirs, p):
+			lower = append(lower, e)
+		case slices.ContainsFunc(kernelDirs, func(d string) bool { return under(p, d) }):
+			// The kernel's own content, never the VM's.
+		default:
+			upper = append(upper, e)
+		}
+	}
+	if !hasRoot {
+		mode, zero := uint32(0o040755), uint32(0)
+		lower = append([]protocol.RootFilesystemEntry{{Path: "/", Kind: protocol.RootFilesystemEntryKindDirectory, Mode: &mode, UID: &zero, GID: &zero, Executable: true}}, lower...)
+	}
+	return lower, upper
 }
 
 func rootEntriesJSON(es []protocol.RootFilesystemEntry) []rootEntryJSON {

@@ -71,3 +71,7 @@ func (vm *VM) LinkSoftware(ctx context.Context, pkg string) (protocol.PackageLin
 	}
 	return l, nil
 }
+
+// PackagesMountAt is where a VM's software packages are mounted: their
+// content is the engine's, never the VM's own.
+const PackagesMountAt = "/opt/agentos"

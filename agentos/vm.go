@@ -96,10 +96,10 @@ type VMOptions struct {
 	DatabaseFile string
 	// EventBuffer bounds each VM event subscription (default 256).
 	EventBuffer int
-	// RootSnapshot, when set, is the VM's whole root filesystem: one
-	// snapshot lower (what ExportRootFilesystem returned) in place of the
-	// engine's default base layer. It travels in the create request, so it
-	// must fit the engine's request frame (see SnapshotFrameBytes).
+	// RootSnapshot, when set, is the VM's whole root filesystem (what
+	// ExportRootFilesystem returned) in place of the engine's default base
+	// layer. It travels in the create request, so it must fit the engine's
+	// request frame (see SnapshotFrameBytes).
 	RootSnapshot []protocol.RootFilesystemEntry
 }
 
@@ -197,16 +197,32 @@ type vmDatabaseJSON struct {
 }
 
 type vmRootFSJSON struct {
-	Mode                    string `json:"mode"`
-	DisableDefaultBaseLayer bool   `json:"disableDefaultBaseLayer"`
-	Lowers                  []any  `json:"lowers"`
-	BootstrapEntries        []any  `json:"bootstrapEntries"`
+	Mode                    string          `json:"mode"`
+	DisableDefaultBaseLayer bool            `json:"disableDefaultBaseLayer"`
+	Lowers                  []any           `json:"lowers"`
+	BootstrapEntries        []rootEntryJSON `json:"bootstrapEntries"`
 }
 
 // CreateVM creates, configures and bootstraps a VM, following the sequence of
 // AgentOs.create() (SPEC §7.1). ctx bounds the wait; a VM that the sidecar
 // created before ctx ended is disposed rather than leaked.
-func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (_ *VM, err error) {
+func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (*VM, error) {
+	root := opts.RootSnapshot
+	if root == nil {
+		// Every VM's tree lives in its own layer, the engine's base files
+		// too (splitRootSnapshot says why): a VM without a snapshot gets
+		// the base layer's export as one.
+		var err error
+		if root, err = s.baseRoot(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s.createVM(ctx, opts, root)
+}
+
+// createVM creates a VM over root (nil: over the engine's own base layer,
+// for baseRoot alone).
+func (s *Sidecar) createVM(ctx context.Context, opts VMOptions, root []protocol.RootFilesystemEntry) (_ *VM, err error) {
 	packages, err := s.resolvePackages(opts)
 	if err != nil {
 		return nil, err
@@ -224,13 +240,15 @@ func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (_ *VM, err erro
 	cfg := vmConfigJSON{
 		Env:                 env,
 		Limits:              opts.Limits,
-		RootFilesystem:      vmRootFSJSON{Mode: "ephemeral", Lowers: []any{}, BootstrapEntries: []any{}},
+		RootFilesystem:      vmRootFSJSON{Mode: "ephemeral", Lowers: []any{}, BootstrapEntries: []rootEntryJSON{}},
 		LoopbackExemptPorts: ports,
 		BootstrapCommands:   boot,
 	}
-	if opts.RootSnapshot != nil {
+	if root != nil {
 		cfg.RootFilesystem.DisableDefaultBaseLayer = true
-		cfg.RootFilesystem.Lowers = []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(opts.RootSnapshot)}}
+		lower, upper := splitRootSnapshot(root)
+		cfg.RootFilesystem.Lowers = []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(lower)}}
+		cfg.RootFilesystem.BootstrapEntries = rootEntriesJSON(upper)
 	}
 	var dbPath string
 	if opts.DatabaseFile != "" {
@@ -318,7 +336,7 @@ func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (_ *VM, err erro
 		CommandPermissions:       protocol.MapOf(opts.CommandPermissions),
 		LoopbackExemptPorts:      ports,
 		Packages:                 packages,
-		PackagesMountAt:          "/opt/agentos",
+		PackagesMountAt:          PackagesMountAt,
 		BootstrapCommands:        []string{},
 		HostFunctionShimCommands: []string{},
 	}

@@ -342,7 +342,9 @@ func (db *DB) FinishAttempt(ctx context.Context, id, node string, a Attempt) (di
 	now := db.now()
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
 		var subID, tenantID string
-		err := db.queryRow(ctx, tx, `SELECT subscription_id, tenant_id FROM webhook_deliveries WHERE id = ? AND locked_by = ?`+db.d.forUpdate, id, node).Scan(&subID, &tenantID)
+		var windowStart time.Time
+		err := db.queryRow(ctx, tx, `SELECT subscription_id, tenant_id, window_start FROM webhook_deliveries WHERE id = ? AND locked_by = ?`+db.d.forUpdate, id, node).
+			Scan(&subID, &tenantID, scanTime(&windowStart))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -368,7 +370,12 @@ func (db *DB) FinishAttempt(ctx context.Context, id, node string, a Attempt) (di
 				done_at = ?, locked_by = '', locked_until = ? WHERE id = ?`, a.Status, a.Err, db.d.ts(now), db.d.ts(time.Unix(0, 0)), id)
 		}
 		if err == nil {
-			_, err = db.exec(ctx, tx, `UPDATE webhooks SET failing_since = ? WHERE id = ? AND failing_since IS NULL`, db.d.ts(now), subID)
+			// The failure run starts where this delivery's retry window
+			// did, not at this attempt: a delivery that fails for good has
+			// failed for a whole window, so its last failure always
+			// disables the subscription, however late the first attempt
+			// came (on a loaded node it may come seconds after the event).
+			_, err = db.exec(ctx, tx, `UPDATE webhooks SET failing_since = ? WHERE id = ? AND failing_since IS NULL`, db.d.ts(windowStart), subID)
 		}
 		if err != nil {
 			return dbError(err, "store: finish delivery")

@@ -185,6 +185,47 @@ func TestWebhookOutbox(t *testing.T) {
 	})
 }
 
+// TestWebhookLateFirstAttemptDisables: a delivery that fails for good
+// disables its subscription even when its first attempt came late in its
+// retry window (a loaded node); the failure run starts with the window.
+func TestWebhookLateFirstAttemptDisables(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *DB) {
+		ctx := testContext(t)
+		mustTenant(t, db, "acme")
+		w, err := db.CreateWebhook(ctx, gateway.Webhook{TenantID: "acme", URL: "https://a.example/dead", Events: []gateway.EventType{"*"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now().UTC().Truncate(time.Microsecond)
+		db.now = func() time.Time { return t0 }
+		if _, err := db.PublishEvents(ctx, hookEvent(gateway.EventVMState, "acme", "vm_1", 1)); err != nil {
+			t.Fatal(err)
+		}
+		const window = 4 * time.Second
+		attempt := func(at time.Time, next time.Time) *gateway.Webhook {
+			t.Helper()
+			db.now = func() time.Time { return at }
+			ds, err := db.ClaimDeliveries(ctx, "node-a", time.Minute, 10)
+			if err != nil || len(ds) != 1 {
+				t.Fatalf("claim at %s: %v, %v", at.Sub(t0), ds, err)
+			}
+			disabled, err := db.FinishAttempt(ctx, ds[0].ID, "node-a", Attempt{Err: "webhook unreachable", Next: next, RetryFor: window})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return disabled
+		}
+		// The first attempt comes three seconds late, the last at the
+		// window's end.
+		if d := attempt(t0.Add(3*time.Second), t0.Add(window)); d != nil {
+			t.Fatalf("disabled within the window: %+v", d)
+		}
+		if d := attempt(t0.Add(window), time.Time{}); d == nil || d.ID != w.ID || d.State != gateway.WebhookDisabled {
+			t.Fatalf("the last failure of a whole window: %+v, want the subscription disabled", d)
+		}
+	})
+}
+
 // TestWebhookClaimsDoNotOverlap: nodes claiming at once never take the
 // same delivery (on PostgreSQL: FOR UPDATE SKIP LOCKED), and a sequence is
 // never given twice to events published at once.

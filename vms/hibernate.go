@@ -136,7 +136,7 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 	}
 	s.stateEvent(lv, gateway.VMHibernating, reason)
 	start := time.Now()
-	img, err := s.capture(ctx, lv)
+	img, err := s.capture(ctx, lv, reason)
 	captured := time.Since(start)
 	if err != nil {
 		// The VM still runs, so its record says so again, whatever the
@@ -169,12 +169,23 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 	return nil
 }
 
-// capture writes lv's root filesystem into the image store.
-func (s *Service) capture(ctx context.Context, lv *liveVM) (vmImage, error) {
+// capture writes lv's root filesystem into the image store and checks
+// the image against the live tree (see verify.go). An image that leaves
+// out what the VM holds is deleted and the capture fails, so that the VM
+// keeps running with its files, except when the gateway stops
+// (ReasonShutdown): the engine's VM ends then whatever the capture did, and
+// an image that lacks some files keeps the others.
+func (s *Service) capture(ctx context.Context, lv *liveVM, reason string) (vmImage, error) {
 	f := &Files{vm: lv.vm, vmID: lv.id, done: lv.hold(s.cfg.Now())}
 	defer f.Release()
+	cut := cutPoints(lv.vm)
+	before, err := listTree(ctx, lv.vm, cut)
+	if err != nil {
+		return vmImage{}, EngineError(err, "list the VM's files")
+	}
+	seen := tree{}
 	name, size, err := s.putImage(ctx, func(w io.Writer) error {
-		_, err := f.WriteRoot(ctx, w)
+		_, err := f.writeRoot(ctx, w, seen)
 		return err
 	})
 	if err != nil {
@@ -183,6 +194,22 @@ func (s *Service) capture(ctx context.Context, lv *liveVM) (vmImage, error) {
 			return vmImage{}, err
 		}
 		return vmImage{}, gateway.Wrap(gateway.CodeUnavailable, err, "the VM's image could not be stored")
+	}
+	after, err := listTree(ctx, lv.vm, cut)
+	if err != nil {
+		s.deleteImage(name)
+		return vmImage{}, EngineError(err, "list the VM's files")
+	}
+	if ms := withoutSpecial(ctx, lv.vm, imageMismatches(seen, before, after)); len(ms) > 0 {
+		ev := s.log.Error().Str("vm", lv.id).Str("reason", reason).Int("mismatches", len(ms)).Strs("first", firstMismatches(ms, 10))
+		if reason == ReasonShutdown {
+			ev.Msg("the VM's image does not hold all of its live tree; stored anyway, as the gateway stops")
+			return vmImage{name: name, bytes: size}, nil
+		}
+		ev.Msg("the VM's image does not hold all of its live tree; the VM keeps running")
+		s.deleteImage(name)
+		return vmImage{}, gateway.Errorf(gateway.CodeInternal,
+			"the VM's image left out %d entries of its live tree (%s), so the VM keeps running with its files; this is a gateway bug, please report it", len(ms), ms[0])
 	}
 	return vmImage{name: name, bytes: size}, nil
 }

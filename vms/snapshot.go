@@ -45,6 +45,12 @@ var mountedDirs = []string{"/dev", "/proc", "/sys", "/opt/agentos"}
 // WriteRoot streams the VM's root filesystem as a snapshot tar into w and
 // counts what it wrote.
 func (f *Files) WriteRoot(ctx context.Context, w io.Writer) (archive.Stats, error) {
+	return f.writeRoot(ctx, w, nil)
+}
+
+// writeRoot is WriteRoot that also records in seen, when it is not nil,
+// each entry it wrote.
+func (f *Files) writeRoot(ctx context.Context, w io.Writer, seen tree) (archive.Stats, error) {
 	var src archive.Source
 	// The content of the tenant's mounts is not the VM's own: a host
 	// directory stays on the host, and the mounts come back with a woken
@@ -59,7 +65,7 @@ func (f *Files) WriteRoot(ctx context.Context, w io.Writer) (archive.Stats, erro
 	default:
 		src = newEntrySource(es, time.Now(), mounts)
 	}
-	cs := &countingSource{Source: src}
+	cs := &countingSource{Source: src, seen: seen}
 	if err := archive.Write(ctx, w, cs, "/"); err != nil {
 		return archive.Stats{}, EngineError(err, "snapshot")
 	}
@@ -182,16 +188,21 @@ func (s *entrySource) ReadFile(_ context.Context, name string, w io.Writer) (int
 }
 
 // countingSource counts the entries archive.Write takes from a source: it
-// lstats each entry once, and the root, which it does not write.
+// lstats each entry once, and the root, which it does not write. With seen
+// set it records them too.
 type countingSource struct {
 	archive.Source
-	st archive.Stats
+	st   archive.Stats
+	seen tree
 }
 
 func (c *countingSource) Lstat(ctx context.Context, name string) (archive.Info, error) {
 	info, err := c.Source.Lstat(ctx, name)
 	if err != nil || name == "/" {
 		return info, err
+	}
+	if c.seen != nil {
+		c.seen[path.Clean(name)] = entryOf(info)
 	}
 	switch {
 	case info.Mode.IsDir():

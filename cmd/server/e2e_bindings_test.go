@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
 	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
@@ -118,13 +117,12 @@ func TestE2EBindings(t *testing.T) {
 	hooks := newHookServer(t)
 	tn, c := e.tenant(e.uniq("bind"), nil)
 	_, other := e.tenant(e.uniq("bind-other"), nil)
-	ctx := ctxT(t)
 
-	secret, err := c.WebhookSecret(ctx)
+	secret, err := c.WebhookSecret(ctxT(t))
 	if err != nil || !strings.HasPrefix(secret.Secret, "whsec_") || secret.SignatureHeader != client.WebhookSignatureHeader {
 		t.Fatalf("webhook secret %+v %v", secret, err)
 	}
-	if o, err := other.WebhookSecret(ctx); err != nil || o.Secret == secret.Secret {
+	if o, err := other.WebhookSecret(ctxT(t)); err != nil || o.Secret == secret.Secret {
 		t.Fatalf("the other tenant's secret %+v %v is not its own", o, err)
 	}
 	hooks.setSecret(secret.Secret)
@@ -133,7 +131,7 @@ func TestE2EBindings(t *testing.T) {
 	h := c.VM(vm.ID)
 	run := func(t *testing.T, command string) *client.ExecResult {
 		t.Helper()
-		res, err := h.Exec(ctx, client.ExecRequest{Command: command})
+		res, err := h.Exec(ctxT(t), client.ExecRequest{Command: command})
 		if err != nil {
 			t.Fatalf("exec %q: %v", command, err)
 		}
@@ -328,9 +326,8 @@ func TestE2EBindingsTargets(t *testing.T) {
 	e := newE2E(t, "--webhook-allow", "localhost")
 	hooks := newHookServer(t)
 	_, c := e.tenant(e.uniq("targets"), nil)
-	ctx := ctxT(t)
 	loopback := weather(hooks, hooks.URL+"/echo")
-	_, err := c.CreateVM(ctx, client.CreateVMRequest{Bindings: &client.Bindings{Collections: []client.BindingCollection{loopback}}})
+	_, err := c.CreateVM(ctxT(t), client.CreateVMRequest{Bindings: &client.Bindings{Collections: []client.BindingCollection{loopback}}})
 	if ce := wantCode(t, err, "invalid_argument", 400); ce.Details["field"] != "bindings.collections[0].bindings[0].webhookUrl" {
 		t.Fatalf("details %v (%s)", ce.Details, ce.Detail)
 	}
@@ -339,7 +336,7 @@ func TestE2EBindingsTargets(t *testing.T) {
 		{Name: "get", Description: "Echo", InputSchema: json.RawMessage(`{"type":"object"}`), WebhookURL: byName},
 	}}
 	vm := e.vm(c, client.CreateVMRequest{Bindings: &client.Bindings{Collections: []client.BindingCollection{named}}})
-	res, err := c.VM(vm.ID).Exec(ctx, client.ExecRequest{Command: "agentos-named get"})
+	res, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: "agentos-named get"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,17 +357,20 @@ func TestE2EBindingsAgentPi(t *testing.T) {
 	}
 	e, hooks, c := hookedTenant(t, "bind-pi")
 	mock := mockanthropic.Start(t)
-	ctx := ctxFor(t, 4*time.Minute)
 	vm := e.vm(c, client.CreateVMRequest{Agents: []string{"pi"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())},
 		Bindings: &client.Bindings{Collections: []client.BindingCollection{weather(hooks, hooks.URL+"/echo")}}})
 	const sid = "pi-bindings"
-	if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "pi", Cwd: "/workspace", Env: mock.Env()}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: toolPrompt("bash", "agentos-weather get --city Lisbon")})
-	if err != nil || res.StopReason != "end_turn" {
-		t.Fatalf("prompt: %+v %v", res, err)
-	}
+	within(t, "open the session", turnTimeout, func(ctx context.Context) {
+		if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "pi", Cwd: "/workspace", Env: mock.Env()}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	within(t, "prompt", turnTimeout, func(ctx context.Context) {
+		res, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: toolPrompt("bash", "agentos-weather get --city Lisbon")})
+		if err != nil || res.StopReason != "end_turn" {
+			t.Fatalf("prompt: %+v %v", res, err)
+		}
+	})
 	calls := hooks.received("/echo")
 	if len(calls) != 1 || calls[0].sigErr != nil || calls[0].body["binding"] != "get" {
 		t.Fatalf("webhook calls %+v", calls)
@@ -395,22 +395,23 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 	}
 	e, hooks, c := hookedTenant(t, "perm-hook")
 	mock := mockanthropic.Start(t)
-	ctx := ctxFor(t, 6*time.Minute)
 	hooks.mu.Lock()
 	hooks.decision = "allow"
 	hooks.mu.Unlock()
 	vm := e.vm(c, client.CreateVMRequest{Agents: []string{"claude"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())},
 		Bindings: &client.Bindings{Collections: []client.BindingCollection{}, PermissionWebhookURL: hooks.URL + "/decide"}})
 	const sid = "claude-perm-hook"
-	if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask", Env: mock.Env(),
-		PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 3600}}); err != nil {
-		t.Fatal(err)
-	}
+	within(t, "open the session", turnTimeout, func(ctx context.Context) {
+		if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask", Env: mock.Env(),
+			PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 3600}}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	feed := e.follow(t, c, vm.ID, sid, "")
 	defer feed.close()
 	decidedIn := func(t *testing.T, sid string, feed *sessionFeed, command string) client.SessionEvent {
 		t.Helper()
-		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: toolPrompt("Bash", command)}); err != nil || res != nil {
+		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctxT(t), client.PromptRequest{Content: toolPrompt("Bash", command)}); err != nil || res != nil {
 			t.Fatalf("async prompt: %+v %v", res, err)
 		}
 		ev := feed.until(t, turnTimeout, "the permission response", func(ev event) bool {
@@ -429,7 +430,7 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 	}
 	exists := func(t *testing.T, path string) bool {
 		t.Helper()
-		body, err := c.VM(vm.ID).ReadFile(ctx, path)
+		body, err := c.VM(vm.ID).ReadFile(ctxT(t), path)
 		if client.IsCode(err, "not_found") {
 			return false
 		}
@@ -440,7 +441,9 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 		return true
 	}
 
-	step(t, "Allow", func(t *testing.T) {
+	// Each of the next four steps runs a turn (the last two open a session
+	// for it).
+	stepFor(t, "Allow", turnTimeout, func(t *testing.T, ctx context.Context) {
 		se := decided(t, "echo hooked > /workspace/hooked.txt")
 		if se.Decision == nil || se.Decision.By != "webhook" || se.Status != "accepted" {
 			t.Fatalf("response %+v decision %+v", se, se.Decision)
@@ -454,7 +457,7 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 			t.Fatalf("webhook calls %+v", calls)
 		}
 	})
-	step(t, "Fallback", func(t *testing.T) {
+	stepFor(t, "Fallback", turnTimeout, func(t *testing.T, ctx context.Context) {
 		if _, err := c.VM(vm.ID).PutBindings(ctx, client.Bindings{PermissionWebhookURL: hooks.URL + "/fail"}); err != nil {
 			t.Fatal(err)
 		}
@@ -487,7 +490,7 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 	}
 	openFollowed := func(t *testing.T, session string, def *client.PermissionDefault) *sessionFeed {
 		t.Helper()
-		if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: session, Agent: "claude", Cwd: "/workspace",
+		if _, err := c.VM(vm.ID).OpenSession(ctxT(t), client.OpenSessionRequest{SessionID: session, Agent: "claude", Cwd: "/workspace",
 			PermissionPolicy: "ask", Env: mock.Env(), PermissionDefault: def}); err != nil {
 			t.Fatal(err)
 		}
@@ -495,7 +498,7 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 		t.Cleanup(f.close)
 		return f
 	}
-	step(t, "SessionSetting", func(t *testing.T) {
+	stepFor(t, "SessionSetting", turnTimeout, func(t *testing.T, ctx context.Context) {
 		const sid2 = "claude-perm-session-hook"
 		f := openFollowed(t, sid2, &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 3600, WebhookURL: hooks.URL + "/decide"})
 		se := decidedIn(t, sid2, f, "echo by-session > /workspace/by-session.txt")
@@ -504,7 +507,7 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 		}
 		askedFor(t, sid2)
 	})
-	step(t, "TenantSetting", func(t *testing.T) {
+	stepFor(t, "TenantSetting", turnTimeout, func(t *testing.T, ctx context.Context) {
 		me, err := c.Me(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -521,7 +524,7 @@ func TestE2EBindingsPermissionWebhook(t *testing.T) {
 		}
 		askedFor(t, sid3)
 	})
-	step(t, "SettingRefused", func(t *testing.T) {
+	step(t, "SettingRefused", func(t *testing.T, ctx context.Context) {
 		me, err := c.Me(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -549,36 +552,37 @@ func TestE2EBindingsCluster(t *testing.T) {
 	}
 	cl := startCluster(t, 2, "--webhook-allow", "127.0.0.1")
 	hc := cl.hc
-	ctx := ctxFor(t, 5*time.Minute)
 	hooks := newHookServer(t)
 	nodes := map[string]*clusterNode{}
 	for _, n := range cl.nodes {
 		nodes[n.id] = n
 	}
-	tn, err := nodes["n1"].c.CreateTenant(ctx, client.TenantCreate{Name: "bind-cluster"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := nodes["n1"].c.CreateKey(ctx, tn.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clients := map[string]*client.Client{}
-	var secrets []string
-	for id, n := range nodes {
-		clients[id] = mustClient(t, n.url(), key.Key, client.WithHTTPClient(hc))
-		s, err := clients[id].WebhookSecret(ctx)
+	within(t, "a tenant and its secret on each node", e2eTimeout, func(ctx context.Context) {
+		tn, err := nodes["n1"].c.CreateTenant(ctx, client.TenantCreate{Name: "bind-cluster"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		secrets = append(secrets, s.Secret)
-	}
-	if secrets[0] != secrets[1] {
-		t.Fatalf("the nodes give the tenant different secrets")
-	}
-	hooks.setSecret(secrets[0])
+		key, err := nodes["n1"].c.CreateKey(ctx, tn.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var secrets []string
+		for id, n := range nodes {
+			clients[id] = mustClient(t, n.url(), key.Key, client.WithHTTPClient(hc))
+			s, err := clients[id].WebhookSecret(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			secrets = append(secrets, s.Secret)
+		}
+		if secrets[0] != secrets[1] {
+			t.Fatalf("the nodes give the tenant different secrets")
+		}
+		hooks.setSecret(secrets[0])
+	})
 
-	vm, err := clients["n1"].CreateVM(ctx, client.CreateVMRequest{})
+	vm, err := clients["n1"].CreateVM(ctxT(t), client.CreateVMRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,21 +591,23 @@ func TestE2EBindingsCluster(t *testing.T) {
 		via = "n2"
 	}
 	h := clients[via].VM(vm.ID)
-	if _, err := h.PutBindings(ctx, client.Bindings{Collections: []client.BindingCollection{weather(hooks, hooks.URL+"/echo")}}); err != nil {
-		t.Fatalf("put through %s (the VM runs on %s): %v", via, vm.Node, err)
-	}
-	if got, err := h.Bindings(ctx); err != nil || len(got.Collections) != 1 {
-		t.Fatalf("get through %s: %+v %v", via, got, err)
-	}
-	res, err := h.Exec(ctx, client.ExecRequest{Command: "agentos-weather get --city Oslo"})
-	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), `"city":"Oslo"`) {
-		t.Fatalf("exec through %s: %+v %v", via, res, err)
-	}
-	calls := hooks.received("/echo")
-	if len(calls) != 1 || calls[0].sigErr != nil || calls[0].body["vmId"] != vm.ID {
-		t.Fatalf("webhook calls %+v", calls)
-	}
-	if _, err := h.Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
+	within(t, "bindings through "+via, e2eTimeout, func(ctx context.Context) {
+		if _, err := h.PutBindings(ctx, client.Bindings{Collections: []client.BindingCollection{weather(hooks, hooks.URL+"/echo")}}); err != nil {
+			t.Fatalf("put through %s (the VM runs on %s): %v", via, vm.Node, err)
+		}
+		if got, err := h.Bindings(ctx); err != nil || len(got.Collections) != 1 {
+			t.Fatalf("get through %s: %+v %v", via, got, err)
+		}
+		res, err := h.Exec(ctx, client.ExecRequest{Command: "agentos-weather get --city Oslo"})
+		if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), `"city":"Oslo"`) {
+			t.Fatalf("exec through %s: %+v %v", via, res, err)
+		}
+		calls := hooks.received("/echo")
+		if len(calls) != 1 || calls[0].sigErr != nil || calls[0].body["vmId"] != vm.ID {
+			t.Fatalf("webhook calls %+v", calls)
+		}
+		if _, err := h.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

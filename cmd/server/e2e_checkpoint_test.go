@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"io"
 	"os"
@@ -26,7 +27,6 @@ func TestE2ECheckpointRestore(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
 	e := newE2E(t, "--data-dir", dataDir)
-	ctx := ctxFor(t, 8*time.Minute)
 	c := e.admin
 	every := time.Second
 	never := time.Duration(0)
@@ -39,12 +39,12 @@ func TestE2ECheckpointRestore(t *testing.T) {
 	h := fill(t, c, small.ID)
 	big := make([]byte, 12<<20)
 	_, _ = rand.Read(big)
-	if _, err := c.VM(large.ID).WriteFile(ctx, "/workspace/big.bin", bytes.NewReader(big), client.WriteFileOptions{}); err != nil {
+	if _, err := c.VM(large.ID).WriteFile(ctxT(t), "/workspace/big.bin", bytes.NewReader(big), client.WriteFileOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.exec(c, large.ID, "mkdir -p /workspace/src && printf one > /workspace/src/a.txt && printf gone > /workspace/src/b.txt")
 
-	step(t, "Checkpoints", func(t *testing.T) {
+	step(t, "Checkpoints", func(t *testing.T, ctx context.Context) {
 		first, err := c.VM(small.ID).Checkpoint(ctx)
 		if err != nil || first.CheckpointAt == nil || first.State != client.VMReady {
 			t.Fatalf("first checkpoint: %+v %v", first, err)
@@ -63,7 +63,11 @@ func TestE2ECheckpointRestore(t *testing.T) {
 		}
 		// What happens after the last checkpoint is not kept.
 		e.exec(c, small.ID, "printf late > /workspace/data/late.txt")
+	})
 
+	// The wait for a scheduled checkpoint has its own bound, 4 minutes; the
+	// step has it and a minute for its calls.
+	stepFor(t, "ScheduledCheckpoint", 4*time.Minute+e2eTimeout, func(t *testing.T, ctx context.Context) {
 		// The large VM checkpoints on its own once PATCH gives it an
 		// interval (a full capture, compared file by file), then, its
 		// schedule off again, on request after a command's changes (the
@@ -79,6 +83,9 @@ func TestE2ECheckpointRestore(t *testing.T) {
 			got, err := c.VM(large.ID).Get(ctx)
 			return err == nil && got.CheckpointAt != nil && got.CheckpointAt.After(scheduled)
 		})
+	})
+
+	step(t, "CheckpointOnRequest", func(t *testing.T, ctx context.Context) {
 		if _, err := c.VM(large.ID).Update(ctx, client.UpdateVMRequest{CheckpointInterval: &never}); err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +100,8 @@ func TestE2ECheckpointRestore(t *testing.T) {
 		}
 	})
 
-	step(t, "SidecarKilled", func(t *testing.T) {
+	// Each VM has a minute to be found lost.
+	stepFor(t, "SidecarKilled", 2*time.Minute+e2eTimeout, func(t *testing.T, ctx context.Context) {
 		scs, err := c.Sidecars(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -127,7 +135,8 @@ func TestE2ECheckpointRestore(t *testing.T) {
 		}
 	})
 
-	step(t, "Restored", func(t *testing.T) {
+	// Each wake has the gateway's --wake-timeout (30 s) to restore its VM.
+	stepFor(t, "Restored", 2*e2eTimeout, func(t *testing.T, ctx context.Context) {
 		for _, id := range []string{small.ID, large.ID} {
 			got, err := c.VM(id).Wake(ctx)
 			if err != nil || got.State != client.VMReady || got.ID != id || got.Restorable || got.Labels["app"] != "ckpt" {
@@ -161,7 +170,7 @@ func TestE2ECheckpointRestore(t *testing.T) {
 		}
 	})
 
-	step(t, "DeletedWithItsLayers", func(t *testing.T) {
+	step(t, "DeletedWithItsLayers", func(t *testing.T, ctx context.Context) {
 		blobs := func() int {
 			es, _ := os.ReadDir(filepath.Join(dataDir, "snapshots"))
 			return len(es)

@@ -187,10 +187,9 @@ func TestE2ECodex(t *testing.T) {
 	mock := mockopenai.Start(t)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{Agents: []string{"codex"}, LoopbackExemptPorts: []uint16{uint16(mock.Port())}})
-	ctx := ctxFor(t, 10*time.Minute)
 	readFile := func(t *testing.T, path string) (string, bool) {
 		t.Helper()
-		body, err := c.VM(vm.ID).ReadFile(ctx, path)
+		body, err := c.VM(vm.ID).ReadFile(ctxT(t), path)
 		if client.IsCode(err, "not_found") {
 			return "", false
 		}
@@ -205,7 +204,7 @@ func TestE2ECodex(t *testing.T) {
 		return string(b), true
 	}
 
-	step(t, "NoACPSession", func(t *testing.T) {
+	step(t, "NoACPSession", func(t *testing.T, ctx context.Context) {
 		agents, err := c.VM(vm.ID).Agents(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -228,7 +227,8 @@ func TestE2ECodex(t *testing.T) {
 		}
 	})
 
-	step(t, "Hello", func(t *testing.T) {
+	// Each of the next steps runs a turn, as long as codexRun waits for one.
+	stepFor(t, "Hello", codexTurnTimeout, func(t *testing.T, ctx context.Context) {
 		turn := e.codexRun(t, c, vm.ID, mock, "hello", nil, nil)
 		want := []string{"start", "text_delta", "text_delta", "text_delta", "text_delta", "text_delta", "done"}
 		if turn.exit.ExitCode != 0 || strings.Join(turn.types(), ",") != strings.Join(want, ",") || turn.text() != mockmodel.HelloText {
@@ -241,7 +241,7 @@ func TestE2ECodex(t *testing.T) {
 		}
 	})
 
-	step(t, "ToolCall", func(t *testing.T) {
+	stepFor(t, "ToolCall", codexTurnTimeout, func(t *testing.T, ctx context.Context) {
 		turn := e.codexRun(t, c, vm.ID, mock, codexCommand("echo written by codex > /workspace/codex.txt", false), nil, nil)
 		statuses := turn.toolStatuses()
 		if turn.exit.ExitCode != 0 || len(statuses) != 1 || turn.text() != mockmodel.DoneText || turn.lines[len(turn.lines)-1].Type != "done" {
@@ -263,7 +263,7 @@ func TestE2ECodex(t *testing.T) {
 		}
 	})
 
-	step(t, "PermissionRequest", func(t *testing.T) {
+	stepFor(t, "PermissionRequest", codexTurnTimeout, func(t *testing.T, ctx context.Context) {
 		// A command that asks to leave Codex's sandbox needs approval: the
 		// request comes out with the call's id and the command waits. The
 		// 0.3.4 engine reads the reply but hands it to Codex under the
@@ -299,7 +299,7 @@ func TestE2ECodex(t *testing.T) {
 		}
 	})
 
-	step(t, "Cancel", func(t *testing.T) {
+	stepFor(t, "Cancel", codexTurnTimeout, func(t *testing.T, ctx context.Context) {
 		// The adapter's cancel is a SIGTERM to the turn: the SLOW stream is
 		// cut after its first delta and the turn never says done.
 		signalled := false

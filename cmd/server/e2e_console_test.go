@@ -37,10 +37,11 @@ func TestE2EConsole(t *testing.T) {
 	e := newE2E(t, "--vms-per-sidecar=1")
 	mock := mockanthropic.Start(t)
 	b := newBrowser(t, e.gw.URL)
-	ctx := ctxFor(t, 10*time.Minute)
+	// The browser's waits bound the steps, each its own; a call to the API
+	// between them has a context of its own (ctxT).
 	var vmID string
 
-	step(t, "SignIn", func(t *testing.T) {
+	step(t, "SignIn", func(t *testing.T, _ context.Context) {
 		b.do(t, "open the console", chromedp.Navigate(b.base+"/"))
 		b.visible(t, "textbox", "API key")
 		b.shoot(t, "signin")
@@ -55,7 +56,7 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
-	step(t, "CreateVM", func(t *testing.T) {
+	step(t, "CreateVM", func(t *testing.T, _ context.Context) {
 		b.visible(t, "button", "Create VM")
 		b.fill(t, "Labels", "team=console")
 		b.fill(t, "Environment", "GREETING=hello")
@@ -65,7 +66,7 @@ func TestE2EConsole(t *testing.T) {
 		b.click(t, "button", "Create VM")
 		b.waitText(t, e2eTimeout, "[role=status]", "Created vm_")
 		vmID = strings.TrimSuffix(strings.TrimPrefix(b.textOf(t, "form [role=status]"), "Created "), ".")
-		vm, err := e.admin.VM(vmID).Get(ctx)
+		vm, err := e.admin.VM(vmID).Get(ctxT(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,8 +84,8 @@ func TestE2EConsole(t *testing.T) {
 	// on its stdin (the Processes step runs one, and so is a shell at its
 	// prompt) slows every shell and launch of its sidecar on 0.2.21.
 	t.Run("Terminal", func(t *testing.T) {
-		e, ctx := e.sub(t), ctxFor(t, 10*time.Minute)
-		created, err := e.admin.CreateVM(ctx, client.CreateVMRequest{Labels: map[string]string{"team": "terminal"}})
+		e := e.sub(t)
+		created, err := e.admin.CreateVM(ctxT(t), client.CreateVMRequest{Labels: map[string]string{"team": "terminal"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +107,7 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
-	step(t, "EditFile", func(t *testing.T) {
+	step(t, "EditFile", func(t *testing.T, _ context.Context) {
 		// The list drops the terminal's VM when its deletion lands, which
 		// moves the rows: a click meanwhile hits where the link was (seen
 		// on a loaded machine, the page stayed on the list).
@@ -138,7 +139,7 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
-	step(t, "Upload", func(t *testing.T) {
+	step(t, "Upload", func(t *testing.T, _ context.Context) {
 		// Through the Upload button's file picker...
 		file := filepath.Join(t.TempDir(), "picked.txt")
 		if err := os.WriteFile(file, []byte("picked in the browser"), 0o644); err != nil {
@@ -165,7 +166,7 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
-	step(t, "Run", func(t *testing.T) {
+	step(t, "Run", func(t *testing.T, _ context.Context) {
 		b.click(t, "tab", "Processes")
 		b.fill(t, "Command", "echo streamed; sleep 1; echo to-stderr >&2; exit 3")
 		b.click(t, "button", "Run")
@@ -213,7 +214,7 @@ func TestE2EConsole(t *testing.T) {
 	}
 	const lastAgentText = `[...document.querySelectorAll(".msg.agent .text")].map(e => e.textContent).pop() || ""`
 
-	step(t, "SessionPi", func(t *testing.T) {
+	step(t, "SessionPi", func(t *testing.T, _ context.Context) {
 		sid := openSession(t, "pi", "allow_all")
 		send(t, "hello")
 		b.waitText(t, turnTimeout, ".chat", mockanthropic.HelloText)
@@ -221,7 +222,7 @@ func TestE2EConsole(t *testing.T) {
 		// the next message waits for the end, or it is refused as a turn
 		// that is already running.
 		eventually(t, turnTimeout, "the first turn to end", func() bool {
-			s, err := e.admin.VM(vmID).Session(sid).Get(ctx)
+			s, err := e.admin.VM(vmID).Session(sid).Get(ctxT(t))
 			return err == nil && s.State == client.SessionIdle
 		})
 		// A slow reply shows while it streams; Cancel ends the turn.
@@ -232,7 +233,7 @@ func TestE2EConsole(t *testing.T) {
 		b.click(t, "button", "Cancel")
 		b.waitText(t, browserStep, "[data-testid=session-state]", "Cancelled")
 		eventually(t, turnTimeout, "the turn to end", func() bool {
-			s, err := e.admin.VM(vmID).Session(sid).Get(ctx)
+			s, err := e.admin.VM(vmID).Session(sid).Get(ctxT(t))
 			return err == nil && s.State == client.SessionIdle
 		})
 		if !strings.HasPrefix(evalJS[string](t, b, lastAgentText), streamed) {
@@ -246,7 +247,7 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
-	step(t, "PermissionClaude", func(t *testing.T) {
+	step(t, "PermissionClaude", func(t *testing.T, _ context.Context) {
 		sid := openSession(t, "claude", "ask")
 		// A Claude turn in this step has stalled past the turn's timeout
 		// about once in five fresh-clone runs, with no error anywhere:
@@ -271,7 +272,7 @@ func TestE2EConsole(t *testing.T) {
 		send(t, `RUN_TOOL:Bash:{"command":"echo approved > /home/agentos/approved.txt","description":"write a file"}`)
 		// The request comes in the agent's turn, so within a turn's time.
 		b.visibleWithin(t, turnTimeout, "group", "Permission request")
-		perms, err := e.admin.VM(vmID).Session(sid).Permissions(ctx)
+		perms, err := e.admin.VM(vmID).Session(sid).Permissions(ctxT(t))
 		if err != nil || len(perms) != 1 {
 			t.Fatalf("pending permissions %+v %v", perms, err)
 		}
@@ -293,7 +294,7 @@ func TestE2EConsole(t *testing.T) {
 		b.shoot(t, "permission")
 		b.click(t, "button", allow)
 		eventually(t, turnTimeout, "the approved command to write its file", func() bool {
-			body, err := e.admin.VM(vmID).ReadFile(ctx, "/home/agentos/approved.txt")
+			body, err := e.admin.VM(vmID).ReadFile(ctxT(t), "/home/agentos/approved.txt")
 			if err != nil {
 				return false
 			}
@@ -306,7 +307,7 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
-	step(t, "Events", func(t *testing.T) {
+	step(t, "Events", func(t *testing.T, _ context.Context) {
 		b.click(t, "tab", "Events")
 		b.waitText(t, browserStep, "[aria-label='VM events']", "state")
 		b.waitText(t, browserStep, "[aria-label='VM events']", "process_exit")
@@ -314,10 +315,10 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
-	step(t, "HibernateWake", func(t *testing.T) {
+	step(t, "HibernateWake", func(t *testing.T, _ context.Context) {
 		b.click(t, "button", "Hibernate")
 		b.waitText(t, turnTimeout, "[data-testid=vm-state]", "hibernated")
-		if vm, err := e.admin.VM(vmID).Get(ctx); err != nil || vm.State != client.VMHibernated {
+		if vm, err := e.admin.VM(vmID).Get(ctxT(t)); err != nil || vm.State != client.VMHibernated {
 			t.Fatalf("after Hibernate: %+v %v", vm, err)
 		}
 		b.shoot(t, "hibernated")
@@ -325,7 +326,7 @@ func TestE2EConsole(t *testing.T) {
 		b.waitText(t, turnTimeout, "[data-testid=vm-state]", "ready")
 		b.waitText(t, browserStep, "[aria-label='VM events']", "state")
 		// A page opened on a hibernated VM wakes it.
-		if _, err := e.admin.VM(vmID).Hibernate(ctx); err != nil {
+		if _, err := e.admin.VM(vmID).Hibernate(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
 		b.do(t, "open the hibernated VM", chromedp.Navigate(b.base+"/#/vms/"+vmID+"/files"))
@@ -334,13 +335,13 @@ func TestE2EConsole(t *testing.T) {
 		// Checkpoint stores the VM's files now; the summary says when.
 		b.click(t, "button", "Checkpoint")
 		b.waitText(t, turnTimeout, "[data-testid=vm-checkpoint]", "ago")
-		if vm, err := e.admin.VM(vmID).Get(ctx); err != nil || vm.CheckpointAt == nil {
+		if vm, err := e.admin.VM(vmID).Get(ctxT(t)); err != nil || vm.CheckpointAt == nil {
 			t.Fatalf("after Checkpoint: %+v %v", vm, err)
 		}
 	})
 	b.checkProblems(t)
 
-	step(t, "Admin", func(t *testing.T) {
+	step(t, "Admin", func(t *testing.T, _ context.Context) {
 		b.click(t, "link", "Admin")
 		b.visible(t, "button", "Create tenant")
 		// A refused action: the gateway's own words are shown.
@@ -357,7 +358,7 @@ func TestE2EConsole(t *testing.T) {
 		key := b.textOf(t, "[data-testid=new-key]")
 		b.waitText(t, browserStep, "[aria-label='Sidecar pool']", "sc-")
 		b.shoot(t, "admin")
-		if _, err := e.client(key).ListVMs(ctx, client.ListVMsOptions{}); err != nil {
+		if _, err := e.client(key).ListVMs(ctxT(t), client.ListVMsOptions{}); err != nil {
 			t.Fatalf("the key shown does not work: %v", err)
 		}
 		// The tenant's own key shows the tenant's name, and no admin page.
@@ -375,11 +376,11 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
-	step(t, "TokenLink", func(t *testing.T) {
+	step(t, "TokenLink", func(t *testing.T, _ context.Context) {
 		// A backend hands its end user a link to one VM's terminal: the
 		// page signs in with the token, drops it from the address bar, and
 		// shows that VM with the tabs and buttons its scopes allow.
-		tok, err := e.admin.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMRead, client.ScopeShells}, VM: vmID, Label: "end user"})
+		tok, err := e.admin.CreateToken(ctxT(t), client.TokenRequest{Scopes: []string{client.ScopeVMRead, client.ScopeShells}, VM: vmID, Label: "end user"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -428,11 +429,11 @@ func TestE2EConsole(t *testing.T) {
 	})
 	b.checkProblems(t)
 
-	step(t, "DeleteVM", func(t *testing.T) {
+	step(t, "DeleteVM", func(t *testing.T, _ context.Context) {
 		b.do(t, "open the VM", chromedp.Navigate(b.base+"/#/vms/"+vmID+"/events"))
 		b.click(t, "button", "Delete VM")
 		b.visible(t, "button", "Create VM")
-		vm, err := e.admin.VM(vmID).Get(ctx)
+		vm, err := e.admin.VM(vmID).Get(ctxT(t))
 		if err != nil || vm.State != client.VMDisposed {
 			t.Fatalf("after Delete VM: %+v %v", vm, err)
 		}
@@ -446,7 +447,6 @@ func TestE2EConsole(t *testing.T) {
 // the terminal come back with its earlier output and carry keystrokes; it
 // returns the shell's id.
 func terminalScenario(t testing.TB, b *browser, e *e2e, vmID string) string {
-	ctx := ctxT(t)
 	b.waitText(t, e2eTimeout, "[data-testid=terminal-status]", "Connected to sh_")
 	// Type at the prompt, as a person would: the line's output, then a new
 	// prompt.
@@ -461,13 +461,13 @@ func terminalScenario(t testing.TB, b *browser, e *e2e, vmID string) string {
 	b.shoot(t, "terminal")
 
 	// Resizing the window resizes the shell's terminal.
-	before, err := e.admin.VM(vmID).Shell(shell).Get(ctx)
+	before, err := e.admin.VM(vmID).Shell(shell).Get(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.do(t, "narrow the window", chromedp.EmulateViewport(800, 600))
 	eventually(t, browserStep, "the shell to take the new size", func() bool {
-		s, err := e.admin.VM(vmID).Shell(shell).Get(ctx)
+		s, err := e.admin.VM(vmID).Shell(shell).Get(ctxT(t))
 		return err == nil && s.Cols < before.Cols
 	})
 	b.do(t, "widen the window", chromedp.EmulateViewport(desktop[0], desktop[1]))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,7 +26,6 @@ func TestE2EEgressRules(t *testing.T) {
 		t.Skip("runs real VMs")
 	}
 	e := newE2E(t)
-	ctx := ctxT(t)
 	_, key := e.tenantWithKey(e.uniq("egress"), nil)
 	c := e.client(key)
 	serve := func(name string) int {
@@ -66,7 +66,7 @@ func TestE2EEgressRules(t *testing.T) {
 	vm := e.vm(c, client.CreateVMRequest{LoopbackExemptPorts: []uint16{uint16(pa), uint16(pb)},
 		Permissions: map[string]any{"network": rules}})
 
-	step(t, "Rules at create", func(t *testing.T) {
+	step(t, "Rules at create", func(t *testing.T, ctx context.Context) {
 		want(t, vm.ID,
 			"a.localhost", pa, "A", // the second rule
 			"a.localhost", pb, "refused", // the first rule, before the second
@@ -80,7 +80,7 @@ func TestE2EEgressRules(t *testing.T) {
 		}
 	})
 
-	step(t, "PATCH applies at once", func(t *testing.T) {
+	step(t, "PATCH applies at once", func(t *testing.T, ctx context.Context) {
 		got, err := c.VM(vm.ID).Update(ctx, client.UpdateVMRequest{Permissions: map[string]any{"network": client.NetworkRules{Default: "allow",
 			Rules: []client.NetworkRule{{Mode: "deny", Hosts: []string{"a.localhost"}}}}}})
 		if err != nil {
@@ -92,7 +92,7 @@ func TestE2EEgressRules(t *testing.T) {
 		want(t, vm.ID, "a.localhost", pa, "refused", "b.localhost", pa, "A")
 	})
 
-	step(t, "A refused PATCH changes nothing", func(t *testing.T) {
+	step(t, "A refused PATCH changes nothing", func(t *testing.T, ctx context.Context) {
 		for _, c := range []struct {
 			name, body, field string
 		}{
@@ -116,7 +116,7 @@ func TestE2EEgressRules(t *testing.T) {
 	})
 
 	var tokenID string
-	step(t, "A token cannot widen them", func(t *testing.T) {
+	step(t, "A token cannot widen them", func(t *testing.T, ctx context.Context) {
 		tok, err := c.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMWrite, client.ScopeVMRead}, VM: vm.ID})
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +134,7 @@ func TestE2EEgressRules(t *testing.T) {
 		want(t, vm.ID, "a.localhost", pa, "refused")
 	})
 
-	step(t, "Kept across a hibernation", func(t *testing.T) {
+	step(t, "Kept across a hibernation", func(t *testing.T, ctx context.Context) {
 		if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -142,21 +142,21 @@ func TestE2EEgressRules(t *testing.T) {
 		want(t, vm.ID, "a.localhost", pa, "refused", "b.localhost", pb, "B")
 	})
 
-	step(t, "null allows again", func(t *testing.T) {
+	step(t, "null allows again", func(t *testing.T, ctx context.Context) {
 		if _, err := c.VM(vm.ID).Update(ctx, client.UpdateVMRequest{Permissions: map[string]any{"network": nil}}); err != nil {
 			t.Fatal(err)
 		}
 		want(t, vm.ID, "a.localhost", pa, "A", "b.localhost", pb, "B")
 	})
 
-	step(t, "Left out is allowed", func(t *testing.T) {
+	step(t, "Left out is allowed", func(t *testing.T, ctx context.Context) {
 		// A policy naming only fs leaves the network as it was without
 		// one, not to the engine's default allowlist.
 		other := e.vm(c, client.CreateVMRequest{LoopbackExemptPorts: []uint16{uint16(pa)}, Permissions: map[string]any{"fs": "allow"}})
 		want(t, other.ID, "a.localhost", pa, "A")
 	})
 
-	step(t, "Audited", func(t *testing.T) {
+	step(t, "Audited", func(t *testing.T, ctx context.Context) {
 		// Each change of the rules, refused or not, by key or by token.
 		page, err := c.Audit(ctx, client.AuditOptions{VM: vm.ID, ListOptions: client.ListOptions{Limit: 100}})
 		if err != nil {
@@ -186,7 +186,7 @@ func TestE2EEgressRules(t *testing.T) {
 		}
 	})
 
-	step(t, "Bad rules at create", func(t *testing.T) {
+	step(t, "Bad rules at create", func(t *testing.T, ctx context.Context) {
 		_, err := c.CreateVM(ctx, client.CreateVMRequest{Permissions: map[string]any{"network": client.NetworkRules{
 			Rules: []client.NetworkRule{{Mode: "allow", Hosts: []string{"ok.example"}, Ports: []int{443, 70000}}}}}})
 		if ce := wantCode(t, err, client.CodeInvalidArgument, http.StatusBadRequest); ce.Details["field"] != "permissions.network.rules[0].ports[1]" {

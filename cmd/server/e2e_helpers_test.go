@@ -243,7 +243,9 @@ func (e *e2e) eventReq(method, path string) *http.Request {
 	return req
 }
 
-// ctxT is a context bounded by e2eTimeout and the test's end.
+// ctxT is a context bounded by e2eTimeout and the test's end, for one call
+// (or two): a test of many steps bounds each with step or within, not all of
+// them with one ctxT, which the first slow steps use up for the last.
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
 	t.Cleanup(cancel)
@@ -255,6 +257,44 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// within runs fn, one step of a test, with a context of its own bounded by
+// d: each step has its whole bound, whatever the steps before it took. If
+// the step failed and its bound had run out, the failure names the step,
+// after what the call that was waiting said (most often a bare "context
+// deadline exceeded").
+func within(t testing.TB, what string, d time.Duration, fn func(ctx context.Context)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer func() {
+		if ctx.Err() == context.DeadlineExceeded && t.Failed() {
+			t.Errorf("step %q: ran out of its %s", what, d)
+		}
+		cancel()
+	}()
+	fn(ctx)
+}
+
+// step runs fn as a dependent subtest, name: a failure stops the test. The
+// step has a context of its own, bounded by e2eTimeout (see within).
+func step(t *testing.T, name string, fn func(t *testing.T, ctx context.Context)) {
+	t.Helper()
+	stepFor(t, name, e2eTimeout, fn)
+}
+
+// stepFor is step bounded by d, for a step that waits for longer than one
+// call (an agent's turn: turnTimeout).
+func stepFor(t *testing.T, name string, d time.Duration, fn func(t *testing.T, ctx context.Context)) {
+	t.Helper()
+	start := time.Now()
+	ok := t.Run(name, func(t *testing.T) {
+		within(t, name, d, func(ctx context.Context) { fn(t, ctx) })
+	})
+	t.Logf("%-14s %v", name, time.Since(start).Round(time.Millisecond))
+	if !ok {
+		t.FailNow()
+	}
 }
 
 // wantCode fails t unless err is an *client.Error with code and status.

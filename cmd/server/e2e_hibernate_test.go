@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -83,12 +84,11 @@ func TestE2EHibernateWake(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
 	e := newE2E(t, "--data-dir", dataDir, "--on-shutdown=hibernate")
-	ctx := ctxFor(t, 8*time.Minute)
 	c := e.admin
 	vm := e.vm(c, client.CreateVMRequest{Labels: map[string]string{"app": "hib"}})
 	h := fill(t, c, vm.ID)
 
-	step(t, "HibernateAndWakeOnUse", func(t *testing.T) {
+	step(t, "HibernateAndWakeOnUse", func(t *testing.T, ctx context.Context) {
 		out, err := c.VM(vm.ID).Hibernate(ctx)
 		if err != nil || out.State != client.VMHibernated {
 			t.Fatalf("hibernate: %+v %v", out, err)
@@ -111,7 +111,7 @@ func TestE2EHibernateWake(t *testing.T) {
 		}
 	})
 
-	step(t, "ConcurrentCallsShareOneWake", func(t *testing.T) {
+	step(t, "ConcurrentCallsShareOneWake", func(t *testing.T, ctx context.Context) {
 		if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestE2EHibernateWake(t *testing.T) {
 		h.check(t, c, vm.ID)
 	})
 
-	step(t, "ExplicitWake", func(t *testing.T) {
+	step(t, "ExplicitWake", func(t *testing.T, ctx context.Context) {
 		if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -166,20 +166,35 @@ func TestE2EHibernateWake(t *testing.T) {
 	var sched *client.Schedule
 	ranSince := func(t *testing.T, c *client.Client, since time.Time) {
 		t.Helper()
-		eventually(t, 60*time.Second, "a run of the schedule since "+since.Format(time.StampMilli), func() bool {
-			runs, err := c.VM(sv.ID).Schedule(sched.ID).ListRuns(ctx, client.ListOptions{})
+		// On a timeout the runs seen and the VM's record say why.
+		var seen []string
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			// Runs are listed oldest first and the last 100 kept: a page
+			// of 100 holds them all (the default page of 50 stops showing
+			// new runs after a minute and a half of @every 2s).
+			runs, err := c.VM(sv.ID).Schedule(sched.ID).ListRuns(ctxT(t), client.ListOptions{Limit: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
+			seen = seen[:0]
 			for _, r := range runs.Items {
 				if r.StartedAt.After(since) && r.Outcome == "succeeded" && r.Stdout == "tick\n" {
-					return true
+					return
 				}
+				seen = append(seen, fmt.Sprintf("%s %s %q %s", r.StartedAt.Format(time.StampMilli), r.Outcome, r.Stdout, r.Error))
 			}
-			return false
-		})
+			if time.Now().After(deadline) {
+				got, err := c.VM(sv.ID).Get(ctxT(t))
+				t.Fatalf("no run of the schedule since %s; the runs:\n%s\nthe VM: %+v %v\nthe log:\n%s",
+					since.Format(time.StampMilli), strings.Join(seen, "\n"), got, err, linesWith(e.gw.logs.String(), sv.ID, "schedul"))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
-	step(t, "SchedulesWakeIt", func(t *testing.T) {
+	// This step, and the next two, wait a minute or more for a background job
+	// (a run, the idle reaper) besides their calls.
+	stepFor(t, "SchedulesWakeIt", 2*e2eTimeout, func(t *testing.T, ctx context.Context) {
 		sv = e.vm(c, client.CreateVMRequest{Labels: map[string]string{"role": "scheduled"}})
 		var err error
 		sched, err = c.VM(sv.ID).CreateSchedule(ctx, client.ScheduleRequest{Cron: "@every 2s", Exec: &client.ExecRequest{Command: "echo tick"}})
@@ -195,7 +210,7 @@ func TestE2EHibernateWake(t *testing.T) {
 		}
 	})
 
-	step(t, "PatchWithoutWaking", func(t *testing.T) {
+	stepFor(t, "PatchWithoutWaking", 2*e2eTimeout, func(t *testing.T, ctx context.Context) {
 		if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +239,7 @@ func TestE2EHibernateWake(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 60*time.Second, "the VM to hibernate once idle", func() bool {
-			got, err := c.VM(vm.ID).Get(ctx)
+			got, err := c.VM(vm.ID).Get(ctxT(t))
 			return err == nil && got.State == client.VMHibernated
 		})
 		mustHibernated(t, c, vm.ID, "idle")
@@ -234,13 +249,13 @@ func TestE2EHibernateWake(t *testing.T) {
 		}
 	})
 
-	step(t, "IdleHibernates", func(t *testing.T) {
+	step(t, "IdleHibernates", func(t *testing.T, _ context.Context) {
 		idle := e.vm(c, client.CreateVMRequest{IdleTimeout: 2 * time.Second})
 		if idle.OnIdle != "" {
 			t.Fatalf("onIdle %q, want the gateway's default", idle.OnIdle)
 		}
 		eventually(t, 60*time.Second, "the idle VM to hibernate", func() bool {
-			got, err := c.VM(idle.ID).Get(ctx)
+			got, err := c.VM(idle.ID).Get(ctxT(t))
 			return err == nil && got.State == client.VMHibernated
 		})
 		mustHibernated(t, c, idle.ID, "idle")
@@ -249,12 +264,12 @@ func TestE2EHibernateWake(t *testing.T) {
 		}
 		disposed := e.vm(c, client.CreateVMRequest{IdleTimeout: 2 * time.Second, OnIdle: "dispose"})
 		eventually(t, 60*time.Second, "the idle VM to be disposed", func() bool {
-			got, err := c.VM(disposed.ID).Get(ctx)
+			got, err := c.VM(disposed.ID).Get(ctxT(t))
 			return err == nil && got.State == client.VMDisposed
 		})
 	})
 
-	step(t, "SurvivesRestart", func(t *testing.T) {
+	stepFor(t, "SurvivesRestart", 4*e2eTimeout, func(t *testing.T, ctx context.Context) {
 		// Running at the stop: the stop hibernates it.
 		h.check(t, c, vm.ID)
 		e.gw.stop(t)
@@ -271,7 +286,7 @@ func TestE2EHibernateWake(t *testing.T) {
 		c = c2
 	})
 
-	step(t, "BadCalls", func(t *testing.T) {
+	step(t, "BadCalls", func(t *testing.T, ctx context.Context) {
 		for _, tc := range []struct {
 			method, path string
 			want         int
@@ -292,7 +307,7 @@ func TestE2EHibernateWake(t *testing.T) {
 		}
 	})
 
-	step(t, "DeleteHibernated", func(t *testing.T) {
+	step(t, "DeleteHibernated", func(t *testing.T, ctx context.Context) {
 		if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -336,26 +351,27 @@ func TestE2EHibernateCluster(t *testing.T) {
 	}
 	cl := startCluster(t, 2, "--on-shutdown=hibernate")
 	n1, n2 := cl.nodes[0], cl.nodes[1]
-	ctx := ctxFor(t, 8*time.Minute)
 
 	// A token minted through n1 works through n2, and its revocation
 	// through n1 is seen by n2 at once (the store is shared).
 	tokVM := n1.e.vm(n1.c, client.CreateVMRequest{})
-	tok, err := n1.c.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMRead}, VM: tokVM.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := n2.e.client(tok.Secret).VM(tokVM.ID).Get(ctx); err != nil || got.ID != tokVM.ID {
-		t.Fatalf("the token through n2: %+v %v", got, err)
-	}
-	if err := n1.c.RevokeToken(ctx, tok.ID); err != nil {
-		t.Fatal(err)
-	}
-	_, err = n2.e.client(tok.Secret).VM(tokVM.ID).Get(ctx)
-	wantCode(t, err, client.CodeUnauthenticated, http.StatusUnauthorized)
-	if _, err := n1.c.VM(tokVM.ID).Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
+	within(t, "a token across the nodes", e2eTimeout, func(ctx context.Context) {
+		tok, err := n1.c.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMRead}, VM: tokVM.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := n2.e.client(tok.Secret).VM(tokVM.ID).Get(ctx); err != nil || got.ID != tokVM.ID {
+			t.Fatalf("the token through n2: %+v %v", got, err)
+		}
+		if err := n1.c.RevokeToken(ctx, tok.ID); err != nil {
+			t.Fatal(err)
+		}
+		_, err = n2.e.client(tok.Secret).VM(tokVM.ID).Get(ctx)
+		wantCode(t, err, client.CodeUnauthenticated, http.StatusUnauthorized)
+		if _, err := n1.c.VM(tokVM.ID).Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	// A VM on n1, hibernated there, wakes through n2 on n2.
 	var vm *client.VM
@@ -370,12 +386,12 @@ func TestE2EHibernateCluster(t *testing.T) {
 		}
 	}
 	h := fill(t, n1.c, vm.ID)
-	if _, err := n2.c.VM(vm.ID).Hibernate(ctx); err != nil {
+	if _, err := n2.c.VM(vm.ID).Hibernate(ctxT(t)); err != nil {
 		t.Fatalf("hibernate through n2: %v", err)
 	}
 	mustHibernated(t, n1.c, vm.ID, "request")
 	h.check(t, n2.c, vm.ID)
-	if got, err := n1.c.VM(vm.ID).Get(ctx); err != nil || got.State != client.VMReady || got.Node != "n2" {
+	if got, err := n1.c.VM(vm.ID).Get(ctxT(t)); err != nil || got.State != client.VMReady || got.Node != "n2" {
 		t.Fatalf("after the wake through n2: %+v %v", got, err)
 	}
 
@@ -388,16 +404,16 @@ func TestE2EHibernateCluster(t *testing.T) {
 	}
 	mustHibernated(t, n1.c, vm.ID, "shutdown")
 	h.check(t, n1.c, vm.ID)
-	if got, err := n1.c.VM(vm.ID).Get(ctx); err != nil || got.State != client.VMReady || got.Node != "n1" {
+	if got, err := n1.c.VM(vm.ID).Get(ctxT(t)); err != nil || got.State != client.VMReady || got.Node != "n1" {
 		t.Fatalf("after n2 stopped: %+v %v", got, err)
 	}
 	// n2 comes back, and wakes the VM when asked through it.
 	n2.start(t, cl.bin, cl.dsn)
-	if _, err := n2.c.VM(vm.ID).Hibernate(ctx); err != nil {
+	if _, err := n2.c.VM(vm.ID).Hibernate(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	h.check(t, n2.c, vm.ID)
-	if got, err := n1.c.VM(vm.ID).Get(ctx); err != nil || got.Node != "n2" {
+	if got, err := n1.c.VM(vm.ID).Get(ctxT(t)); err != nil || got.Node != "n2" {
 		t.Fatalf("after the wake through the restarted n2: %+v %v", got, err)
 	}
 
@@ -422,9 +438,8 @@ func TestE2EHibernatedRetention(t *testing.T) {
 	// --vm-retention sets how often the purge runs: a tenth of it.
 	e := newE2E(t, "--data-dir", dataDir, "--vm-retention=10s", "--hibernated-retention=2s")
 	c := e.admin
-	ctx := ctxT(t)
 	vm := e.vm(c, client.CreateVMRequest{})
-	if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
+	if _, err := c.VM(vm.ID).Hibernate(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	images := func() []os.DirEntry {
@@ -435,8 +450,22 @@ func TestE2EHibernatedRetention(t *testing.T) {
 		t.Fatalf("images after the hibernation: %v", images())
 	}
 	eventually(t, 30*time.Second, "the hibernated VM to be deleted", func() bool {
-		_, err := c.VM(vm.ID).Get(ctx)
+		_, err := c.VM(vm.ID).Get(ctxT(t))
 		return client.IsCode(err, client.CodeNotFound)
 	})
 	eventually(t, 10*time.Second, "its image to be removed", func() bool { return len(images()) == 0 })
+}
+
+// linesWith is the lines of a log that hold any of words.
+func linesWith(log string, words ...string) string {
+	var b strings.Builder
+	for line := range strings.Lines(log) {
+		for _, w := range words {
+			if strings.Contains(line, w) {
+				b.WriteString(line)
+				break
+			}
+		}
+	}
+	return b.String()
 }

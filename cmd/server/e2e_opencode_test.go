@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
 	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
@@ -23,25 +23,26 @@ func TestE2EAgentSessionOpenCode(t *testing.T) {
 	mock := mockanthropic.Start(t)
 	c := e.admin
 	vm := e.agentVM(c, mock, "opencode")
-	ctx := ctxFor(t, 5*time.Minute)
 	const sid = "opencode-e2e"
 	cfg, _ := json.Marshal(map[string]any{
 		"provider":   map[string]any{"anthropic": map[string]any{"options": map[string]any{"baseURL": mock.URL() + "/v1", "apiKey": "sk-test"}}},
 		"permission": map[string]string{"bash": "ask", "edit": "ask"},
 		"share":      "disabled", "autoupdate": false,
 	})
-	_, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{
-		SessionID: sid, Agent: "opencode", Cwd: "/workspace", PermissionPolicy: "ask",
-		PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2},
-		Env:               map[string]string{"OPENCODE_CONFIG_CONTENT": string(cfg), "OPENCODE_DISABLE_MODELS_FETCH": "1"},
+	within(t, "open the session", turnTimeout, func(ctx context.Context) {
+		_, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{
+			SessionID: sid, Agent: "opencode", Cwd: "/workspace", PermissionPolicy: "ask",
+			PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2},
+			Env:               map[string]string{"OPENCODE_CONFIG_CONTENT": string(cfg), "OPENCODE_DISABLE_MODELS_FETCH": "1"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	})
-
-	if err != nil {
-		t.Fatal(err)
-	}
 	feed := e.follow(t, c, vm.ID, sid, "")
 
-	step(t, "Hello", func(t *testing.T) {
+	// Each step runs a turn.
+	stepFor(t, "Hello", turnTimeout, func(t *testing.T, ctx context.Context) {
 		res, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +52,7 @@ func TestE2EAgentSessionOpenCode(t *testing.T) {
 		}
 	})
 
-	step(t, "DefaultDecisionByKind", func(t *testing.T) {
+	stepFor(t, "DefaultDecisionByKind", turnTimeout, func(t *testing.T, ctx context.Context) {
 		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: toolPrompt("bash", "echo unattended > /workspace/oc.txt")}); err != nil || res != nil {
 			t.Fatalf("async prompt: %+v %v", res, err)
 		}

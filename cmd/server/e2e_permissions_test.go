@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,33 +27,37 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	mock := mockanthropic.Start(t)
 	c := e.admin
 	vm := e.agentVM(c, mock, "claude")
-	ctx := ctxFor(t, 6*time.Minute)
 	const sid = "claude-e2e"
 	// A backend hears of the permission requests and of the turns' ends.
-	secret, err := c.WebhookSecret(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := newReceiver(t, secret.Secret)
-	if _, err := c.CreateWebhook(ctx, client.WebhookRequest{URL: rc.URL, VM: vm.ID,
-		Events: []string{client.EventSessionPermissionRequested, client.EventSessionTurnEnd}}); err != nil {
-		t.Fatal(err)
-	}
+	var rc *receiver
+	within(t, "subscribe", e2eTimeout, func(ctx context.Context) {
+		secret, err := c.WebhookSecret(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc = newReceiver(t, secret.Secret)
+		if _, err := c.CreateWebhook(ctx, client.WebhookRequest{URL: rc.URL, VM: vm.ID,
+			Events: []string{client.EventSessionPermissionRequested, client.EventSessionTurnEnd}}); err != nil {
+			t.Fatal(err)
+		}
+	})
 
-	s, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask", Env: mock.Env()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.PermissionPolicy != "ask" || s.PermissionDefault != nil {
-		t.Fatalf("opened %+v", s)
-	}
+	within(t, "open the session", turnTimeout, func(ctx context.Context) {
+		s, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "claude", Cwd: "/workspace", PermissionPolicy: "ask", Env: mock.Env()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.PermissionPolicy != "ask" || s.PermissionDefault != nil {
+			t.Fatalf("opened %+v", s)
+		}
+	})
 	feed := e.follow(t, c, vm.ID, sid, "")
 
 	// ask prompts a Bash command asynchronously and returns the permission
 	// request it raised, as an event and as a resource.
 	ask := func(t *testing.T, command string) client.Permission {
 		t.Helper()
-		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: toolPrompt("Bash", command)}); err != nil || res != nil {
+		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctxT(t), client.PromptRequest{Content: toolPrompt("Bash", command)}); err != nil || res != nil {
 			t.Fatalf("async prompt: %+v %v", res, err)
 		}
 		ev := feed.until(t, turnTimeout, "a permission request", func(ev event) bool {
@@ -64,7 +69,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		if err := json.Unmarshal(se.ToolCall, &tool); err != nil || tool.RawInput.Command != command {
 			t.Fatalf("permission request for %s (%v), want %q", se.ToolCall, err, command)
 		}
-		perms, err := c.VM(vm.ID).Session(sid).Permissions(ctx)
+		perms, err := c.VM(vm.ID).Session(sid).Permissions(ctxT(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +106,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 	}
 	exists := func(t *testing.T, path string) bool {
 		t.Helper()
-		body, err := c.VM(vm.ID).ReadFile(ctx, path)
+		body, err := c.VM(vm.ID).ReadFile(ctxT(t), path)
 		if client.IsCode(err, "not_found") {
 			return false
 		}
@@ -121,7 +126,8 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		return r
 	}
 
-	step(t, "Allow", func(t *testing.T) {
+	// Each of the next four steps runs a turn of the agent.
+	stepFor(t, "Allow", turnTimeout, func(t *testing.T, ctx context.Context) {
 		p := ask(t, "echo allowed > /workspace/allowed.txt")
 		allow := optionOf(t, p.Options, "allow_once")
 		_, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, "no-such-option")
@@ -161,7 +167,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		}
 	})
 
-	step(t, "Reject", func(t *testing.T) {
+	stepFor(t, "Reject", turnTimeout, func(t *testing.T, ctx context.Context) {
 		p := ask(t, "echo rejected > /workspace/rejected.txt")
 		a, err := c.VM(vm.ID).Session(sid).AnswerPermission(ctx, p.RequestID, optionOf(t, p.Options, "reject_once"))
 		if err != nil || a.Status != "accepted" {
@@ -179,7 +185,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		}
 	})
 
-	step(t, "CancelWhilePending", func(t *testing.T) {
+	stepFor(t, "CancelWhilePending", turnTimeout, func(t *testing.T, ctx context.Context) {
 		p := ask(t, "echo cancelled > /workspace/cancelled.txt")
 		status, err := c.VM(vm.ID).Session(sid).Cancel(ctx)
 		if err != nil || status != "cancelled" {
@@ -199,7 +205,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		}
 	})
 
-	step(t, "TimeoutDefault", func(t *testing.T) {
+	stepFor(t, "TimeoutDefault", turnTimeout, func(t *testing.T, ctx context.Context) {
 		// The tenant's default decision: reject after 2 s unanswered.
 		if _, err := e.admin.UpdateTenant(ctx, "default", client.TenantUpdate{Sessions: &client.SessionSettingsUpdate{
 			PermissionDefault: &client.PermissionDefault{Decision: "reject", TimeoutSeconds: 2},
@@ -223,7 +229,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		}
 	})
 
-	step(t, "DecisionsAreKept", func(t *testing.T) {
+	step(t, "DecisionsAreKept", func(t *testing.T, ctx context.Context) {
 		hist, err := c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
@@ -245,7 +251,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		t.Errorf("pending permissions metric %v, want 0", n)
 	}
 
-	step(t, "no model credentials", func(t *testing.T) {
+	stepFor(t, "no model credentials", turnTimeout, func(t *testing.T, ctx context.Context) {
 		// Without a key, Claude Code would answer with a successful turn
 		// asking to log in; the prompt is refused, saying what is missing.
 		if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: "no-key", Agent: "claude"}); err != nil {
@@ -262,7 +268,7 @@ func TestE2EAgentPermissionsClaude(t *testing.T) {
 		}
 	})
 
-	step(t, "DeleteVM", func(t *testing.T) {
+	step(t, "DeleteVM", func(t *testing.T, ctx context.Context) {
 		// The VM goes; the session's record and history stay, and its
 		// stream ends with the session's end after every durable event.
 		end := mustSession(t, c, vm.ID, sid).LatestSequence

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -22,17 +23,6 @@ import (
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
-// step runs a dependent subtest: a failure stops the test.
-func step(t *testing.T, name string, fn func(t *testing.T)) {
-	t.Helper()
-	start := time.Now()
-	ok := t.Run(name, fn)
-	t.Logf("%-14s %v", name, time.Since(start).Round(time.Millisecond))
-	if !ok {
-		t.FailNow()
-	}
-}
-
 func TestE2EAgentSessionPi(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -42,11 +32,10 @@ func TestE2EAgentSessionPi(t *testing.T) {
 	mock := mockanthropic.Start(t)
 	c := e.admin
 	vm := e.agentVM(c, mock, "pi")
-	ctx := ctxFor(t, 5*time.Minute)
 	const sid = "pi-e2e"
 	var feed *sessionFeed
 
-	step(t, "Agents", func(t *testing.T) {
+	step(t, "Agents", func(t *testing.T, ctx context.Context) {
 		agents, err := c.VM(vm.ID).Agents(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -60,7 +49,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		}
 	})
 
-	step(t, "OpenErrors", func(t *testing.T) {
+	step(t, "OpenErrors", func(t *testing.T, ctx context.Context) {
 		_, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{Agent: "no-such-agent"})
 		if ce := wantCode(t, err, "invalid_argument", 400); ce.Details["reason"] != "unknown_agent" {
 			t.Errorf("details %v", ce.Details)
@@ -93,7 +82,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		}
 	})
 
-	step(t, "Open", func(t *testing.T) {
+	step(t, "Open", func(t *testing.T, ctx context.Context) {
 		s, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: "pi", Cwd: "/workspace", Env: mock.Env()})
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +97,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 	// first prompt.
 	feed = e.follow(t, c, vm.ID, sid, "")
 
-	step(t, "MalformedPrompts", func(t *testing.T) {
+	step(t, "MalformedPrompts", func(t *testing.T, ctx context.Context) {
 		for _, body := range []string{
 			`{"content": "hello"}`,
 			`{"content": []}`,
@@ -130,7 +119,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		wantCode(t, err, "payload_too_large", 413)
 	})
 
-	step(t, "Hello", func(t *testing.T) {
+	stepFor(t, "Hello", turnTimeout, func(t *testing.T, ctx context.Context) {
 		res, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello")})
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +159,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		}
 	})
 
-	step(t, "ToolCall", func(t *testing.T) {
+	stepFor(t, "ToolCall", turnTimeout, func(t *testing.T, ctx context.Context) {
 		before := len(feed.durable(t))
 		res, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: toolPrompt("bash", "echo tool-ran > /workspace/tool.txt")})
 		if err != nil {
@@ -201,7 +190,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		}
 	})
 
-	step(t, "IdempotentPrompt", func(t *testing.T) {
+	stepFor(t, "IdempotentPrompt", turnTimeout, func(t *testing.T, ctx context.Context) {
 		req := client.PromptRequest{Content: client.TextPrompt("hello again"), IdempotencyKey: "turn-1"}
 		first, err := c.VM(vm.ID).Session(sid).Prompt(ctx, req)
 		if err != nil {
@@ -229,7 +218,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		wantCode(t, err, "unprocessable", 422)
 	})
 
-	step(t, "CancelSlow", func(t *testing.T) {
+	stepFor(t, "CancelSlow", turnTimeout, func(t *testing.T, ctx context.Context) {
 		if res, err := c.VM(vm.ID).Session(sid).PromptAsync(ctx, client.PromptRequest{Content: client.TextPrompt("SLOW please")}); err != nil || res != nil {
 			t.Fatalf("async prompt: %+v %v", res, err)
 		}
@@ -257,7 +246,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		}
 	})
 
-	step(t, "ResumeMidTurn", func(t *testing.T) {
+	stepFor(t, "ResumeMidTurn", turnTimeout, func(t *testing.T, ctx context.Context) {
 		// A client drops its stream in the middle of a turn and comes back
 		// with Last-Event-ID: what it saw and what it gets after make the
 		// full sequence, once each.
@@ -289,7 +278,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		wantSequence(t, sequences(feed.durable(t)), 1, end)
 	})
 
-	step(t, "History", func(t *testing.T) {
+	step(t, "History", func(t *testing.T, ctx context.Context) {
 		end := mustSession(t, c, vm.ID, sid).LatestSequence
 		all, err := c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{Limit: 1000})
 		if err != nil {
@@ -330,7 +319,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		wantCode(t, err, "invalid_argument", 400)
 	})
 
-	step(t, "ConfigAndInfo", func(t *testing.T) {
+	step(t, "ConfigAndInfo", func(t *testing.T, ctx context.Context) {
 		cfg, err := c.VM(vm.ID).Session(sid).Config(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -351,7 +340,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		}
 	})
 
-	step(t, "UnloadAndPromptAgain", func(t *testing.T) {
+	stepFor(t, "UnloadAndPromptAgain", turnTimeout, func(t *testing.T, ctx context.Context) {
 		s, err := c.VM(vm.ID).Session(sid).Unload(ctx)
 		if err != nil || s.State != client.SessionUnloaded {
 			t.Fatalf("unload: %+v %v", s, err)
@@ -372,7 +361,7 @@ func TestE2EAgentSessionPi(t *testing.T) {
 		t.Errorf("sessions metric %v, want 1", n)
 	}
 
-	step(t, "SidecarCrash", func(t *testing.T) {
+	step(t, "SidecarCrash", func(t *testing.T, ctx context.Context) {
 		// The sidecar dies: the session is lost, its record is whole, its
 		// stream ends with the session's end, and a prompt is refused.
 		end := mustSession(t, c, vm.ID, sid).LatestSequence

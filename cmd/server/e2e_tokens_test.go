@@ -20,7 +20,6 @@ import (
 func TestE2ETokens(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, "--token-max-ttl", "1h")
-	ctx := ctxT(t)
 	_, key := e.tenantWithKey(e.uniq("tokens"), nil)
 	c := e.client(key)
 	vm := e.vm(c, client.CreateVMRequest{})
@@ -32,7 +31,7 @@ func TestE2ETokens(t *testing.T) {
 		if req.VM == "" {
 			req.VM = vm.ID
 		}
-		tok, err := c.CreateToken(ctx, req)
+		tok, err := c.CreateToken(ctxT(t), req)
 		if err != nil {
 			t.Fatalf("mint %+v: %v", req, err)
 		}
@@ -49,7 +48,7 @@ func TestE2ETokens(t *testing.T) {
 		}
 	}
 
-	step(t, "Scopes", func(t *testing.T) {
+	step(t, "Scopes", func(t *testing.T, ctx context.Context) {
 		for _, tc := range []struct {
 			scope          string
 			allowed        func(h *client.VMHandle) error
@@ -121,7 +120,7 @@ func TestE2ETokens(t *testing.T) {
 		client.ScopeFilesWrite, client.ScopeSessions, client.ScopePreviews}
 	tok, tc := mint(t, client.TokenRequest{Scopes: all, Label: "everything"})
 
-	step(t, "BoundToItsVM", func(t *testing.T) {
+	step(t, "BoundToItsVM", func(t *testing.T, ctx context.Context) {
 		_, err := tc.VM(other.ID).Get(ctx)
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 		_, err = tc.VM(other.ID).Exec(ctx, client.ExecRequest{Command: "true"})
@@ -136,7 +135,7 @@ func TestE2ETokens(t *testing.T) {
 		}
 	})
 
-	step(t, "NoEscalation", func(t *testing.T) {
+	step(t, "NoEscalation", func(t *testing.T, ctx context.Context) {
 		_, err := tc.CreateVM(ctx, client.CreateVMRequest{})
 		refused(t, err, "")
 		_, err = tc.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMRead}, VM: vm.ID})
@@ -154,7 +153,7 @@ func TestE2ETokens(t *testing.T) {
 		refused(t, err, "")
 	})
 
-	step(t, "BadRequests", func(t *testing.T) {
+	step(t, "BadRequests", func(t *testing.T, ctx context.Context) {
 		for _, tc := range []struct {
 			req   client.TokenRequest
 			field string
@@ -175,7 +174,7 @@ func TestE2ETokens(t *testing.T) {
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	})
 
-	step(t, "Origins", func(t *testing.T) {
+	step(t, "Origins", func(t *testing.T, ctx context.Context) {
 		otok, _ := mint(t, client.TokenRequest{Scopes: []string{client.ScopeVMRead}, Origins: []string{"https://app.example.com"}})
 		resp, _ := e.send("GET", "/v1/vms/"+vm.ID, otok.Secret, nil, map[string]string{"Origin": "https://evil.example.com"})
 		if resp.StatusCode != http.StatusForbidden {
@@ -187,7 +186,7 @@ func TestE2ETokens(t *testing.T) {
 		}
 	})
 
-	step(t, "QueryToken", func(t *testing.T) {
+	step(t, "QueryToken", func(t *testing.T, ctx context.Context) {
 		// As EventSource sends it: a GET of an event stream.
 		req, err := http.NewRequestWithContext(ctx, "GET", e.gw.URL+"/v1/vms/"+vm.ID+"/events?access_token="+tok.Secret, nil)
 		if err != nil {
@@ -218,7 +217,7 @@ func TestE2ETokens(t *testing.T) {
 		}
 	})
 
-	step(t, "AttachWithTokenSubprotocol", func(t *testing.T) {
+	step(t, "AttachWithTokenSubprotocol", func(t *testing.T, ctx context.Context) {
 		sh, err := tc.VM(vm.ID).OpenShell(ctx, client.ShellRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -238,7 +237,7 @@ func TestE2ETokens(t *testing.T) {
 		}
 	})
 
-	step(t, "ExpiryAndRevocation", func(t *testing.T) {
+	step(t, "ExpiryAndRevocation", func(t *testing.T, ctx context.Context) {
 		short, sc := mint(t, client.TokenRequest{Scopes: []string{client.ScopeVMRead}, TTL: time.Second})
 		listed, err := c.Tokens(ctx)
 		if err != nil || !slices.ContainsFunc(listed, hasID(short.ID)) || !slices.ContainsFunc(listed, hasID(tok.ID)) {
@@ -259,7 +258,7 @@ func TestE2ETokens(t *testing.T) {
 		}
 	})
 
-	step(t, "Audit", func(t *testing.T) {
+	step(t, "Audit", func(t *testing.T, ctx context.Context) {
 		page, err := c.Audit(ctx, client.AuditOptions{ListOptions: client.ListOptions{Limit: 500}})
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,7 +19,6 @@ import (
 func TestE2EUsage(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	ctx := ctxT(t)
 	tn, key := e.tenantWithKey(e.uniq("usage"), nil)
 	c := e.client(key)
 	vm := e.vm(c, client.CreateVMRequest{})
@@ -47,7 +47,7 @@ func TestE2EUsage(t *testing.T) {
 	}
 
 	var base *client.VMUsage
-	step(t, "Baseline", func(t *testing.T) {
+	step(t, "Baseline", func(t *testing.T, ctx context.Context) {
 		u, err := h.Usage(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +64,7 @@ func TestE2EUsage(t *testing.T) {
 		t.Logf("baseline: memory %d B, filesystem bytes %s, limits %+v", *u.MemoryBytes, ptrText(u.FilesystemBytes), *u.Limits)
 	})
 
-	step(t, "WritesFiles", func(t *testing.T) {
+	step(t, "WritesFiles", func(t *testing.T, ctx context.Context) {
 		e.exec(c, vm.ID, `node -e "require('fs').writeFileSync('/workspace/big.bin', Buffer.alloc(5 << 20, 1))"`)
 		var before uint64
 		if base.FilesystemBytes != nil {
@@ -76,20 +76,20 @@ func TestE2EUsage(t *testing.T) {
 		t.Logf("after a 5 MiB write: filesystem %d B (was %d), %d inodes", *u.FilesystemBytes, before, *u.Inodes)
 	})
 
-	step(t, "AllocatesMemory", func(t *testing.T) {
+	step(t, "AllocatesMemory", func(t *testing.T, ctx context.Context) {
 		p, err := h.Spawn(ctx, client.SpawnRequest{Argv: []string{"node", "-e",
 			"const b = Buffer.alloc(256 << 20, 1); console.log('held'); setInterval(() => { b[0]++; }, 1000)"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = p.Signal(ctx, "SIGKILL") }()
+		defer func() { _ = p.Signal(ctxT(t), "SIGKILL") }() // even once ctx ran out
 		u := usageWhen(t, "the memory to grow by the 256 MiB buffer and the process to run", func(u *client.VMUsage) bool {
 			return u.MemoryBytes != nil && *u.MemoryBytes >= *base.MemoryBytes+200<<20 && u.Processes.Running >= 1
 		})
 		t.Logf("holding 256 MiB: memory %d B (was %d), %d running", *u.MemoryBytes, *base.MemoryBytes, u.Processes.Running)
 	})
 
-	step(t, "ComputesCPU", func(t *testing.T) {
+	step(t, "ComputesCPU", func(t *testing.T, ctx context.Context) {
 		// The CPU time is the sidecar's while the VM had it to itself,
 		// sampled at each collection: a counter, which never goes back. How
 		// much a busy loop adds depends on the machine's load (the suite
@@ -108,7 +108,7 @@ func TestE2EUsage(t *testing.T) {
 		t.Logf("after 3 s of busy loop: CPU %.2f s (was %.2f)", *u.CPUSeconds, before)
 	})
 
-	step(t, "Metrics", func(t *testing.T) {
+	step(t, "Metrics", func(t *testing.T, ctx context.Context) {
 		// The metrics pass runs every 10 s; a scrape reads its last result.
 		tenant := fmt.Sprintf("tenant=%q", tn.ID)
 		eventually(t, e2eTimeout, "the tenant's usage in /metrics", func() bool {
@@ -120,7 +120,7 @@ func TestE2EUsage(t *testing.T) {
 		}
 	})
 
-	step(t, "Tokens", func(t *testing.T) {
+	step(t, "Tokens", func(t *testing.T, ctx context.Context) {
 		read, err := c.CreateToken(ctx, client.TokenRequest{Scopes: []string{client.ScopeVMRead}, VM: vm.ID})
 		if err != nil {
 			t.Fatal(err)
@@ -138,7 +138,7 @@ func TestE2EUsage(t *testing.T) {
 		}
 	})
 
-	step(t, "UnknownVM", func(t *testing.T) {
+	step(t, "UnknownVM", func(t *testing.T, ctx context.Context) {
 		_, err := c.VM("vm_nope").Usage(ctx)
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 		// Another tenant's VM is not found either.
@@ -147,7 +147,7 @@ func TestE2EUsage(t *testing.T) {
 		wantCode(t, err, client.CodeNotFound, http.StatusNotFound)
 	})
 
-	step(t, "Hibernated", func(t *testing.T) {
+	step(t, "Hibernated", func(t *testing.T, ctx context.Context) {
 		if _, err := h.Hibernate(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -108,10 +109,9 @@ func TestE2EWebhooks(t *testing.T) {
 		t.Skip("runs real VMs")
 	}
 	e := newE2E(t, "--webhook-allow", "127.0.0.1", "--webhook-retry-for", "4s")
-	ctx := ctxT(t)
 	_, key := e.tenantWithKey(e.uniq("hooks"), nil)
 	c := e.client(key)
-	secret, err := c.WebhookSecret(ctx)
+	secret, err := c.WebhookSecret(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,13 +129,13 @@ func TestE2EWebhooks(t *testing.T) {
 		}
 		return false
 	}
-	hook, err := c.CreateWebhook(ctx, client.WebhookRequest{URL: rc.URL + "/hooks", Events: []string{client.EventAll}, Description: "all"})
+	hook, err := c.CreateWebhook(ctxT(t), client.WebhookRequest{URL: rc.URL + "/hooks", Events: []string{client.EventAll}, Description: "all"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	vm := e.vm(c, client.CreateVMRequest{})
 
-	step(t, "Signed, in order per VM, retried", func(t *testing.T) {
+	step(t, "Signed, in order per VM, retried", func(t *testing.T, ctx context.Context) {
 		// Every change of the VM's state, from its creation on.
 		states := rc.wait(t, client.EventVMState, 2, func(d delivered) bool {
 			return dataOf[client.VMStateData](t, d).VMID == vm.ID
@@ -145,13 +145,15 @@ func TestE2EWebhooks(t *testing.T) {
 			t.Errorf("the VM's first states: %+v, %+v", a, b)
 		}
 		for code := 1; code <= 5; code++ {
-			p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: fmt.Sprintf("exit %d", code)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := p.Wait(ctx, 30*time.Second); err != nil {
-				t.Fatal(err)
-			}
+			within(t, fmt.Sprintf("exit %d", code), e2eTimeout, func(ctx context.Context) {
+				p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: fmt.Sprintf("exit %d", code)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := p.Wait(ctx, 30*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			})
 		}
 		exits := rc.wait(t, client.EventProcessExit, 5, nil)
 		var codes []int
@@ -178,7 +180,7 @@ func TestE2EWebhooks(t *testing.T) {
 		if len(three) != 2 || three[0].status != 503 || three[1].status >= 300 || three[0].id != three[1].id {
 			t.Fatalf("the exit with code 3 was received as %+v", three)
 		}
-		l, err := c.Deliveries(ctx, hook.ID, client.DeliveryOptions{})
+		l, err := c.Deliveries(ctxT(t), hook.ID, client.DeliveryOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +191,7 @@ func TestE2EWebhooks(t *testing.T) {
 		}
 	})
 
-	step(t, "Async exec and exec.done", func(t *testing.T) {
+	step(t, "Async exec and exec.done", func(t *testing.T, ctx context.Context) {
 		acc, res, err := c.VM(vm.ID).ExecAsync(ctx, "async-1", client.ExecRequest{Command: "sleep 1; echo done-$((40+2))"})
 		if err != nil || acc == nil || res != nil || acc.Status != "running" {
 			t.Fatalf("ExecAsync = %+v, %+v, %v", acc, res, err)
@@ -197,7 +199,7 @@ func TestE2EWebhooks(t *testing.T) {
 		if acc, _, err := c.VM(vm.ID).ExecOutcome(ctx, "async-1"); err != nil || acc == nil {
 			t.Errorf("outcome while it runs: %+v, %v", acc, err)
 		}
-		done := rc.wait(t, client.EventExecDone, 1, nil)
+		done := rc.wait(t, client.EventExecDone, 1, func(d delivered) bool { return dataOf[client.ExecDoneData](t, d).IdempotencyKey == "async-1" })
 		x := dataOf[client.ExecDoneData](t, done[0])
 		var r struct{ Stdout string }
 		_ = json.Unmarshal(x.Result, &r)
@@ -233,7 +235,7 @@ func TestE2EWebhooks(t *testing.T) {
 		}
 	})
 
-	step(t, "Snapshots and schedules", func(t *testing.T) {
+	step(t, "Snapshots and schedules", func(t *testing.T, ctx context.Context) {
 		snap, err := c.VM(vm.ID).CreateSnapshot(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -246,16 +248,33 @@ func TestE2EWebhooks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := rc.wait(t, client.EventScheduleRun, 1, nil)
+		// The run that ran: on a loaded machine a run takes over a second,
+		// and the ticks meanwhile record skipped runs (overlap policy skip),
+		// whose events may come first.
+		ran := func(d delivered) bool {
+			x := dataOf[client.ScheduleRunData](t, d)
+			return x.ScheduleID == sc.ID && x.Outcome != string(client.RunSkipped)
+		}
+		run := rc.wait(t, client.EventScheduleRun, 1, ran)
 		if err := c.VM(vm.ID).Schedule(sc.ID).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if x := dataOf[client.ScheduleRunData](t, run[0]); x.ScheduleID != sc.ID || x.VMID != vm.ID || x.RunID == "" || x.ExitCode == nil || *x.ExitCode != 7 {
+		if x := dataOf[client.ScheduleRunData](t, run[0]); x.VMID != vm.ID || x.RunID == "" || x.Outcome != string(client.RunFailed) || x.ExitCode == nil || *x.ExitCode != 7 {
 			t.Errorf("schedule.run: %+v", x)
+		}
+		// Whichever came first, each run is told of once, whole.
+		runs := map[string]bool{}
+		for _, d := range rc.wait(t, client.EventScheduleRun, 1, nil) {
+			x := dataOf[client.ScheduleRunData](t, d)
+			if x.ScheduleID != sc.ID || x.VMID != vm.ID || x.RunID == "" || runs[x.RunID] ||
+				(x.Outcome == string(client.RunSkipped)) != (x.ExitCode == nil) {
+				t.Errorf("schedule.run: %+v", x)
+			}
+			runs[x.RunID] = true
 		}
 	})
 
-	step(t, "Redeliver", func(t *testing.T) {
+	step(t, "Redeliver", func(t *testing.T, ctx context.Context) {
 		// So far each delivery was accepted once.
 		accepted := map[string]int{}
 		for _, d := range rc.deliveries("") {
@@ -276,7 +295,7 @@ func TestE2EWebhooks(t *testing.T) {
 		})
 	})
 
-	step(t, "A dead receiver's subscription is disabled", func(t *testing.T) {
+	step(t, "A dead receiver's subscription is disabled", func(t *testing.T, ctx context.Context) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -315,7 +334,7 @@ func TestE2EWebhooks(t *testing.T) {
 		}
 	})
 
-	step(t, "Bad input", func(t *testing.T) {
+	step(t, "Bad input", func(t *testing.T, ctx context.Context) {
 		for _, tc := range []struct {
 			name  string
 			req   client.WebhookRequest
@@ -387,7 +406,7 @@ func TestE2EWebhookSurvivesSIGKILL(t *testing.T) {
 	if _, err := c.CreateWebhook(ctx, client.WebhookRequest{URL: rc.URL, Events: []string{client.EventVMState}}); err != nil {
 		t.Fatal(err)
 	}
-	vm, err := c.CreateVM(ctx, client.CreateVMRequest{})
+	vm, err := c.CreateVM(ctxT(t), client.CreateVMRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,43 +434,53 @@ func TestE2EWebhooksCluster(t *testing.T) {
 		t.Skip("builds and runs two gateway binaries")
 	}
 	cl := startCluster(t, 2, "--webhook-allow", "127.0.0.1")
-	ctx := ctxFor(t, 5*time.Minute)
 	n1, n2 := cl.nodes[0], cl.nodes[1]
-	tn, err := n1.c.CreateTenant(ctx, client.TenantCreate{Name: "hooks-cluster"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := n1.c.CreateKey(ctx, tn.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c1 := mustClient(t, n1.url(), key.Key, client.WithHTTPClient(cl.hc))
-	c2 := mustClient(t, n2.url(), key.Key, client.WithHTTPClient(cl.hc))
-	secret, err := c1.WebhookSecret(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := newReceiver(t, secret.Secret)
-	if _, err := c2.CreateWebhook(ctx, client.WebhookRequest{URL: rc.URL, Events: []string{client.EventProcessExit}}); err != nil {
-		t.Fatal(err)
-	}
+	var c1, c2 *client.Client
+	var rc *receiver
+	within(t, "tenant and subscription", e2eTimeout, func(ctx context.Context) {
+		tn, err := n1.c.CreateTenant(ctx, client.TenantCreate{Name: "hooks-cluster"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := n1.c.CreateKey(ctx, tn.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c1 = mustClient(t, n1.url(), key.Key, client.WithHTTPClient(cl.hc))
+		c2 = mustClient(t, n2.url(), key.Key, client.WithHTTPClient(cl.hc))
+		secret, err := c1.WebhookSecret(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc = newReceiver(t, secret.Secret)
+		if _, err := c2.CreateWebhook(ctx, client.WebhookRequest{URL: rc.URL, Events: []string{client.EventProcessExit}}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	const vms, perVM = 3, 8
 	var wg sync.WaitGroup
 	for i := range vms {
 		c := []*client.Client{c1, c2}[i%2]
-		vm, err := c.CreateVM(ctx, client.CreateVMRequest{})
+		vm, err := c.CreateVM(ctxT(t), client.CreateVMRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
 			for code := range perVM {
-				p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: fmt.Sprintf("exit %d", code)})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if _, err := p.Wait(ctx, 30*time.Second); err != nil {
-					t.Error(err)
+				ok := false
+				within(t, fmt.Sprintf("%s: exit %d", vm.ID, code), e2eTimeout, func(ctx context.Context) {
+					p, err := c.VM(vm.ID).Spawn(ctx, client.SpawnRequest{Command: fmt.Sprintf("exit %d", code)})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if _, err := p.Wait(ctx, 30*time.Second); err != nil {
+						t.Error(err)
+						return
+					}
+					ok = true
+				})
+				if !ok {
 					return
 				}
 			}
