@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -74,17 +75,17 @@ type snapshotLowerJSON struct {
 	Entries []rootEntryJSON `json:"entries"`
 }
 
-// A VM's tree is written into its own (upper) layer, over a lower layer
-// that holds the root directory and the kernel's mount points alone. In a
-// lower layer files get lost: the pinned engine marks a directory that it
-// copies up from a lower layer as opaque (its overlay's copy_up_path), so
-// the first guest call that changes a directory's times or mode (an ls of
-// it, a stat, a touch, a chmod) hides every file of the lower layer in it,
+// A VM's files must never live in a lower layer alone: the pinned engine
+// marks a directory that it copies up from a lower layer as opaque (its
+// overlay's copy_up_path), so the first guest call that changes a
+// directory's times or mode hides every file of the lower layer in it,
 // from the guest and from the next export. TestRootSnapshotKeepsFiles
-// shows it for a snapshot, TestBaseFilesSurviveAStat for the base layer
-// (a stat of /usr/bin hid /usr/bin/env). So a VM created from a snapshot
-// gets the snapshot as bootstrap entries, and one created without gets the
-// engine's base layer the same way: baseRoot exports it once per engine.
+// shows it for a snapshot (issue 33: a woken VM lost a file the files API
+// wrote), TestBaseFilesSurviveAStat for the base layer (a find hid
+// /usr/bin/env). So a VM's own files are bootstrap entries of its upper
+// layer, over the engine's base layer (overBase says how the base's files
+// are kept), or, for a tree overBase cannot give, all of it
+// (splitRootSnapshot).
 
 // baseRoots caches baseRoot's export, by engine.
 var baseRoots struct {
@@ -127,6 +128,138 @@ func (s *Sidecar) baseRoot(ctx context.Context) ([]protocol.RootFilesystemEntry,
 	return base, nil
 }
 
+// overBase returns the bootstrap entries that give a VM created over the
+// engine's own base layer the tree root, and false when root cannot be
+// given that way: it lacks an entry of the base, changed one's kind, or
+// changed a directory's owner or mode (the bootstrap cannot delete, so
+// the base would bring the entry back; a directory entry would hide the
+// base's files in it, see below).
+//
+// Why over the base rather than all of root as bootstrap entries: the
+// engine walks every entry its upper layer holds on the host before each
+// read of the guest's filesystem (its shadow sync), so each entry costs
+// every stat, and the base's 221 cost more than most VMs' own (measured in
+// TestRootLayoutCost).
+//
+// What over the base must guard against: the engine copies a directory
+// that only a lower layer holds up as opaque the first time a call changes
+// its times or mode (a touch, a chmod), hiding the lower's children in it,
+// and it stages a bootstrap directory entry as opaque too. A directory
+// that is in the upper layer as an ancestor of something written there is
+// not opaque, and is never copied up again. So the entries are root's own
+// (those the base lacks, and files that differ from the base's) and, for
+// every directory of the base with children that those do not already
+// place in the upper layer, one of its files, equal to the base's: its
+// ancestors go up the safe way.
+func overBase(base, root []protocol.RootFilesystemEntry) ([]protocol.RootFilesystemEntry, bool) {
+	own := make(map[string]protocol.RootFilesystemEntry, len(root))
+	for _, e := range root {
+		own[path.Clean(e.Path)] = e
+	}
+	inBase := make(map[string]protocol.RootFilesystemEntry, len(base))
+	children := map[string][]string{} // base directory -> its base children
+	for _, b := range base {
+		p := path.Clean(b.Path)
+		if kernelPath(p) {
+			continue
+		}
+		e, ok := own[p]
+		if !ok || e.Kind != b.Kind || (b.Kind == protocol.RootFilesystemEntryKindDirectory && !sameEntry(e, b)) {
+			return nil, false
+		}
+		inBase[p] = b
+		if p != "/" {
+			children[path.Dir(p)] = append(children[path.Dir(p)], p)
+		}
+	}
+	var out []protocol.RootFilesystemEntry
+	inUpper := map[string]bool{} // directories the entries place in the upper layer
+	add := func(e protocol.RootFilesystemEntry) {
+		out = append(out, e)
+		for d := path.Dir(path.Clean(e.Path)); d != "/" && !inUpper[d]; d = path.Dir(d) {
+			inUpper[d] = true
+		}
+	}
+	for _, e := range root {
+		p := path.Clean(e.Path)
+		if p == "/" || kernelPath(p) {
+			continue
+		}
+		if b, ok := inBase[p]; ok && (e.Kind == protocol.RootFilesystemEntryKindDirectory || sameEntry(e, b)) {
+			continue
+		}
+		add(e)
+	}
+	// The deepest directories first: the file that places one in the
+	// upper layer places its ancestors too.
+	dirs := slices.Collect(maps.Keys(children))
+	slices.SortFunc(dirs, func(a, b string) int {
+		if c := strings.Count(b, "/") - strings.Count(a, "/"); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, d := range dirs {
+		if d == "/" || inUpper[d] {
+			continue
+		}
+		// A leaf below d: a file of its own when it has one (the
+		// smallest), else down its first child directory.
+		leaf := d
+		for {
+			kids := children[leaf]
+			if len(kids) == 0 {
+				break // an empty directory: an opaque copy of it hides nothing
+			}
+			next := kids[0]
+			for _, k := range kids {
+				if inBase[k].Kind != protocol.RootFilesystemEntryKindDirectory && (inBase[next].Kind == protocol.RootFilesystemEntryKindDirectory || contentLen(inBase[k]) < contentLen(inBase[next])) {
+					next = k
+				}
+			}
+			leaf = next
+			if inBase[leaf].Kind != protocol.RootFilesystemEntryKindDirectory {
+				break
+			}
+		}
+		add(own[leaf])
+	}
+	return out, true
+}
+
+// contentLen is the length of an entry's content as given.
+func contentLen(e protocol.RootFilesystemEntry) int {
+	if e.Content == nil {
+		return 0
+	}
+	return len(*e.Content)
+}
+
+// kernelPath reports whether p is a kernel mount point or below one.
+func kernelPath(p string) bool {
+	return slices.Contains(kernelDirs, p) || slices.ContainsFunc(kernelDirs, func(d string) bool { return under(p, d) })
+}
+
+// sameEntry reports whether a and b are the same entry: kind, owner, mode,
+// target and bytes.
+func sameEntry(a, b protocol.RootFilesystemEntry) bool {
+	if a.Kind != b.Kind || a.Executable != b.Executable || !sameUint(a.Mode, b.Mode) || !sameUint(a.UID, b.UID) || !sameUint(a.GID, b.GID) || !sameString(a.Target, b.Target) {
+		return false
+	}
+	if sameString(a.Content, b.Content) && sameEncoding(a.Encoding, b.Encoding) {
+		return true
+	}
+	ca, errA := DecodeContent(a)
+	cb, errB := DecodeContent(b)
+	return errA == nil && errB == nil && string(ca) == string(cb)
+}
+
+func sameUint(a, b *uint32) bool   { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+func sameString(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+func sameEncoding(a, b *protocol.RootFilesystemEntryEncoding) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
 // under reports whether p is strictly below dir.
 func under(p, dir string) bool { return strings.HasPrefix(p, dir+"/") }
 
@@ -138,7 +271,9 @@ var kernelDirs = []string{"/dev", "/proc", "/sys"}
 // splitRootSnapshot splits a root snapshot into the lower layer a VM is
 // created over, the root directory and the kernel's mount points alone,
 // and the entries written into its upper layer at bootstrap: everything
-// the VM owns. The root gets the engine's usual owner and mode when the
+// the VM owns. Every stat of such a VM pays for every entry
+// (BenchmarkStatRootLayout); it is for trees that overBase cannot lay
+// over the base. The root gets the engine's usual owner and mode when the
 // snapshot has no entry for it.
 func splitRootSnapshot(es []protocol.RootFilesystemEntry) (lower, upper []protocol.RootFilesystemEntry) {
 	hasRoot := false

@@ -207,22 +207,37 @@ type vmRootFSJSON struct {
 // AgentOs.create() (SPEC §7.1). ctx bounds the wait; a VM that the sidecar
 // created before ctx ended is disposed rather than leaked.
 func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (*VM, error) {
+	base, err := s.baseRoot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	root := opts.RootSnapshot
 	if root == nil {
-		// Every VM's tree lives in its own layer, the engine's base files
-		// too (splitRootSnapshot says why): a VM without a snapshot gets
-		// the base layer's export as one.
-		var err error
-		if root, err = s.baseRoot(ctx); err != nil {
-			return nil, err
-		}
+		root = base
 	}
-	return s.createVM(ctx, opts, root)
+	layout := rootLayout(base, root)
+	return s.createVM(ctx, opts, &layout)
 }
 
-// createVM creates a VM over root (nil: over the engine's own base layer,
-// for baseRoot alone).
-func (s *Sidecar) createVM(ctx context.Context, opts VMOptions, root []protocol.RootFilesystemEntry) (_ *VM, err error) {
+// rootLayout is how a VM's tree root is laid out: over the engine's base
+// layer when it can be (overBase), else all of it in the VM's own layer
+// (splitRootSnapshot).
+func rootLayout(base, root []protocol.RootFilesystemEntry) vmRootFSJSON {
+	if upper, ok := overBase(base, root); ok {
+		return vmRootFSJSON{Mode: "ephemeral", Lowers: []any{}, BootstrapEntries: rootEntriesJSON(upper)}
+	}
+	lower, upper := splitRootSnapshot(root)
+	return vmRootFSJSON{
+		Mode:                    "ephemeral",
+		DisableDefaultBaseLayer: true,
+		Lowers:                  []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(lower)}},
+		BootstrapEntries:        rootEntriesJSON(upper),
+	}
+}
+
+// createVM creates a VM with the root filesystem root (nil: the engine's
+// own base layer alone, for baseRoot).
+func (s *Sidecar) createVM(ctx context.Context, opts VMOptions, root *vmRootFSJSON) (_ *VM, err error) {
 	packages, err := s.resolvePackages(opts)
 	if err != nil {
 		return nil, err
@@ -245,10 +260,7 @@ func (s *Sidecar) createVM(ctx context.Context, opts VMOptions, root []protocol.
 		BootstrapCommands:   boot,
 	}
 	if root != nil {
-		cfg.RootFilesystem.DisableDefaultBaseLayer = true
-		lower, upper := splitRootSnapshot(root)
-		cfg.RootFilesystem.Lowers = []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(lower)}}
-		cfg.RootFilesystem.BootstrapEntries = rootEntriesJSON(upper)
+		cfg.RootFilesystem = *root
 	}
 	var dbPath string
 	if opts.DatabaseFile != "" {

@@ -124,16 +124,20 @@ var regressionSeeds []uint64
 
 // TestIssue33 is the sequence of issue 33, with each kind of waking call:
 // a file written through the files API, then ten hibernations, each woken
-// by a call and followed by an ls and a stat of the file's directory.
+// by that call and followed by an ls and a stat of the file's directory.
 func TestIssue33(t *testing.T) {
 	needsDurability(t)
-	script := []step{{kind: APIWrite, path: "/workspace/keep.txt", data: []byte("survives")}}
-	for i := range 10 {
-		script = append(script,
-			step{kind: Hibernate, wake: wakers[i%len(wakers)]},
-			step{kind: GuestRead, cmd: "ls /workspace && stat /workspace /workspace/keep.txt"})
+	for _, w := range wakers {
+		t.Run(string(w), func(t *testing.T) {
+			script := []step{{kind: APIWrite, path: "/workspace/keep.txt", data: []byte("survives")}}
+			for range 10 {
+				script = append(script,
+					step{kind: Hibernate, wake: w},
+					step{kind: GuestRead, cmd: "ls /workspace && stat /workspace /workspace/keep.txt"})
+			}
+			runFor(t, Config{Sequences: 1, Parallel: 1, script: script})
+		})
 	}
-	runFor(t, Config{Sequences: 1, Parallel: 1, script: script})
 }
 
 func TestDurabilityRegressions(t *testing.T) {

@@ -64,7 +64,7 @@ func newE2E(t *testing.T, args ...string) *e2e {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: apispec.Transport(t, doc, tr)}
+	hc := &http.Client{Transport: callBound{apispec.Transport(t, doc, tr)}}
 	e := &e2e{t: t, gw: gw, doc: doc, tr: tr, hc: hc, n: new(atomic.Int64)}
 	e.admin = e.client(testAdminKey)
 	return e
@@ -243,13 +243,68 @@ func (e *e2e) eventReq(method, path string) *http.Request {
 	return req
 }
 
-// ctxT is a context bounded by e2eTimeout and the test's end, for one call
-// (or two): a test of many steps bounds each with step or within, not all of
-// them with one ctxT, which the first slow steps use up for the last.
+// ctxT is a test's context: every call made with it through an e2e
+// client is bounded by e2eTimeout on its own (see callBound), and the
+// context as a whole by testBound, a net for a test that waits on ctx
+// itself. One deadline shared by all of a test's calls was the suite's
+// most common failure on a loaded machine: the first slow steps used it
+// up for the last.
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testBound)
 	t.Cleanup(cancel)
-	return ctx
+	return context.WithValue(ctx, perCallKey{}, e2eTimeout)
+}
+
+// testBound bounds a ctxT as a whole.
+const testBound = 5 * time.Minute
+
+// perCallKey marks a context whose calls callBound bounds one by one; its
+// value is the bound.
+type perCallKey struct{}
+
+// callBound is a RoundTripper bounding each request whose context ctxT
+// made by the bound it carries, from the request until its body is read
+// and closed. A response that streams (an event stream, a WebSocket's
+// 101) is bounded only until its headers: the reader of a stream bounds
+// it itself (collect, a test's own timeout).
+type callBound struct{ next http.RoundTripper }
+
+func (b callBound) RoundTrip(req *http.Request) (*http.Response, error) {
+	d, ok := req.Context().Value(perCallKey{}).(time.Duration)
+	if !ok {
+		return b.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	timer := time.AfterFunc(d, cancel)
+	resp, err := b.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		timer.Stop()
+		cancel()
+		return resp, err
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The body is the connection (an io.ReadWriteCloser the
+		// WebSocket library asserts); it ends with the test's context.
+		timer.Stop()
+		return resp, nil
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		timer.Stop()
+	}
+	resp.Body = &boundBody{ReadCloser: resp.Body, done: func() { timer.Stop(); cancel() }}
+	return resp, nil
+}
+
+// boundBody ends its request's bound when it is closed.
+type boundBody struct {
+	io.ReadCloser
+	done func()
+}
+
+func (b *boundBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.done()
+	return err
 }
 
 // ctxFor is a context bounded by d.
