@@ -21,11 +21,15 @@ func TestOverBase(t *testing.T) {
 		c, enc := EncodeContent([]byte(body))
 		return protocol.RootFilesystemEntry{Path: p, Kind: protocol.RootFilesystemEntryKindFile, Mode: &m, Content: &c, Encoding: enc}
 	}
+	link := func(p, target string) protocol.RootFilesystemEntry {
+		m := uint32(0o120777)
+		return protocol.RootFilesystemEntry{Path: p, Kind: protocol.RootFilesystemEntryKindSymlink, Mode: &m, Target: &target}
+	}
 	base := []protocol.RootFilesystemEntry{
 		dir("/", 0o755), dir("/etc", 0o755), file("/etc/passwd", "root:x:0:0"), file("/etc/a", "a"),
 		dir("/etc/ssl", 0o755), dir("/etc/ssl/certs", 0o755), file("/etc/ssl/certs/ca.crt", "pem"),
 		dir("/usr", 0o755), dir("/usr/bin", 0o755), file("/usr/bin/env", "#!"),
-		dir("/var", 0o755), dir("/var/empty", 0o755), dir("/workspace", 0o755),
+		dir("/var", 0o755), dir("/var/empty", 0o755), dir("/workspace", 0o755), link("/var/run", "../run"), dir("/run", 0o755),
 		dir("/proc", 0o555), file("/proc/self", "kernel's"),
 	}
 	without := func(p string) []protocol.RootFilesystemEntry {
@@ -97,6 +101,11 @@ func TestOverBase(t *testing.T) {
 				if !upper[d] {
 					t.Errorf("%s is not below any entry: a touch of it would hide its files", d)
 				}
+			}
+			// Every symlink is an entry: the engine's shadow sync
+			// removes a lower layer's.
+			if !slices.ContainsFunc(got, func(e protocol.RootFilesystemEntry) bool { return e.Path == "/var/run" }) {
+				t.Errorf("the base's symlink /var/run is not an entry")
 			}
 			// And each base file is given once at most: the root's
 			// tree, no more.

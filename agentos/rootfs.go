@@ -146,8 +146,10 @@ func (s *Sidecar) baseRoot(ctx context.Context) ([]protocol.RootFilesystemEntry,
 // its times or mode (a touch, a chmod), hiding the lower's children in it,
 // and it stages a bootstrap directory entry as opaque too. A directory
 // that is in the upper layer as an ancestor of something written there is
-// not opaque, and is never copied up again. So the entries are root's own
-// (those the base lacks, and files that differ from the base's) and, for
+// not opaque, and is never copied up again. And the engine's shadow sync
+// removes a lower layer's symlinks. So the entries are root's own (those
+// the base lacks, and files that differ from the base's), every symlink,
+// and, for
 // every directory of the base with children that those do not already
 // place in the upper layer, one of its files, equal to the base's: its
 // ancestors go up the safe way.
@@ -164,6 +166,11 @@ func overBase(base, root []protocol.RootFilesystemEntry) ([]protocol.RootFilesys
 			continue
 		}
 		e, ok := own[p]
+		if !ok && p == "/" {
+			// A snapshot without the root has the engine's (the
+			// gateway's images have none, readRoot).
+			continue
+		}
 		if !ok || e.Kind != b.Kind || (b.Kind == protocol.RootFilesystemEntryKindDirectory && !sameEntry(e, b)) {
 			return nil, false
 		}
@@ -185,9 +192,13 @@ func overBase(base, root []protocol.RootFilesystemEntry) ([]protocol.RootFilesys
 		if p == "/" || kernelPath(p) {
 			continue
 		}
-		if b, ok := inBase[p]; ok && (e.Kind == protocol.RootFilesystemEntryKindDirectory || sameEntry(e, b)) {
+		if b, ok := inBase[p]; ok && (e.Kind == protocol.RootFilesystemEntryKindDirectory || (e.Kind == protocol.RootFilesystemEntryKindFile && sameEntry(e, b))) {
 			continue
 		}
+		// Symlinks of the base too: a lower layer's symlink is gone
+		// after the engine's next shadow sync (a recursive listing
+		// through the files API removed /var/lock and /var/run, on the
+		// engine's own layout as well), a bootstrap entry is kept.
 		add(e)
 	}
 	// The deepest directories first: the file that places one in the

@@ -13,7 +13,8 @@ import (
 // Write streams root as a tar archive to w. A directory becomes its tree
 // with names relative to it (directories included, each before its
 // content); a single file or symlink becomes one entry named after it.
-// Modes (permission bits) and modification times are kept and symlinks stay
+// Modes (permission bits, setuid, setgid and sticky too) and modification
+// times are kept and symlinks stay
 // symlinks; fifos, devices and sockets are left out, since a tar of them
 // could not be extracted again by Extract. Memory is bounded by one
 // directory's listing per level of depth, whatever the files' sizes.
@@ -68,7 +69,7 @@ func writeDir(ctx context.Context, tw *tar.Writer, src Source, dir, rel string) 
 // writeEntry writes the header of one entry and, for a regular file, its
 // bytes.
 func writeEntry(ctx context.Context, tw *tar.Writer, src Source, p, rel string, info Info) error {
-	hdr := &tar.Header{Name: rel, Mode: int64(info.Mode.Perm()), ModTime: info.ModTime, Uid: info.UID, Gid: info.GID, Format: tar.FormatPAX}
+	hdr := &tar.Header{Name: rel, Mode: unixPerm(info.Mode), ModTime: info.ModTime, Uid: info.UID, Gid: info.GID, Format: tar.FormatPAX}
 	switch {
 	case info.Mode.IsDir():
 		hdr.Typeflag, hdr.Name = tar.TypeDir, rel+"/"

@@ -36,7 +36,7 @@ func (g guestFS) Lstat(ctx context.Context, name string) (archive.Info, error) {
 	}
 	// agentos.FileInfo.Mode knows directories and symlinks only; the raw
 	// mode tells a fifo or a device from a regular file.
-	mode := fs.FileMode(info.RawMode & 0o777)
+	mode := archive.PermFromUnix(info.RawMode)
 	switch info.RawMode & modeTypeMask {
 	case modeRegular:
 	case modeDir:

@@ -82,6 +82,10 @@ func TestHibernationKeepsFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The base's own entries keep their kind and mode: a symlink
+			// (/var/lock), a setgid directory (the home), a sticky one.
+			const special = "ls -ld /var/lock /var/run /home/agentos /tmp /var/tmp"
+			fresh := exec(ctx, t, vm.ID, special)
 			// Nothing but the waking call between two hibernations: a
 			// check of the files between them (a read through the files
 			// API) hid the loss on the old engine path.
@@ -100,9 +104,25 @@ func TestHibernationKeepsFiles(t *testing.T) {
 			if got := exec(ctx, t, vm.ID, "ls /workspace /usr/bin"); !strings.Contains(got, "keep.txt") || !strings.Contains(got, "env") {
 				t.Fatalf("after 10 cycles the guest lists %q", got)
 			}
+			if got := exec(ctx, t, vm.ID, special); stripTimes(got) != stripTimes(fresh) {
+				t.Errorf("after 10 cycles:\n%s\nfresh:\n%s", got, fresh)
+			}
 			if _, _, err := e.svc.Delete(ctx, tenant.ID, vm.ID); err != nil {
 				t.Error(fmt.Errorf("delete: %w", err))
 			}
 		})
 	}
+}
+
+// stripTimes keeps an ls -l line's mode, links, owner, size and name.
+func stripTimes(ls string) string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(ls), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 8 {
+			f = append(f[:5], f[8:]...)
+		}
+		out = append(out, strings.Join(f, " "))
+	}
+	return strings.Join(out, "\n")
 }

@@ -136,7 +136,7 @@ func (s *entrySource) Lstat(_ context.Context, name string) (archive.Info, error
 	}
 	var perm fs.FileMode = 0o644
 	if e.Mode != nil {
-		perm = fs.FileMode(*e.Mode & 0o7777).Perm()
+		perm = archive.PermFromUnix(*e.Mode)
 	} else if e.Kind == protocol.RootFilesystemEntryKindDirectory || e.Executable {
 		perm = 0o755
 	}
