@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 	"time"
@@ -168,7 +169,8 @@ func (r *FileReader) fill(want int) error {
 
 // WriteFrom streams r into a file, creating its parent directories first
 // when mkdirs is set. The file appears under its name only when complete:
-// it is written to a temporary name and moved into place.
+// it is written to a temporary name and moved into place. A file written
+// over keeps its permission bits.
 func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs bool) (int64, error) {
 	clean, err := agentos.CheckPath(name)
 	if err != nil {
@@ -210,6 +212,14 @@ func (f *Files) WriteFrom(ctx context.Context, name string, r io.Reader, mkdirs 
 		_ = f.vm.Remove(cctx, tmp, false)
 		cancel()
 		return n, EngineError(err, "write file")
+	}
+	if serr == nil {
+		// A file written over keeps its permission bits, as a write to
+		// it in place would (the bytes go to a new file, moved over it).
+		if err := f.vm.Chmod(ctx, tmp, fs.FileMode(info.RawMode).Perm()); err != nil {
+			_ = f.vm.Remove(context.WithoutCancel(ctx), tmp, false)
+			return n, EngineError(err, "write file")
+		}
 	}
 	if err := f.vm.Move(ctx, tmp, clean); err != nil {
 		_ = f.vm.Remove(context.WithoutCancel(ctx), tmp, false)
