@@ -64,9 +64,10 @@ func TestOverBase(t *testing.T) {
 		{"the kernel's content differs", with(file("/proc/self", "other")), true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := overBase(base, tc.root)
+			got, reason := overBase(base, tc.root)
+			ok := reason == ""
 			if ok != tc.ok {
-				t.Fatalf("ok = %v, want %v", ok, tc.ok)
+				t.Fatalf("laid over the base: %v (%s), want %v", ok, reason, tc.ok)
 			}
 			if !ok {
 				return

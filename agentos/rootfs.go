@@ -153,7 +153,9 @@ func (s *Sidecar) baseRoot(ctx context.Context) ([]protocol.RootFilesystemEntry,
 // every directory of the base with children that those do not already
 // place in the upper layer, one of its files, equal to the base's: its
 // ancestors go up the safe way.
-func overBase(base, root []protocol.RootFilesystemEntry) ([]protocol.RootFilesystemEntry, bool) {
+//
+// The reason, when it cannot, names the first entry in the way.
+func overBase(base, root []protocol.RootFilesystemEntry) (_ []protocol.RootFilesystemEntry, reason string) {
 	own := make(map[string]protocol.RootFilesystemEntry, len(root))
 	for _, e := range root {
 		own[path.Clean(e.Path)] = e
@@ -171,8 +173,13 @@ func overBase(base, root []protocol.RootFilesystemEntry) ([]protocol.RootFilesys
 			// gateway's images have none, readRoot).
 			continue
 		}
-		if !ok || e.Kind != b.Kind || (b.Kind == protocol.RootFilesystemEntryKindDirectory && !sameEntry(e, b)) {
-			return nil, false
+		switch {
+		case !ok:
+			return nil, fmt.Sprintf("it lacks the base's %s", p)
+		case e.Kind != b.Kind:
+			return nil, fmt.Sprintf("its %s is a %s, the base's a %s", p, strings.ToLower(e.Kind.String()), strings.ToLower(b.Kind.String()))
+		case b.Kind == protocol.RootFilesystemEntryKindDirectory && !sameEntry(e, b):
+			return nil, fmt.Sprintf("its directory %s differs from the base's in owner or mode", p)
 		}
 		inBase[p] = b
 		if p != "/" {
@@ -235,7 +242,7 @@ func overBase(base, root []protocol.RootFilesystemEntry) ([]protocol.RootFilesys
 		}
 		add(own[leaf])
 	}
-	return out, true
+	return out, ""
 }
 
 // contentLen is the length of an entry's content as given.

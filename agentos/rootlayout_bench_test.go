@@ -24,7 +24,7 @@ func BenchmarkStatRootLayout(b *testing.B) {
 	}
 	lower, upper := splitRootSnapshot(base)
 	own := vmRootFSJSON{Mode: "ephemeral", DisableDefaultBaseLayer: true, Lowers: []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(lower)}}, BootstrapEntries: rootEntriesJSON(upper)}
-	over := rootLayout(base, base)
+	over, _ := rootLayout(base, base)
 	for _, c := range []struct {
 		name string
 		root *vmRootFSJSON

@@ -133,6 +133,8 @@ type VM struct {
 	// keepDB leaves the session database in place at the VM's end.
 	keepDB atomic.Bool
 	agents []protocol.AgentosProjectedAgent
+	// ownLayer is OwnLayer's reason, set once at create.
+	ownLayer string
 
 	cfgMu sync.Mutex // serialises Configure, which is replace-on-write
 	cfg   protocol.ConfigureVMRequest
@@ -215,16 +217,28 @@ func (s *Sidecar) CreateVM(ctx context.Context, opts VMOptions) (*VM, error) {
 	if root == nil {
 		root = base
 	}
-	layout := rootLayout(base, root)
-	return s.createVM(ctx, opts, &layout)
+	layout, own := rootLayout(base, root)
+	vm, err := s.createVM(ctx, opts, &layout)
+	if err != nil {
+		return nil, err
+	}
+	vm.ownLayer = own
+	return vm, nil
 }
+
+// OwnLayer says why the VM's whole tree is in its own layer rather than
+// over the engine's base (see overBase), or "" when it is over the base.
+// Such a VM keeps its files as well, but each of its file calls costs
+// time for every entry of its tree (BenchmarkStatRootLayout).
+func (vm *VM) OwnLayer() string { return vm.ownLayer }
 
 // rootLayout is how a VM's tree root is laid out: over the engine's base
 // layer when it can be (overBase), else all of it in the VM's own layer
-// (splitRootSnapshot).
-func rootLayout(base, root []protocol.RootFilesystemEntry) vmRootFSJSON {
-	if upper, ok := overBase(base, root); ok {
-		return vmRootFSJSON{Mode: "ephemeral", Lowers: []any{}, BootstrapEntries: rootEntriesJSON(upper)}
+// (splitRootSnapshot), for the reason given.
+func rootLayout(base, root []protocol.RootFilesystemEntry) (vmRootFSJSON, string) {
+	upper, reason := overBase(base, root)
+	if reason == "" {
+		return vmRootFSJSON{Mode: "ephemeral", Lowers: []any{}, BootstrapEntries: rootEntriesJSON(upper)}, ""
 	}
 	lower, upper := splitRootSnapshot(root)
 	return vmRootFSJSON{
@@ -232,7 +246,7 @@ func rootLayout(base, root []protocol.RootFilesystemEntry) vmRootFSJSON {
 		DisableDefaultBaseLayer: true,
 		Lowers:                  []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(lower)}},
 		BootstrapEntries:        rootEntriesJSON(upper),
-	}
+	}, reason
 }
 
 // createVM creates a VM with the root filesystem root (nil: the engine's

@@ -49,7 +49,7 @@ func newProc(bin, dir, id, dsn string, parallel int) (*proc, error) {
 	n.url = "http://" + addr
 	// A VM to a sidecar: a sidecar kill ends the one VM whose sequence
 	// asked for it. No warm VMs: each would hold a sidecar of its own.
-	n.args = []string{"--addr", addr, "--data-dir", data, "--log-level", "warn",
+	n.args = []string{"--addr", addr, "--data-dir", data, "--log-level", "info",
 		"--vms-per-sidecar", "1", "--max-sidecars", strconv.Itoa(parallel + 2), "--min-idle-sidecars", "1",
 		"--warm-vms", "0", "--shutdown-grace", "90s", "--wake-timeout", "90s"}
 	if dsn != "" {

@@ -469,8 +469,13 @@ func (q *sequence) killSidecar(ctx context.Context) error {
 	if vm.SidecarID == "" {
 		return fmt.Errorf("the VM (%s) has no sidecar", vm.State)
 	}
+	// Sidecar ids are a node's own (each node has an sc-1): the VM's
+	// sidecar is looked up on the node that runs it.
 	pid := 0
-	for _, a := range q.w.admins {
+	for i, a := range q.w.admins {
+		if len(q.w.nodes) > 1 && q.w.nodes[i].id != vm.Node {
+			continue
+		}
 		scs, err := a.Sidecars(ctx)
 		if err != nil {
 			return err
