@@ -28,8 +28,9 @@ func PermFromUnix(m uint32) fs.FileMode {
 	return perm
 }
 
-// unixPerm is the Unix permission bits of m, PermFromUnix's inverse.
-func unixPerm(m fs.FileMode) int64 {
+// UnixPerm is the Unix permission bits of m (a tar header's mode),
+// PermFromUnix's inverse.
+func UnixPerm(m fs.FileMode) int64 {
 	perm := int64(m.Perm())
 	if m&fs.ModeSetuid != 0 {
 		perm |= unixSetuid

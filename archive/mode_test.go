@@ -24,8 +24,8 @@ func TestUnixModes(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("PermFromUnix(%o) = %v, want %v", tc.unix, got, tc.want)
 		}
-		if back := unixPerm(got | fs.ModeDir); back != int64(tc.unix&0o7777) {
-			t.Errorf("unixPerm(%v) = %o, want %o", got, back, tc.unix&0o7777)
+		if back := UnixPerm(got | fs.ModeDir); back != int64(tc.unix&0o7777) {
+			t.Errorf("UnixPerm(%v) = %o, want %o", got, back, tc.unix&0o7777)
 		}
 	}
 }

@@ -69,7 +69,7 @@ func writeDir(ctx context.Context, tw *tar.Writer, src Source, dir, rel string) 
 // writeEntry writes the header of one entry and, for a regular file, its
 // bytes.
 func writeEntry(ctx context.Context, tw *tar.Writer, src Source, p, rel string, info Info) error {
-	hdr := &tar.Header{Name: rel, Mode: unixPerm(info.Mode), ModTime: info.ModTime, Uid: info.UID, Gid: info.GID, Format: tar.FormatPAX}
+	hdr := &tar.Header{Name: rel, Mode: UnixPerm(info.Mode), ModTime: info.ModTime, Uid: info.UID, Gid: info.GID, Format: tar.FormatPAX}
 	switch {
 	case info.Mode.IsDir():
 		hdr.Typeflag, hdr.Name = tar.TypeDir, rel+"/"

@@ -22,6 +22,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+	"github.com/agentos-gateway/agentos-gateway/archive"
 )
 
 // A checkpoint keeps a running VM's files in the store, so that a VM lost
@@ -498,7 +499,7 @@ func (sc *scanner) scanAll(ctx context.Context, old manifest) (manifest, error) 
 func exportStamp(e protocol.RootFilesystemEntry) (stamp, error) {
 	var perm fs.FileMode = 0o644
 	if e.Mode != nil {
-		perm = fs.FileMode(*e.Mode & 0o7777).Perm()
+		perm = archive.PermFromUnix(*e.Mode)
 	} else if e.Kind == protocol.RootFilesystemEntryKindDirectory || e.Executable {
 		perm = 0o755
 	}
@@ -580,7 +581,7 @@ func (sc *scanner) stat(ctx context.Context, p string) (stamp, bool, error) {
 	if err != nil {
 		return stamp{}, false, EngineError(err, "checkpoint")
 	}
-	st := stamp{perm: fs.FileMode(info.RawMode).Perm(), uid: int(info.UID), gid: int(info.GID), hasOwner: true,
+	st := stamp{perm: archive.PermFromUnix(info.RawMode), uid: int(info.UID), gid: int(info.GID), hasOwner: true,
 		size: info.Size, mtime: info.ModTime, ctime: info.ChangeTime}
 	switch info.RawMode & modeTypeMask {
 	case modeDir:
@@ -790,7 +791,7 @@ func (sc *scanner) writeEntry(ctx context.Context, tw *tar.Writer, p string, st 
 			return err
 		}
 	}
-	hdr := &tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: int64(st.perm), Uid: st.uid, Gid: st.gid, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+	hdr := &tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: archive.UnixPerm(st.perm), Uid: st.uid, Gid: st.gid, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
 	e, exported := sc.exported[p]
 	switch st.kind {
 	case tar.TypeDir:

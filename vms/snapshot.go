@@ -304,7 +304,7 @@ func readRoot(r io.ReadSeeker) (rootFilesystem, error) {
 				if err != nil {
 					return gateway.Wrap(gateway.CodeInternal, err, "the stored snapshot is not readable")
 				}
-				root.deferred = append(root.deferred, deferredFile{name: hdr.Name, offset: offset, size: hdr.Size, perm: fs.FileMode(hdr.Mode).Perm()})
+				root.deferred = append(root.deferred, deferredFile{name: hdr.Name, offset: offset, size: hdr.Size, perm: archive.PermFromUnix(uint32(hdr.Mode))})
 				if budget < entryCost {
 					return nil
 				}
