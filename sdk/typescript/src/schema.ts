@@ -1207,7 +1207,8 @@ export interface paths {
         get: operations["readFile"];
         /**
          * Write a file
-         * @description Streams the raw body into the file, replacing it. The size limit (`--max-file-bytes`,
+         * @description Streams the raw body into the file, replacing its bytes; a file that exists keeps its
+         *     permission bits, a new one gets `0644`. The size limit (`--max-file-bytes`,
          *     1 GiB by default) is checked against `Content-Length` up front and enforced while
          *     streaming; nothing is left behind when it is exceeded (`413`). A path that is a
          *     directory is `409` `conflict` and the directory stays as it was (use `PUT .../archive`
