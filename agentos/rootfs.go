@@ -129,17 +129,17 @@ func (s *Sidecar) baseRoot(ctx context.Context) ([]protocol.RootFilesystemEntry,
 }
 
 // overBase returns the bootstrap entries that give a VM created over the
-// engine's own base layer the tree root, and false when root cannot be
-// given that way: it lacks an entry of the base, changed one's kind, or
-// changed a directory's owner or mode (the bootstrap cannot delete, so
-// the base would bring the entry back; a directory entry would hide the
-// base's files in it, see below).
+// engine's own base layer the tree root, or, when root cannot be given that
+// way, a reason naming the first entry in the way: root lacks an entry of
+// the base, changed one's kind, or changed a directory's owner or mode (a
+// bootstrap cannot delete, so the base would bring the entry back; a
+// directory entry would hide the base's files in it, see below).
 //
 // Why over the base rather than all of root as bootstrap entries: the
 // engine walks every entry its upper layer holds on the host before each
 // read of the guest's filesystem (its shadow sync), so each entry costs
-// every stat, and the base's 221 cost more than most VMs' own (measured in
-// TestRootLayoutCost).
+// every stat, and the base's 221 cost more than most VMs' own
+// (BenchmarkStatRootLayout).
 //
 // What over the base must guard against: the engine copies a directory
 // that only a lower layer holds up as opaque the first time a call changes
@@ -149,12 +149,9 @@ func (s *Sidecar) baseRoot(ctx context.Context) ([]protocol.RootFilesystemEntry,
 // not opaque, and is never copied up again. And the engine's shadow sync
 // removes a lower layer's symlinks. So the entries are root's own (those
 // the base lacks, and files that differ from the base's), every symlink,
-// and, for
-// every directory of the base with children that those do not already
-// place in the upper layer, one of its files, equal to the base's: its
-// ancestors go up the safe way.
-//
-// The reason, when it cannot, names the first entry in the way.
+// and, for every directory of the base with children that those do not
+// already place in the upper layer, one of its files, equal to the base's:
+// its ancestors go up the safe way.
 func overBase(base, root []protocol.RootFilesystemEntry) (_ []protocol.RootFilesystemEntry, reason string) {
 	own := make(map[string]protocol.RootFilesystemEntry, len(root))
 	for _, e := range root {
