@@ -3,9 +3,6 @@ package durability
 import (
 	"bytes"
 	"context"
-	"database/sql"
-	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/agentos-gateway/agentos-gateway/internal/pgtest"
 )
 
 // testLog writes the run's progress lines to the test log.
@@ -112,7 +109,7 @@ func TestDurabilityCluster(t *testing.T) {
 	if base == "" {
 		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test and make durability set it)")
 	}
-	runFor(t, Config{Postgres: freshDatabase(t, base), Sequences: env(t, "DURABILITY_CLUSTER_SEQUENCES", 12),
+	runFor(t, Config{Postgres: pgtest.Database(t, base, "durability"), Sequences: env(t, "DURABILITY_CLUSTER_SEQUENCES", 12),
 		Steps: env(t, "DURABILITY_STEPS", testSteps), Seed: uint64(time.Now().UnixNano()), Parallel: 3})
 }
 
@@ -156,32 +153,6 @@ func TestDurabilityRegressions(t *testing.T) {
 		t.Skip("no regression seed")
 	}
 	runFor(t, Config{Seeds: regressionSeeds, Steps: 30, Parallel: 2})
-}
-
-// freshDatabase creates a database of its own on the server of dsn,
-// dropped after the test.
-func freshDatabase(t *testing.T, dsn string) string {
-	t.Helper()
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	name := fmt.Sprintf("durability_%d", time.Now().UnixNano())
-	if _, err := admin.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database: %v", err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }
 
 func logTail(path string, n int) string {

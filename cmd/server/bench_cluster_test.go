@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
+	"github.com/agentos-gateway/agentos-gateway/internal/pgtest"
 )
 
 // benchCluster starts two gateway binaries on a fresh PostgreSQL database
@@ -20,7 +21,7 @@ func benchCluster(b *testing.B) (direct, proxied *client.Client, vm string) {
 	if base == "" {
 		b.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (bench/run.sh sets it)")
 	}
-	dsn := freshClusterDatabase(b, base)
+	dsn := pgtest.Database(b, base, "cluster")
 	bin := buildGateway(b)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	b.Cleanup(hc.CloseIdleConnections)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/client"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
 	"github.com/agentos-gateway/agentos-gateway/internal/mockanthropic"
+	"github.com/agentos-gateway/agentos-gateway/internal/pgtest"
 )
 
 // Cluster timings of the test: short, so that a dead node is found out
@@ -104,7 +103,7 @@ func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	if base == "" {
 		t.Skip("AGENTOS_GATEWAY_TEST_POSTGRES is not set (make test sets it)")
 	}
-	cl := &testCluster{dsn: freshClusterDatabase(t, base), bin: buildGateway(t)}
+	cl := &testCluster{dsn: pgtest.Database(t, base, "cluster"), bin: buildGateway(t)}
 	doc := apispec.MustLoad(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
@@ -556,30 +555,4 @@ func useVM(t *testing.T, via *clusterNode, nodes []*clusterNode, vm, sid string)
 	if err != nil || len(hist.Events) == 0 {
 		t.Fatalf("history: %v", err)
 	}
-}
-
-// freshClusterDatabase creates a database of its own on the server of dsn
-// and drops it when the test ends.
-func freshClusterDatabase(t testing.TB, dsn string) string {
-	t.Helper()
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	name := fmt.Sprintf("cluster_%d", time.Now().UnixNano())
-	if _, err := admin.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database: %v", err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }
