@@ -229,6 +229,7 @@ func (vm *VM) session(id string) *Session {
 		s.end(vm.stateErr)
 	}
 	vm.sessions[id] = s
+	vm.guestRan()
 	return s
 }
 

@@ -57,7 +57,30 @@ func CheckPath(p string) (string, error) {
 	return path.Clean(p), nil
 }
 
+// fsCall sends a filesystem call. One that makes the pinned engine sync
+// its shadow into the kernel first has the shadow reconciled (shadow.go).
 func (vm *VM) fsCall(ctx context.Context, req protocol.GuestFilesystemCallRequest) (protocol.GuestFilesystemResultResponse, error) {
+	p, err := CheckPath(req.Path)
+	if err != nil {
+		return protocol.GuestFilesystemResultResponse{}, err
+	}
+	req.Path = p
+	if syncsShadow(req.Operation) {
+		if err := vm.reconcileShadow(ctx); err != nil {
+			return protocol.GuestFilesystemResultResponse{}, err
+		}
+	}
+	vm.shadow.mu.RLock()
+	defer vm.shadow.mu.RUnlock()
+	r, err := vm.rawFsCall(ctx, req)
+	if err == nil {
+		vm.shadow.noteCopied(req)
+	}
+	return r, err
+}
+
+// rawFsCall sends a filesystem call as it is.
+func (vm *VM) rawFsCall(ctx context.Context, req protocol.GuestFilesystemCallRequest) (protocol.GuestFilesystemResultResponse, error) {
 	p, err := CheckPath(req.Path)
 	if err != nil {
 		return protocol.GuestFilesystemResultResponse{}, err
@@ -137,6 +160,10 @@ func (vm *VM) ReadFile(ctx context.Context, p string) ([]byte, error) {
 // number of bytes written. Memory use is bounded by one chunk whatever the
 // file's size; a file smaller than a chunk costs one request.
 func (vm *VM) ReadFileTo(ctx context.Context, p string, w io.Writer) (int64, error) {
+	ctx, err := vm.Settle(ctx) // once for all of its chunks
+	if err != nil {
+		return 0, err
+	}
 	var off int64
 	for {
 		n := uint64(FileChunkSize)
@@ -182,6 +209,10 @@ func (vm *VM) WriteFile(ctx context.Context, p string, data []byte) error {
 // file behind; callers that need all-or-nothing write to a temporary name
 // and Move it.
 func (vm *VM) WriteFileFrom(ctx context.Context, p string, r io.Reader) (int64, error) {
+	ctx, err := vm.Settle(ctx) // once for all of its chunks
+	if err != nil {
+		return 0, err
+	}
 	// The first chunk is small, so that a small file (an archive's usual
 	// entry) does not cost a whole chunk's buffer; the buffer grows to
 	// FileChunkSize (a pooled one) once a file fills it.

@@ -264,6 +264,7 @@ func (vm *VM) addProcess(p *Process) error {
 		return fmt.Errorf("%w: %s", ErrVMDisposed, vm.id)
 	}
 	vm.procs[p.id] = p
+	vm.guestRan()
 	return nil
 }
 

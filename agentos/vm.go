@@ -153,6 +153,11 @@ type VM struct {
 	acpEvents hub[SessionEvent]
 	nextProc  atomic.Int64
 
+	// guestRuns counts guest code started (processes, sessions), and shadow
+	// is the VM's view of the engine's host copy of its files (shadow.go).
+	guestRuns atomic.Uint64
+	shadow    shadowState
+
 	terminals terminalTable   // ACP terminal/* callbacks
 	hostCalls HostCallHandler // answers HostCallbackRequests; nil refuses them
 }
@@ -353,6 +358,7 @@ func (s *Sidecar) createVM(ctx context.Context, opts VMOptions, root *vmRootFSJS
 		sessions:  make(map[string]*Session),
 	}
 	vm.terminals.vm = vm
+	vm.shadow.noteEntries(cfg.RootFilesystem.BootstrapEntries)
 	vm.cfg = protocol.ConfigureVMRequest{
 		Mounts:                   []protocol.MountDescriptor{},
 		Software:                 []protocol.SoftwareDescriptor{},

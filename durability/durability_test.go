@@ -122,11 +122,12 @@ var regressionSeeds = []uint64{
 	// files API came back 0644: the write replaced it with a new file
 	// (vms.TestWriteKeepsMode).
 	1796639897351578195,
-	// A guest's append to a file that the files API wrote never reached
-	// the engine's kernel: the next capture lost it. An engine bug, pinned
-	// by agentos.TestEngineGuestWriteOverWireFile; this seed fails until
-	// it is mended or worked around.
+	// A guest's append to a file that the files API wrote was undone by
+	// the next filesystem call: the engine brought its stale host copy
+	// back (agentos.TestEngineShadowRevertsGuestChanges), so the next
+	// capture lost it. Mended by agentos.VM.reconcileShadow.
 	1796640892135698367,
+	1796643268314624081,
 }
 
 // TestIssue33 is the sequence of issue 33, with each kind of waking call:

@@ -106,6 +106,10 @@ func (f *Files) WriteArchive(ctx context.Context, root string, w io.Writer) erro
 	if err != nil {
 		return EngineError(err, "archive")
 	}
+	// One reconcile of the engine's shadow for the whole walk (agentos.VM.Settle).
+	if ctx, err = f.vm.Settle(ctx); err != nil {
+		return EngineError(err, "archive")
+	}
 	return archiveError(archive.Write(ctx, w, guestFS{f.vm}, clean), archive.Limits{})
 }
 

@@ -288,6 +288,12 @@ func (s *Service) checkpoint(ctx context.Context, lv *liveVM) error {
 	}
 
 	sc := newScanner(lv.vm)
+	// One reconcile of the engine's shadow for the scan (agentos.VM.Settle).
+	ctx, err := lv.vm.Settle(ctx)
+	if err != nil {
+		keepJournal()
+		return err
+	}
 	var (
 		cur     manifest
 		changed []string

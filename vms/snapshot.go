@@ -59,6 +59,10 @@ func (f *Files) writeRoot(ctx context.Context, w io.Writer, seen tree) (archive.
 	es, err := f.vm.ExportRootFilesystemFrame(ctx)
 	switch {
 	case errors.Is(err, agentos.ErrSnapshotTooLarge):
+		// One reconcile of the engine's shadow for the walk (agentos.VM.Settle).
+		if ctx, err = f.vm.Settle(ctx); err != nil {
+			return archive.Stats{}, EngineError(err, "snapshot")
+		}
 		src = rootWalk{guestFS{f.vm}, mounts}
 	case err != nil:
 		return archive.Stats{}, EngineError(err, "snapshot")

@@ -66,6 +66,10 @@ func cutPoints(vm *agentos.VM) []string {
 // entries). A subtree the engine refuses to list in one call (past its
 // entry or depth limits) is listed a directory at a time.
 func listTree(ctx context.Context, vm *agentos.VM, cut []string) (tree, error) {
+	ctx, err := vm.Settle(ctx) // one reconcile of the engine's shadow for the walk
+	if err != nil {
+		return nil, err
+	}
 	t := tree{}
 	if err := listInto(ctx, vm, "/", cut, t); err != nil {
 		return nil, err
