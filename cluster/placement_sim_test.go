@@ -84,7 +84,7 @@ func bestOfTwoPolicy(view []int, rng *rand.Rand) int {
 // best-of-2 on exact loads (the store's count at create time) and on loads
 // as stale as a heartbeat: least-loaded keeps the nodes closest to even on
 // exact loads, and herds onto one node on stale ones, where best-of-2 wins.
-// The numbers are in the README ("Running several nodes").
+// The numbers are in docs/clusters.md ("Running several nodes").
 func TestPlacementSimulation(t *testing.T) {
 	const nodes, steps, life = 8, 40000, 400
 	for _, tc := range []struct {

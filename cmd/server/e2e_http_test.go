@@ -398,7 +398,7 @@ func TestE2ERateLimitHeaders(t *testing.T) {
 }
 
 // TestHelpListsEveryFlag runs the real binary with --help, and holds its
-// flags against the README's configuration table.
+// flags against the configuration table of docs/configuration.md.
 func TestHelpListsEveryFlag(t *testing.T) {
 	t.Parallel()
 	bin := buildGateway(t)
@@ -410,12 +410,12 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	if len(flags) < 20 {
 		t.Fatalf("--help lists %d flags:\n%s", len(flags), out)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	table, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\|").FindAllStringSubmatch(string(readme), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\|").FindAllStringSubmatch(string(table), -1) {
 		documented[m[1]] = true
 	}
 	var listed []string
@@ -425,12 +425,12 @@ func TestHelpListsEveryFlag(t *testing.T) {
 			t.Errorf("--%s: env %s", f[1], f[3])
 		}
 		if !documented[f[1]] {
-			t.Errorf("--%s is not in the README's configuration table", f[1])
+			t.Errorf("--%s is not in the configuration table of docs/configuration.md", f[1])
 		}
 	}
 	for name := range documented {
 		if !slices.Contains(listed, name) {
-			t.Errorf("the README documents --%s, which --help does not list", name)
+			t.Errorf("docs/configuration.md documents --%s, which --help does not list", name)
 		}
 	}
 	sort.Strings(listed)
