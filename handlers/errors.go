@@ -59,7 +59,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(p)
+	// Not HTML-escaped: a problem is shown to people, and "Bearer <key>"
+	// must not read "Bearer \u003ckey\u003e".
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(p)
 }
 
 // writeJSON writes v with status.

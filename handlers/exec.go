@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -153,7 +155,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		res, err := s.vms.Exec(ctx, p.tenant, vmID, sreq, nil)
 		s.metrics.execDuration.Observe(time.Since(start).Seconds())
 		if err != nil {
-			return nil, err
+			return nil, withPartialOutput(err, res)
 		}
 		return execResultBody(res), nil
 	}, told)
@@ -212,6 +214,7 @@ func (s *Server) execAsync(w http.ResponseWriter, r *http.Request, body []byte, 
 		if err == nil {
 			v = execResultBody(res)
 		}
+		err = withPartialOutput(err, res)
 		if rerr := s.recordOutcome(rec, claim, v, err, told(claim.Key(), v, err)...); rerr != nil {
 			s.log.Error().Err(rerr).Str("vm", vmID).Str("key", claim.Key()).Msg("record an async exec's outcome")
 		}
@@ -248,6 +251,22 @@ func (s *Server) execOutcome(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.replayOutcome(w, r, http.StatusOK, outcome)
+}
+
+// withPartialOutput adds to an exec's deadline_exceeded the output the
+// command had produced before it was killed (res), encoded as a result's:
+// details.stdout, stderr, encoding, truncated, durationMs and partial.
+func withPartialOutput(err error, res *vms.ExecResult) error {
+	var ge *gateway.Error
+	if res == nil || !errors.As(err, &ge) || ge.Code != gateway.CodeDeadlineExceeded {
+		return err
+	}
+	body := execResultBody(res)
+	out := *ge
+	out.Details = maps.Clone(ge.Details)
+	out.Message += "; details.stdout and details.stderr hold the output it had produced (partial)"
+	return out.WithDetail("partial", true).WithDetail("stdout", body.Stdout).WithDetail("stderr", body.Stderr).
+		WithDetail("encoding", body.Encoding).WithDetail("truncated", body.Truncated).WithDetail("durationMs", body.DurationMs)
 }
 
 // execResultBody is the JSON answer of a finished exec.
@@ -325,7 +344,7 @@ func (s *Server) replayExecStream(w http.ResponseWriter, r *http.Request, outcom
 			}
 		}
 		b, _ := json.Marshal(api.ExecExitEvent{ExitCode: res.ExitCode, Signal: signalOrNull(res.Signal), Truncated: res.Truncated, DurationMs: res.DurationMs})
-		return emit(sse.Event{ID: strconv.FormatUint(seq, 10), Event: "exit", Data: b})
+		return emit(sse.Event{ID: strconv.FormatUint(seq+1, 10), Event: "exit", Data: b})
 	})
 }
 
@@ -373,13 +392,18 @@ func outputEvent(e streamlog.Entry[vms.Chunk]) sse.Event {
 	return sse.Event{ID: strconv.FormatUint(e.Seq, 10), Event: e.V.Stream, Data: b}
 }
 
+// exitEventID is the id of an exit event: its own, after the last output's
+// (last), so that a client that resumes after it is told that nothing is
+// left (processOutput answers 204).
+func exitEventID(last uint64) string { return strconv.FormatUint(last+1, 10) }
+
 func exitEvent(last uint64, res *vms.ExecResult, err error) sse.Event {
 	if err != nil {
 		return sse.EndEvent(last, err)
 	}
 	b, _ := json.Marshal(api.ExecExitEvent{ExitCode: res.ExitCode, Signal: signalOrNull(res.Signal),
 		Truncated: res.StdoutTruncated || res.StderrTruncated, DurationMs: res.Duration.Milliseconds()})
-	return sse.Event{ID: strconv.FormatUint(last, 10), Event: "exit", Data: b}
+	return sse.Event{ID: exitEventID(last), Event: "exit", Data: b}
 }
 
 // readBody reads a JSON body whole (it is bounded), so that it can be both

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
@@ -90,6 +89,13 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if exit, err := p.Exit(); exit != nil && err == nil && after == p.Output().LastSeq()+1 {
+		// A resume after the exit event: nothing is left. 204 tells an
+		// EventSource to stop reconnecting.
+		release()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if err := streamlog.CheckResume(after, p.Output().LastSeq(), "Last-Event-ID"); err != nil {
 		release()
 		writeError(w, r, err)
@@ -103,7 +109,7 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return []sse.Event{sse.EndEvent(last, err)}
 		}
-		return []sse.Event{{ID: strconv.FormatUint(last, 10), Event: "exit", Data: exitJSON(exit)}}
+		return []sse.Event{{ID: exitEventID(last), Event: "exit", Data: exitJSON(exit)}}
 	}}, release)
 }
 

@@ -716,7 +716,8 @@ func TestSessionRoutesAnswerTheSpec(t *testing.T) {
 		{"unload", "POST", ses + "/unload", specAdminKey, nil, "", 409, "conflict"},
 		{"prompt", "POST", ses + "/prompt", specAdminKey, nil, text, 409, "conflict"},
 		{"prompt async", "POST", ses + "/prompt", specAdminKey, hdr{"Prefer": "respond-async"}, `{"content":[{"type":"text","text":"hi"}],"idempotencyKey":"k1"}`, 409, "conflict"},
-		{"prompt unknown session", "POST", vm + "/sessions/nope/prompt", specAdminKey, nil, text, 404, "not_found"},
+		// The VM is lost: that is what is wrong, not the session (issue 36).
+		{"prompt unknown session", "POST", vm + "/sessions/nope/prompt", specAdminKey, nil, text, 409, "conflict"},
 		{"prompt no content", "POST", ses + "/prompt", specAdminKey, nil, `{}`, 400, "invalid_argument"},
 		{"prompt empty content", "POST", ses + "/prompt", specAdminKey, nil, `{"content":[]}`, 400, "invalid_argument"},
 		{"prompt unknown block", "POST", ses + "/prompt", specAdminKey, nil, `{"content":[{"type":"video"}]}`, 400, "invalid_argument"},

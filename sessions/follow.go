@@ -116,7 +116,7 @@ func (s *Service) Follow(ctx context.Context, tenantID, vmID, id string, after u
 			release = func() {}
 			ended   string
 		)
-		l, rel, err := s.live(ctx, tenantID, vmID, id)
+		l, rel, err := s.liveSession(ctx, tenantID, vmID, id)
 		switch {
 		case err == nil:
 			ls, release = l, rel

@@ -456,9 +456,10 @@ func (s *Service) describe(ctx context.Context, vm gateway.VM, rec *gateway.Sess
 // Delete deletes a session and its history, from the VM's engine when the VM
 // is live and from the store in any case.
 func (s *Service) Delete(ctx context.Context, tenantID, vmID, id string) error {
-	// live reads the record first: an unknown session is not_found, and
-	// ErrVMEnded means the session exists but its VM has ended.
-	ls, release, err := s.live(ctx, tenantID, vmID, id)
+	// liveSession reads the record first: an unknown session is not_found
+	// (a delete is idempotent), and ErrVMEnded means the session exists but
+	// its VM has ended.
+	ls, release, err := s.liveSession(ctx, tenantID, vmID, id)
 	if err == nil {
 		defer release()
 		if err := ls.handle().Delete(ctx); err != nil {
@@ -573,6 +574,16 @@ func (ls liveSession) handle() *vms.AgentSession { return ls.r.vm.Session(ls.id)
 // release: CodeNotFound for an unknown session, CodeConflict when the VM has
 // ended.
 func (s *Service) live(ctx context.Context, tenantID, vmID, id string) (liveSession, func(), error) {
+	ls, release, err := s.liveSession(ctx, tenantID, vmID, id)
+	if err != nil {
+		return ls, release, s.vmAtFault(ctx, tenantID, vmID, err)
+	}
+	return ls, release, nil
+}
+
+// liveSession is live for a reader of a session (Follow), to whom an unknown
+// session is not_found whatever its VM's state.
+func (s *Service) liveSession(ctx context.Context, tenantID, vmID, id string) (liveSession, func(), error) {
 	rec, err := s.store.GetSession(ctx, tenantID, vmID, id)
 	if err != nil {
 		return liveSession{}, nil, err
@@ -588,6 +599,28 @@ func (s *Service) live(ctx context.Context, tenantID, vmID, id string) (liveSess
 	}
 	r.ensure(rec)
 	return liveSession{r: r, id: id}, release, nil
+}
+
+// vmAtFault turns a session's not_found into what is wrong with its VM, when
+// something is: an unknown VM is the VM's not_found, and a VM that ended is
+// a conflict naming its state, as any other call to it says. A prompt to
+// a disposed VM used to answer "session demo not found".
+func (s *Service) vmAtFault(ctx context.Context, tenantID, vmID string, err error) error {
+	if gateway.ErrorCode(err) != gateway.CodeNotFound {
+		return err
+	}
+	vm, verr := s.store.GetVM(ctx, tenantID, vmID)
+	switch {
+	case verr != nil:
+		return verr
+	case vm.State.Final():
+		e := gateway.Errorf(gateway.CodeConflict, "the VM is %s", vm.State).WithDetail("state", vm.State)
+		if vm.Reason != "" {
+			e = e.WithDetail("reason", vm.Reason)
+		}
+		return e
+	}
+	return err
 }
 
 // recorderFor returns the recorder of a live VM, starting it if needed.

@@ -110,7 +110,11 @@ func stateConflict(rec gateway.VM) error {
 	if rec.State.Final() {
 		e.Err = ErrVMEnded
 	}
-	return e.WithDetail("state", rec.State).WithDetail("reason", rec.Reason)
+	e = e.WithDetail("state", rec.State)
+	if rec.Reason != "" {
+		e = e.WithDetail("reason", rec.Reason) // never an empty reason
+	}
+	return e
 }
 
 // hibernate captures lv's root filesystem and ends it as hibernated. While
@@ -179,9 +183,15 @@ func (s *Service) capture(ctx context.Context, lv *liveVM, reason string) (vmIma
 	f := &Files{vm: lv.vm, vmID: lv.id, done: lv.hold(s.cfg.Now())}
 	defer f.Release()
 	cut := cutPoints(lv.vm)
+	skips := lv.vm.ShadowSkips()
 	before, err := listTree(ctx, lv.vm, cut)
 	if err != nil {
 		return vmImage{}, EngineError(err, "list the VM's files")
+	}
+	if lv.vm.ShadowSkips() > skips {
+		// agentos/shadow.go: past one export frame the engine's stale host
+		// copies cannot be checked, and may undo a guest's edits.
+		s.log.Warn().Str("vm", lv.id).Msg("the VM's files exceed one export frame: the engine's host copies were not checked, so a guest's edits to files the files API wrote may be lost")
 	}
 	seen := tree{}
 	name, size, err := s.putImage(ctx, func(w io.Writer) error {

@@ -99,7 +99,11 @@ func checkCwd(ctx context.Context, vm *agentos.VM, cwd string) error {
 	case errors.As(err, &rej) && rej.Errno == "ENOTDIR", err == nil && !info.IsDir:
 		return gateway.Errorf(gateway.CodeInvalidArgument, "cwd %s is not a directory", cwd).WithDetail("field", "cwd")
 	case err != nil:
-		return EngineError(err, "check cwd")
+		var ge *gateway.Error
+		if err = EngineError(err, "check cwd"); errors.As(err, &ge) && ge.Code == gateway.CodeInvalidArgument {
+			return ge.WithDetail("field", "cwd")
+		}
+		return err
 	}
 	return nil
 }
@@ -169,13 +173,18 @@ type PreparedExec struct {
 }
 
 // PrepareExec checks an exec before it runs: its deadline (ExecTimeout),
-// its VM (usable by the tenant) and its cwd (CheckCwd). A caller that must
+// its stdin's size, its VM (usable by the tenant) and its cwd (CheckCwd).
+// A caller that must
 // answer with a status before it starts streaming (a streamed exec)
 // prepares, answers, then runs.
 func (s *Service) PrepareExec(ctx context.Context, tenant gateway.Tenant, vmID string, req ExecRequest) (*PreparedExec, error) {
 	timeout, err := s.ExecTimeout(req.Timeout)
 	if err != nil {
 		return nil, err
+	}
+	if len(req.Stdin) > MaxStdinWrite {
+		return nil, gateway.Errorf(gateway.CodeInvalidArgument, "stdin of %d bytes exceeds %d, the most agentOS delivers reliably; write larger input to a file first", len(req.Stdin), MaxStdinWrite).
+			WithDetail("field", "stdin").WithDetail("limit", MaxStdinWrite)
 	}
 	lv, unhold, err := s.lookupAt(ctx, tenant.ID, vmID, req.Cwd)
 	if err != nil {
@@ -204,7 +213,8 @@ func (p *PreparedExec) Background(done func(*ExecResult, error)) bool {
 
 // Run runs the prepared command to completion and releases the VM.
 // onOutput, when set, receives the output as it arrives (for streamed
-// exec) and must not block.
+// exec) and must not block. A command killed at its deadline returns a
+// deadline_exceeded error together with the output it had produced.
 func (p *PreparedExec) Run(ctx context.Context, onOutput func(Chunk)) (*ExecResult, error) {
 	defer p.Release()
 	release, err := p.s.countProcess(p.tenant)
@@ -231,12 +241,21 @@ func (p *PreparedExec) Run(ctx context.Context, onOutput func(Chunk)) (*ExecResu
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, agentos.ErrTimeout) && res != nil {
+			// What the command printed before it was killed: a user
+			// debugging a hung command needs it (the 504 carries it).
+			return execResult(res), launchError(err, "exec")
+		}
 		return nil, launchError(err, "exec")
 	}
+	return execResult(res), nil
+}
+
+func execResult(res *agentos.ExecResult) *ExecResult {
 	return &ExecResult{
 		ExitCode: res.ExitCode, Signal: res.Signal, Stdout: res.Stdout, Stderr: res.Stderr,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, Duration: res.Duration,
-	}, nil
+	}
 }
 
 // SpawnRequest starts a long-running process.

@@ -158,6 +158,30 @@ func (t Targets) CheckURL(raw string) error {
 	return nil
 }
 
+// checkResolved refuses a URL whose host name resolves (with lookup) to an
+// address the policy refuses; an IP literal was checked by CheckURL, and a
+// lookup that fails admits the URL.
+func (t Targets) checkResolved(ctx context.Context, raw string, lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil // CheckURL said so
+	}
+	host := u.Hostname()
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	addrs, err := lookup(ctx, "ip", host)
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if !t.addrAllowed(a) {
+			return fmt.Errorf("%w: %s is a loopback, private or otherwise non-public address (it resolves to %s); allow it with --webhook-allow", ErrTargetRefused, host, a.Unmap())
+		}
+	}
+	return nil
+}
+
 // control is the dialer's hook, called with the address actually being
 // connected to after name resolution: checking it there, rather than the
 // name before, is what defeats DNS rebinding.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -51,8 +52,23 @@ func NewClient(targets Targets, gatewaySecret []byte) *Client {
 // Close drops the client's idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
-// CheckURL checks a declared webhook URL against the target policy.
-func (c *Client) CheckURL(raw string) error { return c.targets.CheckURL(raw) }
+// CheckURL checks a declared webhook URL against the target policy, as its
+// deliveries will be: a host name is resolved too, and one that resolves
+// to an address the policy refuses is refused now, in the words an address
+// gets, rather than accepted and then never delivered (http://localhost
+// used to be). A name that does not resolve is accepted: its deliveries
+// say why they fail.
+func (c *Client) CheckURL(raw string) error {
+	if err := c.targets.CheckURL(raw); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), declaredLookupTimeout)
+	defer cancel()
+	return c.targets.checkResolved(ctx, raw, net.DefaultResolver.LookupNetIP)
+}
+
+// declaredLookupTimeout bounds CheckURL's name lookup.
+const declaredLookupTimeout = 2 * time.Second
 
 // TenantSecret is the secret a tenant verifies its webhooks with.
 func (c *Client) TenantSecret(tenantID string) string { return TenantSecret(c.secret, tenantID) }

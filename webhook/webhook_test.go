@@ -167,3 +167,35 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckURLResolvesNames: a declared URL whose host name resolves to an
+// address the policy refuses is refused at once, in an address's words; it
+// used to be accepted and then never delivered. localhost resolves through
+// /etc/hosts, with no network.
+func TestCheckURLResolvesNames(t *testing.T) {
+	for _, tc := range []struct {
+		patterns []string
+		url      string
+		want     string // "" when admitted
+	}{
+		// (127.0.0.1 or ::1, as the host's resolver orders them)
+		{nil, "http://localhost:18432/agentos", "webhook target refused: localhost is a loopback, private or otherwise non-public address (it resolves to "},
+		{nil, "http://127.0.0.1:18432/agentos", "webhook target refused: 127.0.0.1 is a loopback, private or otherwise non-public address; allow it with --webhook-allow"},
+		{[]string{"127.0.0.1/32"}, "http://127.0.0.1:18432/agentos", ""},
+		{[]string{"127.0.0.1/32", "localhost"}, "http://localhost:18432/agentos", ""},
+		// A name that does not resolve is admitted; its deliveries say why.
+		{nil, "https://hooks.invalid/x", ""},
+	} {
+		targets, err := ParseTargets(tc.patterns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = NewClient(targets, []byte("gateway-secret")).CheckURL(tc.url)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v %s: %v", tc.patterns, tc.url, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want) || !strings.HasSuffix(err.Error(), "; allow it with --webhook-allow") || !errors.Is(err, ErrTargetRefused)):
+			t.Errorf("%v %s: %v, want %q", tc.patterns, tc.url, err, tc.want)
+		}
+	}
+}

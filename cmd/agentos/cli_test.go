@@ -179,8 +179,16 @@ func TestExecAndLogs(t *testing.T) {
 		if err := running.Signal(ctx, client.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		if err := follow.Wait(); err != nil || out.String() != "first\n" {
+		// logs -f exits with the process's status, as exec does: 128+9.
+		if err := follow.Wait(); follow.ProcessState.ExitCode() != 137 || out.String() != "first\n" {
 			t.Fatalf("logs -f after the process's end: %v, stdout %q", err, out.String())
+		}
+		five, err := c.VM(vm).Spawn(ctx, client.SpawnRequest{Argv: []string{"sh", "-c", "echo five; exit 5"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := agentos(t, opts{}, "logs", "-f", vm, itoa(five.Pid())); r.code != 5 || r.stdout != "five\n" {
+			t.Fatalf("logs -f of a process that exited 5: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
 		fails(t, opts{}, "no process 99999", "logs", vm, "99999")
 	})

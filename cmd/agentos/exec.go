@@ -200,7 +200,8 @@ func (a *app) logsCommand() *cobra.Command {
 		Long: `logs prints the output of a process (one started by exec, or through the API)
 that the gateway still holds, stdout to stdout and stderr to stderr. With -f
 it goes on printing the output as it comes until the process exits,
-reconnecting without losing or repeating output when the connection drops.`,
+reconnecting without losing or repeating output when the connection drops,
+and exits with the process's status, as exec does (128+N for signal N).`,
 		Args: args(2, "a VM id and a process id"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			pid, err := strconv.ParseUint(argv[1], 10, 32)
@@ -225,8 +226,9 @@ func (a *app) logs(ctx context.Context, p *client.ProcessHandle, vmID string, fo
 		return fmt.Errorf("get %s: %w", what, err)
 	}
 	if follow || !info.Running {
-		// The stream of an exited process ends after its output.
-		return a.follow(ctx, p, "follow "+what, false)
+		// The stream of an exited process ends after its output; -f
+		// ends with the process's status.
+		return a.follow(ctx, p, "follow "+what, follow)
 	}
 	// The stream of a running process never ends by itself: read up to
 	// the latest output sequence, which the gateway names when asked to

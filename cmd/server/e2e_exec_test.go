@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"slices"
@@ -328,6 +329,31 @@ func TestE2EExecDeadlines(t *testing.T) {
 		e := e.sub(t)
 		killedAt(t, def, func() error { return streamed(t, e) })
 	})
+	t.Run("the output before the kill", func(t *testing.T) {
+		e := e.sub(t)
+		// A warm shell, so that the echoes run well within the deadline.
+		if _, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: "echo warm"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"", e.uniq("partial")} {
+			var opts []client.CallOption
+			if key != "" {
+				opts = append(opts, client.WithIdempotencyKey(key))
+			}
+			// The retry of a keyed one replays the recorded outcome, output included.
+			for range len(opts) + 1 {
+				_, err := c.VM(vm.ID).Exec(ctxT(t), client.ExecRequest{Command: "echo partial; echo oops >&2; sleep 30", Timeout: max}, opts...)
+				ce := wantCode(t, err, "deadline_exceeded", http.StatusGatewayTimeout)
+				d := ce.Details
+				if d["partial"] != true || d["stdout"] != "partial\n" || d["stderr"] != "oops\n" || d["encoding"] != "utf8" || d["truncated"] != false {
+					t.Fatalf("details %v (%s)", d, ce.Detail)
+				}
+				if ms, _ := d["durationMs"].(float64); ms < float64(max.Milliseconds())-500 || !strings.Contains(ce.Detail, "partial") {
+					t.Fatalf("durationMs %v, detail %q", d["durationMs"], ce.Detail)
+				}
+			}
+		}
+	})
 }
 
 // killedAt runs attempt, which starts a command that outlives its deadline
@@ -529,12 +555,18 @@ func TestE2EExecBinaryOutput(t *testing.T) {
 		if total != n {
 			t.Fatalf("%d bytes streamed, want %d", total, n)
 		}
+		// The exit event has an id of its own, after the last output's.
+		last, _ := strconv.ParseUint(evs[len(evs)-2].ID, 10, 64)
+		if exit := evs[len(evs)-1]; exit.Type != "exit" || exit.ID != strconv.FormatUint(last+1, 10) {
+			t.Fatalf("final event %s id %s after output id %d", exit.Type, exit.ID, last)
+		}
 	})
 }
 
 // TestE2EProcessResumePastEnd: a Last-Event-ID past the last output
-// sequence of a process is refused, exited or running, and the exit event
-// of an exited process carries its last real sequence.
+// sequence of a process is refused, exited or running; the exit event of an
+// exited process has an id of its own, one after its last output's, and a
+// resume after it is 204 with nothing.
 func TestE2EProcessResumePastEnd(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
@@ -559,24 +591,41 @@ func TestE2EProcessResumePastEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		evs := e.collect(s, path(p.Pid()), e2eTimeout)
-		last, _ := strconv.ParseUint(evs[len(evs)-1].ID, 10, 64)
-		if len(evs) < 2 || last == 0 || evs[len(evs)-2].ID != evs[len(evs)-1].ID {
+		if len(evs) < 2 {
 			t.Fatalf("stream %s", summarize(evs))
 		}
-		for _, after := range []uint64{last + 1, 999} {
+		last, _ := strconv.ParseUint(evs[len(evs)-2].ID, 10, 64)
+		exitID := strconv.FormatUint(last+1, 10)
+		if last == 0 || evs[len(evs)-1].Type != "exit" || evs[len(evs)-1].ID != exitID {
+			t.Fatalf("stream %s: the exit event's id is not one after the last output's", summarize(evs))
+		}
+		// A resume after the exit event: nothing is left.
+		req := path(p.Pid())
+		req.Header.Set("Authorization", "Bearer "+testAdminKey)
+		req.Header.Set("Last-Event-ID", exitID)
+		resp, err := e.hc.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent || len(body) != 0 {
+			t.Fatalf("resume after the exit event: %d %q", resp.StatusCode, body)
+		}
+		for _, after := range []uint64{last + 2, 999} {
 			_, err := c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: strconv.FormatUint(after, 10)})
 			ce := wantCode(t, err, "invalid_argument", http.StatusBadRequest)
 			if ce.Details["field"] != "Last-Event-ID" || ce.Details["latestSequence"] != float64(last) {
 				t.Fatalf("Last-Event-ID %d: details %v", after, ce.Details)
 			}
 		}
-		// Resuming at the last sequence gets the exit event, with that id.
+		// Resuming at the last sequence gets the exit event, with its id.
 		s, err = c.VM(vm.ID).Process(p.Pid()).Output(ctx, client.StreamOptions{LastEventID: strconv.FormatUint(last, 10)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		evs = e.collect(s, path(p.Pid()), e2eTimeout)
-		if len(evs) != 1 || evs[0].Type != "exit" || evs[0].ID != strconv.FormatUint(last, 10) {
+		if len(evs) != 1 || evs[0].Type != "exit" || evs[0].ID != exitID {
 			t.Fatalf("resumed at the end: %s", summarize(evs))
 		}
 	})

@@ -784,9 +784,10 @@ export interface paths {
          *     that sequence number; if it is older than the buffer (1 MiB by default) a `gap` event
          *     `{from, to}` says which sequence numbers were lost first. Once the output is drained and
          *     the process has exited, a final `exit` event `{exitCode, signal}` ends the stream, also
-         *     for a process that exited long ago; its id is the last output sequence. A
-         *     `Last-Event-ID` past the last sequence the process has produced is `400`
-         *     `invalid_argument` (`details.latestSequence`). If the process's end cannot be known (its VM was
+         *     for a process that exited long ago; its id is one after the last output sequence, and a
+         *     resume with that id is `204` with no events (nothing is left; an EventSource stops
+         *     reconnecting). A `Last-Event-ID` past the last sequence the process has produced is
+         *     `400` `invalid_argument` (`details.latestSequence`). If the process's end cannot be known (its VM was
          *     disposed or lost, its sidecar died) the final event is `error` instead.
          */
         get: operations["streamProcessOutput"];
@@ -2603,6 +2604,25 @@ export interface components {
                 latestSequence?: number;
                 /** @description The largest value a field accepts, when a value was above it (for `timeoutMs`, in ms). */
                 maximum?: number;
+                /**
+                 * @description An exec killed at its `timeoutMs` (`504`): `details.stdout`, `details.stderr`,
+                 *     `details.encoding`, `details.truncated` and `details.durationMs` hold the output it had
+                 *     produced, encoded and bounded as an `ExecResult`'s.
+                 */
+                partial?: boolean;
+                /** @description With `partial`: the standard output produced before the kill. */
+                stdout?: string;
+                /** @description With `partial`: the standard error produced before the kill. */
+                stderr?: string;
+                /**
+                 * @description With `partial`: as an `ExecResult`'s.
+                 * @enum {string}
+                 */
+                encoding?: "utf8" | "base64";
+                /** @description With `partial`: output beyond `maxOutputBytes` was dropped. */
+                truncated?: boolean;
+                /** @description With `partial`: how long the command ran. */
+                durationMs?: number;
                 /** @description The error is the outcome an earlier request recorded under the same idempotency key (`Idempotency-Key`, or a prompt's `idempotencyKey`), replayed. */
                 replayed?: boolean;
             } & {
@@ -6080,6 +6100,13 @@ export interface operations {
         requestBody?: never;
         responses: {
             200: components["responses"]["EventStream"];
+            /** @description A resume after the `exit` event: nothing is left. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["InvalidArgument"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
