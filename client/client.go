@@ -5,7 +5,7 @@
 // through its handle, c.VM(id), and calls about one process, shell or agent
 // session through theirs:
 //
-//	c, err := client.New("http://127.0.0.1:8080", os.Getenv("AGENTOS_GATEWAY_KEY"))
+//	c, err := client.New(cmp.Or(os.Getenv("AGENTOS_URL"), "http://127.0.0.1:8080"), os.Getenv("AGENTOS_API_KEY"))
 //	created, err := c.CreateVM(ctx, client.CreateVMRequest{})
 //	vm := c.VM(created.ID)
 //	res, err := vm.Exec(ctx, client.ExecRequest{Command: "echo hi", Timeout: 10 * time.Second})

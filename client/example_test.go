@@ -21,7 +21,7 @@ import (
 
 // exampleClient is how the examples connect.
 func exampleClient() *client.Client {
-	c, err := client.New(os.Getenv("AGENTOS_GATEWAY_URL"), os.Getenv("AGENTOS_GATEWAY_KEY"))
+	c, err := client.New(os.Getenv("AGENTOS_URL"), os.Getenv("AGENTOS_API_KEY"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func exampleVM(ctx context.Context, c *client.Client, req client.CreateVMRequest
 // Create a VM, run a command in it, and dispose of the VM.
 func Example() {
 	ctx := context.Background()
-	c, err := client.New(os.Getenv("AGENTOS_GATEWAY_URL"), os.Getenv("AGENTOS_GATEWAY_KEY"))
+	c, err := client.New(os.Getenv("AGENTOS_URL"), os.Getenv("AGENTOS_API_KEY"))
 	if err != nil {
 		log.Fatal(err)
 	}

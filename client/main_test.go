@@ -24,7 +24,7 @@ const exampleAdminKey = "agk_client_examples_admin_key_0123456789"
 
 // TestMain starts a real gateway (the server binary, built here, over the
 // engine `make setup` installed) and a mock model for the examples, which
-// read AGENTOS_GATEWAY_URL, AGENTOS_GATEWAY_KEY and ANTHROPIC_BASE_URL as a
+// read AGENTOS_URL, AGENTOS_API_KEY and ANTHROPIC_BASE_URL as a
 // user's program would; then it runs the tests and stops both, leaving no
 // process behind.
 func TestMain(m *testing.M) {
@@ -49,8 +49,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "client examples:", err)
 		return 1
 	}
-	os.Setenv("AGENTOS_GATEWAY_URL", gw.url)
-	os.Setenv("AGENTOS_GATEWAY_KEY", exampleAdminKey)
+	os.Setenv("AGENTOS_URL", gw.url)
+	os.Setenv("AGENTOS_API_KEY", exampleAdminKey)
 	os.Setenv("ANTHROPIC_BASE_URL", mock.URL())
 	os.Setenv("ANTHROPIC_API_KEY", mockanthropic.APIKey)
 	os.Setenv("MOCK_MODEL_PORT", strconv.Itoa(mock.Port()))

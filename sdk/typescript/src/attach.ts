@@ -83,10 +83,13 @@ export class AttachClosedError extends Error {
 
 /**
  * A WebSocket attached to a shell or a process. Iterate over its events
- * with `for await` (it ends after the exit frame, and throws
- * AttachClosedError when the connection ends before it); send input with
- * send. lastSeq is the sequence number of the last output received, to
- * resume with `attach({after: conn.lastSeq})` after a dropped connection.
+ * with `for await`: the loop ends after the exit frame, that is when the
+ * shell or process ends, and throws AttachClosedError when the connection
+ * ends before it. Send input with send right away: what is sent before the
+ * connection is open waits for it and goes first, in order (opened() is
+ * only needed to learn that the gateway accepted the connection). lastSeq
+ * is the sequence number of the last output received, to resume with
+ * `attach({after: conn.lastSeq})` after a dropped connection.
  */
 export class AttachConnection implements AsyncIterable<AttachEvent> {
   private seq = 0;
@@ -94,6 +97,11 @@ export class AttachConnection implements AsyncIterable<AttachEvent> {
   private waiter: (() => void) | undefined;
   private ended: { error?: unknown } | undefined;
   private readonly openPromise: Promise<void>;
+  /**
+   * Frames sent while the WebSocket was connecting, for which the browser's
+   * send throws InvalidStateError; undefined once it is open or closed.
+   */
+  private pending: (Uint8Array | string)[] | undefined = [];
 
   /** @internal */
   constructor(
@@ -105,8 +113,28 @@ export class AttachConnection implements AsyncIterable<AttachEvent> {
     this.seq = after;
     ws.binaryType = "arraybuffer";
     this.openPromise = new Promise<void>((resolve, reject) => {
-      ws.addEventListener("open", () => resolve(), { once: true });
-      ws.addEventListener("close", (e) => reject(new AttachClosedError(e.code, e.reason)), { once: true });
+      ws.addEventListener(
+        "open",
+        () => {
+          // The queued frames go out before opened() resolves, so that what
+          // a caller sends after awaiting it follows them.
+          const frames = this.pending ?? [];
+          this.pending = undefined;
+          for (const f of frames) ws.send(f);
+          resolve();
+        },
+        { once: true },
+      );
+      ws.addEventListener(
+        "close",
+        (e) => {
+          // Input queued for a connection that never opened has nowhere to go;
+          // iteration and opened() report why.
+          this.pending = undefined;
+          reject(new AttachClosedError(e.code, e.reason));
+        },
+        { once: true },
+      );
     });
     // A rejection nobody awaits must not crash a Node process: iteration reports the same end.
     this.openPromise.catch(() => undefined);
@@ -124,7 +152,10 @@ export class AttachConnection implements AsyncIterable<AttachEvent> {
     }
   }
 
-  /** Resolves once the connection is open; rejects when it closed before (a refused key, an unknown target). */
+  /**
+   * Resolves once the connection is open; rejects when it closed before (a
+   * refused key, an unknown target). Sending does not need it.
+   */
   opened(): Promise<void> {
     return this.openPromise;
   }
@@ -134,25 +165,39 @@ export class AttachConnection implements AsyncIterable<AttachEvent> {
     return this.seq;
   }
 
-  /** Sends input: a shell's keystrokes or a process's stdin bytes (at most 64 KiB a frame). */
+  /**
+   * Sends input: a shell's keystrokes or a process's stdin bytes (at most
+   * 64 KiB a frame). Before the connection is open the input waits for it;
+   * after the connection closed it is dropped, as the WebSocket drops it.
+   */
   send(data: string | Uint8Array): void {
-    this.ws.send(bytes(data));
+    this.sendFrame(bytes(data));
   }
 
   /** Changes a shell's terminal size. */
   resize(cols: number, rows: number): void {
     const frame: Schemas["AttachShellControl"] = { type: "resize", cols, rows };
-    this.ws.send(JSON.stringify(frame));
+    this.sendFrame(JSON.stringify(frame));
   }
 
   /** Closes an attached process's stdin, in order with the input sent before. */
   closeStdin(): void {
-    this.ws.send(JSON.stringify({ type: "close_stdin" }));
+    this.sendFrame(JSON.stringify({ type: "close_stdin" }));
   }
 
   /** Sends an attached process a signal, such as "SIGTERM". */
   signal(signal: string): void {
-    this.ws.send(JSON.stringify({ type: "signal", signal }));
+    this.sendFrame(JSON.stringify({ type: "signal", signal }));
+  }
+
+  private sendFrame(frame: Uint8Array | string): void {
+    if (this.ws.readyState === 0 && this.pending) {
+      // A copy, since the caller may reuse its buffer before the frame goes.
+      this.pending.push(typeof frame === "string" ? frame : frame.slice());
+      return;
+    }
+    // A WebSocket that is closing or closed discards the frame itself.
+    this.ws.send(frame);
   }
 
   /** Closes the connection; the shell or process goes on. */

@@ -186,6 +186,23 @@ describe("against a gateway", { timeout: 300_000 }, () => {
     await shell.close();
   });
 
+  test("shell attach takes input before the socket opens, and its loop ends when the shell exits", async () => {
+    const shell = await vm.openShell({ cols: 80, rows: 24 });
+    const conn = shell.attach();
+    // No opened() first: this is the README's example, which once threw
+    // InvalidStateError ("Sent before connected").
+    conn.send("echo hi-$((6*7)); exit 5\r");
+    let out = "";
+    let exit;
+    for await (const ev of conn) {
+      if (ev.type === "output") out += text(ev.data);
+      if (ev.type === "exit") exit = ev;
+    }
+    assert.match(out, /hi-42/);
+    assert.equal(exit?.exitCode, 5);
+    assert.equal(exit.seq, conn.lastSeq);
+  });
+
   test("process attach tells stdout from stderr and ends with the exit", async () => {
     const p = await vm.spawn({ command: "sleep 0.5; echo to-out; echo to-err >&2; exit 4" });
     const conn = vm.process(p.pid).attach();

@@ -93,3 +93,73 @@ test("a base URL with a query or another scheme is refused", () => {
   assert.throws(() => new Client({ baseUrl: "http://x/?a=1" }), TypeError);
   assert.equal(new Client({ baseUrl: "http://x/prefix/" }).baseUrl, "http://x/prefix");
 });
+
+// A WebSocket that behaves as the browser's does where attach depends on it:
+// send throws InvalidStateError while connecting, a closed one drops frames,
+// and the test opens or refuses it by hand.
+class FakeWebSocket extends EventTarget {
+  static last;
+  readyState = 0;
+  sent = [];
+  constructor(url, protocols) {
+    super();
+    this.url = url;
+    this.protocols = protocols;
+    FakeWebSocket.last = this;
+  }
+  send(frame) {
+    if (this.readyState === 0) throw new DOMException("Sent before connected", "InvalidStateError");
+    if (this.readyState === 1) this.sent.push(typeof frame === "string" ? frame : new TextDecoder().decode(frame));
+  }
+  close(code = 1000, reason = "") {
+    if (this.readyState >= 2) return;
+    this.readyState = 3;
+    this.dispatchEvent(Object.assign(new Event("close"), { code, reason }));
+  }
+  open() {
+    this.readyState = 1;
+    this.dispatchEvent(new Event("open"));
+  }
+  receive(data) {
+    this.dispatchEvent(Object.assign(new Event("message"), { data }));
+  }
+}
+
+test("attach: input sent before the socket opens waits for it and goes first, in order", async () => {
+  const c = new Client({ baseUrl: "http://gw.invalid", apiKey: "k", WebSocket: FakeWebSocket });
+  const conn = c.vm("vm_1").shell("sh_1").attach();
+  const ws = FakeWebSocket.last;
+  assert.equal(ws.url, "ws://gw.invalid/v1/vms/vm_1/shells/sh_1/attach");
+  const buf = new TextEncoder().encode("echo hi\r");
+  conn.send(buf);
+  buf.fill(0); // the queued frame is the caller's bytes as they were at send
+  conn.resize(100, 30);
+  assert.deepEqual(ws.sent, []);
+  ws.open();
+  await conn.opened();
+  conn.send("exit\r");
+  assert.deepEqual(ws.sent, ["echo hi\r", '{"type":"resize","cols":100,"rows":30}', "exit\r"]);
+
+  // The loop ends with the exit frame, which the gateway sends when the shell ends.
+  ws.receive(new TextEncoder().encode("hi\r\n").buffer);
+  ws.receive(JSON.stringify({ type: "exit", seq: 1, exitCode: 0 }));
+  const events = [];
+  for await (const ev of conn) events.push(ev.type);
+  assert.deepEqual(events, ["output", "exit"]);
+  assert.equal(ws.readyState, 3);
+});
+
+test("attach: input queued for a connection refused before it opened is dropped, and the loop says why", async () => {
+  const c = new Client({ baseUrl: "http://gw.invalid", apiKey: "k", WebSocket: FakeWebSocket });
+  const conn = c.vm("vm_1").process(7).attach();
+  const ws = FakeWebSocket.last;
+  conn.send("input");
+  conn.closeStdin();
+  ws.close(1008, "unauthenticated");
+  conn.send("late");
+  assert.deepEqual(ws.sent, []);
+  await assert.rejects(conn.opened(), (e) => e.name === "AttachClosedError" && e.closeCode === 1008);
+  await assert.rejects(async () => {
+    for await (const ev of conn) void ev;
+  }, (e) => e.name === "AttachClosedError" && e.reason === "unauthenticated");
+});
