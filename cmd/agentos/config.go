@@ -26,6 +26,18 @@ const (
 	envKey = "AGENTOS_API_KEY"
 )
 
+// oldEnv are the names the examples once used for envURL and envKey; they
+// are still read, after the new ones.
+var oldEnv = map[string]string{envURL: "AGENTOS_GATEWAY_URL", envKey: "AGENTOS_GATEWAY_KEY"}
+
+// envVar reads the environment variable name, or its old name.
+func (a *app) envVar(name string) string {
+	if v := a.getenv(name); v != "" {
+		return v
+	}
+	return a.getenv(oldEnv[name])
+}
+
 // config is what `agentos login` stores.
 type config struct {
 	URL string `json:"url"`
@@ -110,10 +122,10 @@ func saveConfig(c config) (string, error) {
 func (a *app) settings() (gatewayURL, key string, err error) {
 	gatewayURL, key = a.flagURL, a.flagKey
 	if gatewayURL == "" {
-		gatewayURL = a.getenv(envURL)
+		gatewayURL = a.envVar(envURL)
 	}
 	if key == "" {
-		key = a.getenv(envKey)
+		key = a.envVar(envKey)
 	}
 	if gatewayURL == "" || key == "" {
 		c, err := loadConfig()

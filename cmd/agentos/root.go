@@ -87,7 +87,7 @@ read as the first line of standard input (echo "$KEY" | agentos login).`,
 			in := bufio.NewReader(a.stdin)
 			u := a.flagURL
 			if u == "" {
-				u = a.getenv(envURL)
+				u = a.envVar(envURL)
 			}
 			if u == "" {
 				u = stored.URL
@@ -108,7 +108,7 @@ read as the first line of standard input (echo "$KEY" | agentos login).`,
 			u = strings.TrimRight(u, "/")
 			key := a.flagKey
 			if key == "" {
-				key = a.getenv(envKey)
+				key = a.envVar(envKey)
 			}
 			if key == "" {
 				if interactive {

@@ -134,3 +134,22 @@ func TestExitCodeOfInterrupt(t *testing.T) {
 		t.Errorf("exit code of a usage error: %d", got)
 	}
 }
+
+// TestSettingsReadOldNames: AGENTOS_URL and AGENTOS_API_KEY configure the
+// command, and the names the examples once used still do, after them.
+func TestSettingsReadOldNames(t *testing.T) {
+	for _, tc := range []struct {
+		env          map[string]string
+		wantURL, key string
+	}{
+		{map[string]string{"AGENTOS_URL": "http://a:1", "AGENTOS_API_KEY": "new"}, "http://a:1", "new"},
+		{map[string]string{"AGENTOS_GATEWAY_URL": "http://b:2", "AGENTOS_GATEWAY_KEY": "old"}, "http://b:2", "old"},
+		{map[string]string{"AGENTOS_URL": "http://a:1", "AGENTOS_GATEWAY_URL": "http://b:2", "AGENTOS_API_KEY": "new", "AGENTOS_GATEWAY_KEY": "old"}, "http://a:1", "new"},
+	} {
+		a := &app{getenv: func(k string) string { return tc.env[k] }}
+		u, k, err := a.settings()
+		if err != nil || u != tc.wantURL || k != tc.key {
+			t.Errorf("%v: %q %q %v, want %q %q", tc.env, u, k, err, tc.wantURL, tc.key)
+		}
+	}
+}
