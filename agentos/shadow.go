@@ -54,13 +54,12 @@ type shadowState struct {
 
 	// The fields below are guarded by mu held for writing, or by seenMu
 	// for seen and trees, which calls holding mu for reading also update.
-	dir      string // the shadow folder, found at the first reconcile
-	checked  uint64 // guestRuns at the last complete reconcile
-	skips    int64  // reconciles given up: the tree is larger than a frame
-	seenMu   sync.Mutex
-	seen     map[string]bool // paths the engine copied (the shadow's inventory)
-	trees    []string        // folders a move or copy placed, each a subtree of copies
-	shadowed bool            // the engine shadows this VM (false until its folder is found)
+	dir     string // the shadow folder, found at the first reconcile
+	checked uint64 // guestRuns at the last complete reconcile
+	skips   int64  // reconciles given up: the tree is larger than a frame
+	seenMu  sync.Mutex
+	seen    map[string]bool // paths the engine copied (the shadow's inventory)
+	trees   []string        // folders a move or copy placed, each a subtree of copies
 }
 
 // syncsShadow reports whether op makes the pinned engine reconcile the
@@ -194,7 +193,7 @@ func (vm *VM) reconcileLocked(ctx context.Context) (bool, error) {
 		if dir == "" {
 			return true, nil // nothing copied yet: nothing to revert
 		}
-		sh.dir, sh.shadowed = dir, true
+		sh.dir = dir
 	}
 	entries, err := vm.ExportRootFilesystemFrame(ctx)
 	if errors.Is(err, ErrSnapshotTooLarge) {
@@ -255,14 +254,15 @@ func (vm *VM) reconcileLocked(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	// From here the engine's inventory is the shadow as it is now.
-	after, err := readShadow(sh.dir, vm.skipShadowPath)
-	if err != nil {
-		return false, err
-	}
+	// From here the engine's inventory is the shadow as it is now: the
+	// copies it had and those written back (the dropped ones may stay in
+	// seen, which only makes a later check look at them again).
 	sh.seenMu.Lock()
-	sh.seen, sh.trees = make(map[string]bool, len(after)), nil
-	for p := range after {
+	sh.seen, sh.trees = make(map[string]bool, len(copies)+len(lost)), nil
+	for p := range copies {
+		sh.seen[p] = true
+	}
+	for _, p := range lost {
 		sh.seen[p] = true
 	}
 	sh.seenMu.Unlock()
