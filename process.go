@@ -62,8 +62,9 @@ type ShellInfo struct {
 	// Error says why the end of the shell is unknowable (the VM was
 	// disposed, its sidecar died).
 	Error string `json:"error,omitempty"`
-	// AnsweredQueries counts the terminal queries the gateway answered
-	// itself because no attached client did.
+	// Deprecated: AnsweredQueries is always 0 and goes in the next
+	// release: a shell's lines run without a terminal, so the gateway has
+	// no terminal queries to answer.
 	AnsweredQueries int `json:"answeredQueries"`
 }
 

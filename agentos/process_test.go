@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -261,87 +260,6 @@ func TestOutputOverflowIsExplicit(t *testing.T) {
 	}
 	if n > 1024 {
 		t.Fatalf("buffered %d bytes past a 1024-byte bound", n)
-	}
-}
-
-func TestShellOnPTY(t *testing.T) {
-	// A sidecar of its own: a shell idle at its prompt slows its sidecar,
-	// which other tests' VMs must not share.
-	s := ownSidecar(t, Options{})
-	vm, err := s.CreateVM(testContext(t, 30*time.Second), VMOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Warm the VM's runtime first, so that start-up is not also the first
-	// process the VM ever runs.
-	if _, err := vm.Exec(testContext(t, 30*time.Second), "true", ExecOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, shell := range []string{"sh", "bash"} {
-		t.Run(shell, func(t *testing.T) {
-			ctx := testContext(t, 60*time.Second)
-			var mu sync.Mutex
-			var screen bytes.Buffer
-			sh, err := vm.OpenShell(ctx, ShellOptions{Shell: shell, Cols: 80, Rows: 24, OnOutput: func(o Output) {
-				mu.Lock()
-				screen.Write(o.Data)
-				mu.Unlock()
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Lines typed before the first prompt are kept and run in
-			// their turn, state lasts from line to line, and Ctrl-D at an
-			// empty prompt ends the shell with the last command's status.
-			if _, err := sh.Write(ctx, []byte("cd /tmp; export A=1\recho \"$A in $PWD\"\rfalse\r\x04")); err != nil {
-				t.Fatal(err)
-			}
-			st, err := sh.Wait(ctx)
-			mu.Lock()
-			typed := screen.String()
-			screen.Reset()
-			mu.Unlock()
-			if err != nil || st.ExitCode != 1 || !strings.Contains(typed, "1 in /tmp") {
-				t.Fatalf("typed ahead, then Ctrl-D: %+v, %v; screen %q", st, err, typed)
-			}
-			// A shell at its prompt is killed.
-			sh, err = vm.OpenShell(ctx, ShellOptions{Shell: shell, Cols: 80, Rows: 24, OnOutput: func(o Output) {
-				mu.Lock()
-				screen.Write(o.Data)
-				mu.Unlock()
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sh.Resize(ctx, 120, 40); err != nil {
-				t.Fatal(err)
-			}
-			for {
-				mu.Lock()
-				prompt := strings.Contains(screen.String(), "$ ")
-				mu.Unlock()
-				if prompt {
-					break
-				}
-				select {
-				case <-sh.Done():
-					t.Fatalf("the shell exited before its prompt; screen %q", screen.String())
-				case <-ctx.Done():
-					t.Fatalf("no prompt; screen %q", screen.String())
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-			if err := sh.Kill(ctx); err != nil {
-				t.Fatal(err)
-			}
-			st, err = sh.Wait(ctx)
-			if err != nil || st.ExitCode != 137 {
-				t.Fatalf("after kill: %+v, %v", st, err)
-			}
-		})
-	}
-	if _, err := vm.OpenShell(testContext(t, 10*time.Second), ShellOptions{Shell: "zsh"}); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("zsh: %v", err)
 	}
 }
 

@@ -129,16 +129,11 @@ type Target[T any] struct {
 	Frame func(T) []byte
 	// Input takes the bytes of one input frame.
 	Input func(ctx context.Context, data []byte) error
-	// Received, when set, sees each input frame as soon as it arrives.
-	Received func(data []byte)
 	// Control applies a decoded control frame.
 	Control func(ctx context.Context, f api.AttachControlFrame) error
 	// Exit is the end of the output: exit status, or the reason it is
 	// unknowable.
 	Exit func(endErr error) (*gateway.ExitStatus, error)
-	// Attached, when set, runs for the connection's life and returns its
-	// undo.
-	Attached func() func()
 }
 
 // inputItem is one client frame waiting for the engine, in arrival order.
@@ -371,15 +366,11 @@ func Serve[T any](h *Hub, w http.ResponseWriter, r *http.Request, t Target[T]) {
 			}()
 		})
 	}
-	if t.Attached != nil {
-		defer t.Attached()()
-	}
-
 	inputs := &inputQueue{items: make(chan inputItem, attachInputQueue)}
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		h.read(ctx, conn, t.What, t.Controls, t.Received, inputs, closeWith)
+		h.read(ctx, conn, t.What, t.Controls, inputs, closeWith)
 	}()
 	go func() {
 		defer wg.Done()
@@ -467,10 +458,10 @@ func output[T any](ctx context.Context, h *Hub, conn *websocket.Conn, t Target[T
 }
 
 // read reads the client's frames into inputs, in order: binary frames are
-// input (seen by received, when set, as they arrive), text frames control
+// input, text frames control
 // frames of the types in controls. It never blocks on the engine, so pongs
 // are always read.
-func (h *Hub) read(ctx context.Context, conn *websocket.Conn, what string, controls []string, received func([]byte), inputs *inputQueue, closeWith func(websocket.StatusCode, string)) {
+func (h *Hub) read(ctx context.Context, conn *websocket.Conn, what string, controls []string, inputs *inputQueue, closeWith func(websocket.StatusCode, string)) {
 	defer close(inputs.items)
 	for {
 		typ, rd, err := conn.Reader(ctx)
@@ -489,9 +480,6 @@ func (h *Hub) read(ctx context.Context, conn *websocket.Conn, what string, contr
 			if len(data) > h.cfg.MaxInput {
 				closeWith(websocket.StatusMessageTooBig, fmt.Sprintf("input frames carry at most %d bytes", h.cfg.MaxInput))
 				return
-			}
-			if received != nil {
-				received(data)
 			}
 		case websocket.MessageText:
 			f, err := decodeControl(data, controls...)

@@ -15,39 +15,24 @@ import (
 
 // attachShell attaches a WebSocket to a shell.
 func (s *Server) attachShell(w http.ResponseWriter, r *http.Request) {
-	// A client that leaves the shell's terminal queries to the gateway
-	// (queries=gateway) has them answered at once, without the grace for a
-	// client's own answer.
-	clientAnswers := true
-	switch r.URL.Query().Get("queries") {
-	case "", "client":
-	case "gateway":
-		clientAnswers = false
-	default:
-		writeError(w, r, gateway.Errorf(gateway.CodeInvalidArgument, "queries must be client or gateway").WithDetail("field", "queries"))
-		return
-	}
+	// The queries parameter (client or gateway: who answered the shell's
+	// terminal queries) is deprecated and ignored: the lines of a shell run
+	// without a terminal, so none is ever asked.
 	sh, release, ok := s.shell(w, r)
 	if !ok {
 		return
 	}
 	defer release()
-	var attached func() func()
-	if clientAnswers {
-		attached = sh.AttachTerminal
-	}
 	attach.Serve(s.attach, w, r, attach.Target[vms.Chunk]{
 		What:     "shell",
 		Log:      sh.Output(),
 		Controls: []string{"resize"},
 		Frame:    func(c vms.Chunk) []byte { return c.Data },
-		Input:    sh.WriteInput,
-		Received: sh.NoteReplies,
+		Input:    sh.Input,
 		Control: func(ctx context.Context, f api.AttachControlFrame) error {
 			return sh.Resize(ctx, f.Cols, f.Rows)
 		},
-		Exit:     endStatus(sh.Exit),
-		Attached: attached,
+		Exit: endStatus(sh.Exit),
 	})
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/lineshell"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
-	"github.com/agentos-gateway/agentos-gateway/terminal"
 )
 
 // ShellRequest opens an interactive shell.
@@ -25,25 +24,26 @@ type ShellRequest struct {
 // Shell is an interactive shell of a VM: a lineshell.Shell, whose line
 // editing happens in the gateway so that no guest process waits on stdin
 // while it sits at its prompt (on the pinned engine such a wait stalls
-// every VM of the sidecar), with a model of its terminal for its size.
+// every VM of the sidecar).
 type Shell struct {
 	id        string
 	shell     string
 	startedAt time.Time
 	p         shellProcess
 	out       *streamlog.Log[Chunk]
-	term      *terminal.Terminal
 	done      chan struct{}
 
-	mu       sync.Mutex
-	exitedAt time.Time
-	exit     *gateway.ExitStatus
-	err      error
+	mu sync.Mutex
+	// cols and rows are the window's size, as the client last set it; the
+	// lines run without a terminal, so the size is the line editor's only.
+	cols, rows uint16
+	exitedAt   time.Time
+	exit       *gateway.ExitStatus
+	err        error
 }
 
-// errNoTerminal refuses the terminal model's answers: a shell's lines run
-// without a terminal, so no program of theirs waits for one.
-var errNoTerminal = errors.New("vms: a shell's lines have no terminal to answer")
+// A shell opened without a size reports a terminal's customary one.
+const defaultCols, defaultRows = 80, 24
 
 // shellProcess is what a Shell needs of the shell it runs.
 type shellProcess interface {
@@ -86,10 +86,7 @@ func (sh *Shell) running() bool {
 func (sh *Shell) Info() gateway.ShellInfo {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	// The size is the model's: what the gateway answers queries from.
-	cols, rows := sh.term.Size()
-	info := gateway.ShellInfo{ID: sh.id, Shell: sh.shell, State: gateway.ShellRunning, Cols: uint16(cols), Rows: uint16(rows), StartedAt: sh.startedAt, Exit: sh.exit,
-		AnsweredQueries: sh.term.Answered()}
+	info := gateway.ShellInfo{ID: sh.id, Shell: sh.shell, State: gateway.ShellRunning, Cols: sh.cols, Rows: sh.rows, StartedAt: sh.startedAt, Exit: sh.exit}
 	if !sh.exitedAt.IsZero() {
 		t := sh.exitedAt
 		info.ExitedAt = &t
@@ -100,12 +97,6 @@ func (sh *Shell) Info() gateway.ShellInfo {
 	}
 	return info
 }
-
-// AttachTerminal records a client that answers terminal queries for itself
-// (a terminal emulator on a WebSocket): while one is attached, the gateway
-// waits a short grace for it before answering a query. Call detach when it
-// leaves.
-func (sh *Shell) AttachTerminal() (detach func()) { return sh.term.Attach() }
 
 // OpenShell starts a shell.
 func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID string, req ShellRequest) (*Shell, error) {
@@ -122,11 +113,12 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	if err != nil {
 		return nil, err
 	}
+	cols, rows := req.Cols, req.Rows
+	if cols == 0 || rows == 0 {
+		cols, rows = defaultCols, defaultRows
+	}
 	sh := &Shell{id: newID("sh_"), shell: shell, startedAt: s.cfg.Now().UTC(), out: streamlog.New[Chunk](s.cfg.OutputBufferBytes),
-		done: make(chan struct{})}
-	// A line's process has no terminal, so nothing waits for the answer to
-	// a terminal query: the model keeps the size and answers no one.
-	sh.term = terminal.New(terminal.Config{Cols: int(req.Cols), Rows: int(req.Rows), Reply: func(context.Context, []byte) error { return errNoTerminal }})
+		done: make(chan struct{}), cols: cols, rows: rows}
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = agentos.DefaultCwd
@@ -134,12 +126,10 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	p, err := lineshell.Start(lineVM{lv.vm}, lineshell.Options{
 		ID: sh.id, Shell: shell, Cols: req.Cols, Rows: req.Rows, Cwd: cwd, Env: req.Env,
 		OnOutput: func(o lineshell.Output) {
-			sh.term.Output(o.Data)
 			sh.out.Append(o.Seq, len(o.Data), Chunk{Stream: "stdout", Data: o.Data, Time: o.Time})
 		},
 	})
 	if err != nil {
-		sh.term.Close()
 		release()
 		return nil, EngineError(err, "open shell")
 	}
@@ -154,7 +144,6 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 		_ = p.Kill(kctx)
 		_, _ = p.Wait(kctx)
 		cancel()
-		sh.term.Close()
 		release()
 		return nil, errShuttingDown()
 	}
@@ -167,7 +156,6 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 func (s *Service) awaitShell(lv *liveVM, sh *Shell, release func()) {
 	defer release()
 	st, err := sh.p.Wait(context.Background())
-	sh.term.Close()
 	sh.mu.Lock()
 	if err != nil {
 		if sh.err == nil {
@@ -293,21 +281,8 @@ func (sh *Shell) exited() error {
 	return gateway.Errorf(gateway.CodeConflict, "shell %s has exited", sh.id).WithDetail("state", gateway.ShellExited)
 }
 
-// Input sends keystrokes. Replies to terminal queries among them settle the
-// queries, which the gateway then does not answer a second time.
+// Input sends keystrokes.
 func (sh *Shell) Input(ctx context.Context, data []byte) error {
-	sh.NoteReplies(data)
-	return sh.WriteInput(ctx, data)
-}
-
-// NoteReplies settles the terminal queries that replies in data answer. A
-// client connection calls it as soon as the bytes arrive, before they wait
-// their turn to be written (the engine may hold a write for seconds), so
-// that the gateway's grace is measured against the client, not the engine.
-func (sh *Shell) NoteReplies(data []byte) { sh.term.ClientInput(data) }
-
-// WriteInput sends keystrokes whose replies were noted already.
-func (sh *Shell) WriteInput(ctx context.Context, data []byte) error {
 	if !sh.running() {
 		return sh.exited()
 	}
@@ -331,7 +306,9 @@ func (sh *Shell) Resize(ctx context.Context, cols, rows uint16) error {
 		}
 		return EngineError(err, "resize shell")
 	}
-	sh.term.Resize(int(cols), int(rows))
+	sh.mu.Lock()
+	sh.cols, sh.rows = cols, rows
+	sh.mu.Unlock()
 	return nil
 }
 

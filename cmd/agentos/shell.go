@@ -76,12 +76,6 @@ func (a *app) runShell(ctx context.Context, vmID string, req client.ShellRequest
 	if err != nil {
 		return err
 	}
-	// A terminal answers the shell's queries itself; anything else leaves
-	// them to the gateway.
-	s.queries = "gateway"
-	if isTerminal(a.stdin) && isTerminal(a.stdout) {
-		s.queries = "client"
-	}
 	defer func() {
 		if !s.ended {
 			// The command stops before the shell did (an error, a
@@ -139,12 +133,11 @@ func attachURL(base, vm, shell string) (string, error) {
 
 // shellConn is the terminal attached to one shell, across reconnections.
 type shellConn struct {
-	a       *app
-	key     string
-	vm, id  string
-	url     string
-	queries string
-	raw     bool
+	a      *app
+	key    string
+	vm, id string
+	url    string
+	raw    bool
 
 	// input carries stdin's chunks; it is closed at the end of stdin.
 	input  chan []byte
@@ -254,7 +247,7 @@ func retryableDial(err error) bool {
 }
 
 func (s *shellConn) dial(ctx context.Context) (*websocket.Conn, error) {
-	q := url.Values{"queries": {s.queries}}
+	q := url.Values{}
 	if s.seq > 0 {
 		q.Set("after", strconv.FormatUint(s.seq, 10))
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
-	"github.com/agentos-gateway/agentos-gateway/terminal"
 )
 
 // wsFrame is a control frame of the attach protocol, as a client reads it.
@@ -39,7 +38,6 @@ type attachClient struct {
 	t       testing.TB
 	conn    *websocket.Conn
 	process bool // binary frames start with a stream byte
-	term    *terminal.Terminal
 
 	mu       sync.Mutex
 	seq      uint64
@@ -63,10 +61,8 @@ func (e *e2e) dialAttach(t testing.TB, path, key string) (*websocket.Conn, *http
 	})
 }
 
-// attach dials path and reads it in the background. An xterm-like client
-// answers the terminal's queries itself, from its own model of the screen,
-// as xterm.js does.
-func (e *e2e) attach(t testing.TB, path string, process, xterm bool) *attachClient {
+// attach dials path and reads it in the background.
+func (e *e2e) attach(t testing.TB, path string, process bool) *attachClient {
 	t.Helper()
 	conn, resp, err := e.dialAttach(t, path, testAdminKey)
 	if err != nil {
@@ -77,11 +73,6 @@ func (e *e2e) attach(t testing.TB, path string, process, xterm bool) *attachClie
 	}
 	a := &attachClient{t: t, conn: conn, process: process, out: map[byte]*bytes.Buffer{}, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
-	if xterm {
-		a.term = terminal.New(terminal.Config{Reply: func(ctx context.Context, b []byte) error {
-			return conn.Write(ctx, websocket.MessageBinary, b)
-		}})
-	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -123,18 +114,12 @@ func (e *e2e) attach(t testing.TB, path string, process, xterm bool) *attachClie
 			}
 			a.out[stream].Write(b)
 			a.mu.Unlock()
-			if a.term != nil {
-				a.term.Output(b)
-			}
 		}
 	}()
 	t.Cleanup(func() {
 		cancel()
 		conn.CloseNow()
 		a.wg.Wait()
-		if a.term != nil {
-			a.term.Close()
-		}
 	})
 	return a
 }
@@ -370,7 +355,7 @@ func TestE2EAttachAuth(t *testing.T) {
 	wantCode(t, err, client.CodeUnauthenticated, http.StatusUnauthorized)
 
 	// Shutdown tells attached clients, and waits for them.
-	a := e.attach(t, path, true, false)
+	a := e.attach(t, path, true)
 	a.waitHello()
 	e.gw.stop(t)
 	if code, reason := a.closed(); code != websocket.StatusGoingAway || reason != "the gateway is shutting down" {
@@ -380,9 +365,8 @@ func TestE2EAttachAuth(t *testing.T) {
 
 // TestE2EAttachShell: type, read and resize over a WebSocket; drop the
 // connection and resume with after=<last seq> without losing output (the
-// concatenation equals the SSE output); two clients at once; a client that
-// answers terminal queries itself is not answered twice; the end comes as
-// an exit frame and a normal close.
+// concatenation equals the SSE output); two clients at once; the end comes
+// as an exit frame and a normal close.
 func TestE2EAttachShell(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
@@ -407,7 +391,7 @@ func (e *e2e) attachShellScenario(t testing.TB, c *client.Client, vm string, she
 	*shellID, *shellScreen = id, sc
 	path := "/v1/vms/" + vm + "/shells/" + id + "/attach"
 
-	a := e.attach(t, path, false, true)
+	a := e.attach(t, path, false)
 	if seq := a.waitHello(); seq != 0 {
 		t.Fatalf("hello seq %d, want 0", seq)
 	}
@@ -430,7 +414,7 @@ func (e *e2e) attachShellScenario(t testing.TB, c *client.Client, vm string, she
 	if !sc.waitFor("offline-9") {
 		t.Fatalf("the shell ended; screen %q", sc.String())
 	}
-	b := e.attach(t, fmt.Sprintf("%s?after=%d", path, lastA), false, true)
+	b := e.attach(t, fmt.Sprintf("%s?after=%d", path, lastA), false)
 	if seq := b.waitHello(); seq != lastA {
 		t.Fatalf("hello seq %d after resuming at %d", seq, lastA)
 	}
@@ -443,9 +427,8 @@ func (e *e2e) attachShellScenario(t testing.TB, c *client.Client, vm string, she
 		t.Fatal("the dropped client saw output after it left")
 	}
 
-	// A second client, which does not answer terminal queries (websocat,
-	// a script): both see all output, both can type.
-	d := e.attach(t, fmt.Sprintf("%s?after=%d", path, lastB), false, false)
+	// A second client: both see all output, both can type.
+	d := e.attach(t, fmt.Sprintf("%s?after=%d", path, lastB), false)
 	d.waitHello()
 	b.send("echo one-$((5+5))\r")
 	b.waitFor(0, "one-10")
@@ -454,18 +437,7 @@ func (e *e2e) attachShellScenario(t testing.TB, c *client.Client, vm string, she
 	b.waitFor(0, "two-20")
 	d.waitFor(0, "two-20")
 
-	// The shell reads whole lines and never queries the terminal, so
-	// neither the gateway nor an answering client has anything to answer,
-	// and nothing but typed text reaches the shell's input. (Which of the
-	// attached clients answers a query when a program asks is the terminal
-	// package's tests'.) The silent d can type alone once b leaves.
-	sh, err := c.VM(vm).Shell(id).Get(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sh.AnsweredQueries != 0 || b.term.Answered() != 0 {
-		t.Fatalf("the gateway answered %d terminal queries and the client %d; the shell asks none", sh.AnsweredQueries, b.term.Answered())
-	}
+	// The second client can type alone once the first leaves.
 	b.drop()
 	d.send("echo loud-$((5*5))\r")
 	d.waitFor(0, "loud-25")
@@ -481,7 +453,7 @@ func (e *e2e) attachShellScenario(t testing.TB, c *client.Client, vm string, she
 		t.Fatalf("closed with %d %q", code, reason)
 	}
 	// Attaching to the ended shell replays what is buffered and the end.
-	late := e.attach(t, path, false, false)
+	late := e.attach(t, path, false)
 	late.waitFrame("exit")
 	if code, _ := late.closed(); code != websocket.StatusNormalClosure {
 		t.Fatalf("late attach closed with %d", code)
@@ -510,13 +482,13 @@ func TestE2EAttachProcess(t *testing.T) {
 		e := e.sub(t)
 		ctx := ctxT(t)
 		pid := spawn("sh", "-c", `read a; echo "out $a"; read b; echo "err $b" >&2; exit 5`)
-		a := e.attach(t, procPath(pid), true, false)
+		a := e.attach(t, procPath(pid), true)
 		a.waitHello()
 		a.send("one\n")
 		a.waitFor(1, "out one")
 		a.drop()
 		outA, lastA := a.output(1)
-		b := e.attach(t, fmt.Sprintf("%s?after=%d", procPath(pid), lastA), true, false)
+		b := e.attach(t, fmt.Sprintf("%s?after=%d", procPath(pid), lastA), true)
 		if seq := b.waitHello(); seq != lastA {
 			t.Fatalf("hello seq %d, want %d", seq, lastA)
 		}
@@ -547,7 +519,7 @@ func TestE2EAttachProcess(t *testing.T) {
 	t.Run("close_stdin", func(t *testing.T) {
 		e := e.sub(t)
 		pid := spawn("cat")
-		a := e.attach(t, procPath(pid), true, false)
+		a := e.attach(t, procPath(pid), true)
 		a.waitHello()
 		a.send("abc\n")
 		a.control(map[string]string{"type": "close_stdin"})
@@ -560,7 +532,7 @@ func TestE2EAttachProcess(t *testing.T) {
 	t.Run("signal", func(t *testing.T) {
 		e := e.sub(t)
 		pid := spawn("sleep", "600")
-		a := e.attach(t, procPath(pid), true, false)
+		a := e.attach(t, procPath(pid), true)
 		a.waitHello()
 		a.control(map[string]string{"type": "signal", "signal": "SIGBOGUS"})
 		if f := a.waitFrame("error"); f.Code != string(client.CodeInvalidArgument) {
@@ -590,7 +562,7 @@ func TestE2EAttachProcess(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				a := e.attach(t, procPath(pid), true, false)
+				a := e.attach(t, procPath(pid), true)
 				a.waitHello()
 				tt.send(a)
 				if code, reason := a.closed(); code != tt.code || reason == "" {
@@ -612,7 +584,7 @@ func TestE2EAttachProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		warm := e.attach(t, procPath(pid), true, false)
+		warm := e.attach(t, procPath(pid), true)
 		warm.waitHello()
 		warm.drop()
 		time.Sleep(200 * time.Millisecond)
@@ -624,7 +596,7 @@ func TestE2EAttachProcess(t *testing.T) {
 			if i%2 == 1 {
 				p = "/v1/vms/" + vm.ID + "/shells/" + shell.ID() + "/attach"
 			}
-			a := e.attach(t, p, i%2 == 0, false)
+			a := e.attach(t, p, i%2 == 0)
 			a.waitHello()
 			conns = append(conns, a)
 		}

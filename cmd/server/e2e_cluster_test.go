@@ -540,7 +540,7 @@ func useVM(t *testing.T, via *clusterNode, nodes []*clusterNode, vm, sid string)
 	if err != nil {
 		t.Fatalf("open shell: %v", err)
 	}
-	a := via.e.attach(t, "/v1/vms/"+url.PathEscape(vm)+"/shells/"+id.ID()+"/attach", false, false)
+	a := via.e.attach(t, "/v1/vms/"+url.PathEscape(vm)+"/shells/"+id.ID()+"/attach", false)
 	a.waitHello()
 	a.send("echo ws-" + tag + "\r")
 	a.waitFor(0, "ws-"+tag)

@@ -683,13 +683,9 @@ export class ShellHandle {
     return this.c.t.json("GET", this.path(), { signal: o.signal });
   }
 
-  /**
-   * Attaches over a WebSocket: keystrokes in, terminal output out, resize.
-   * `queries: "gateway"` leaves the shell's terminal queries to the gateway,
-   * for clients that are not terminal emulators.
-   */
-  attach(o: AttachOptions & { queries?: "client" | "gateway" } = {}): AttachConnection {
-    return this.c.attach(this.path("attach"), false, { queries: o.queries }, o);
+  /** Attaches over a WebSocket: keystrokes in, terminal output out, resize. */
+  attach(o: AttachOptions = {}): AttachConnection {
+    return this.c.attach(this.path("attach"), false, {}, o);
   }
 
   /** Sends keystrokes. */

@@ -1043,8 +1043,7 @@ export interface paths {
         /**
          * Type into a shell
          * @description Sends the raw body, as is, to the shell's terminal (keystrokes, control characters). A
-         *     shell that has ended is `409` with `details.state: exited`. Replies to terminal queries
-         *     in the body (`ESC[<row>;<col>R`...) settle them: the gateway does not answer them too.
+         *     shell that has ended is `409` with `details.state: exited`.
          */
         post: operations["writeShellInput"];
         delete?: never;
@@ -1159,9 +1158,8 @@ export interface paths {
          *
          *       Binary frames from the server are terminal output; from the client, keystrokes. The
          *       client's control frame is `{"type":"resize","cols":N,"rows":N}` (`AttachShellControl`).
-         *       While a client is attached, the gateway waits 200 ms for it to answer the shell's
-         *       terminal queries (`ESC[6n`...) before answering them from its own model, so a terminal
-         *       emulator that answers them itself is not answered twice.
+         *       A shell's lines run without a terminal, so no program asks it anything (`ESC[6n`...): a
+         *       terminal emulator's answers, if it sends any, are typed input like any other.
          */
         get: operations["attachShell"];
         put?: never;
@@ -3574,8 +3572,9 @@ export interface components {
             /** @description Why its end cannot be known (VM disposed or lost, sidecar died). */
             error?: string;
             /**
-             * @description Terminal queries that the gateway answered for the shell. Always 0 since a shell's
-             *     lines run without a terminal; kept for older clients.
+             * @deprecated
+             * @description Deprecated: always 0, and it goes in the next release. It counted the terminal queries
+             *     the gateway answered for the shell; a shell's lines run without a terminal.
              */
             answeredQueries: number;
         };
@@ -6560,14 +6559,12 @@ export interface operations {
                  */
                 after?: components["parameters"]["AttachAfter"];
                 /**
-                 * @description Who answers the shell's terminal queries (`ESC[6n`...): `client` (the default), a
-                 *     terminal emulator that answers them itself, which the gateway waits 200 ms for before
-                 *     answering from its own model; or `gateway`, for a client that leaves them to the
-                 *     gateway, which then answers at once. The web console uses `gateway`: on agentOS 0.2.21
-                 *     an answer that comes a few milliseconds after the query, as one from a browser does, is
-                 *     often held until the shell gives up.
+                 * @deprecated
+                 * @description Deprecated, accepted and ignored; it goes in the next release. It said who answered
+                 *     the shell's terminal queries, and a shell's lines run without a terminal, so there are
+                 *     none to answer.
                  */
-                queries?: "client" | "gateway";
+                queries?: string;
             };
             header?: never;
             path: {

@@ -157,7 +157,7 @@ describe("against a gateway", { timeout: 300_000 }, () => {
 
   test("shell attach over a WebSocket, and a resume with after", async () => {
     const shell = await vm.openShell({ shell: "bash", cols: 80, rows: 24 });
-    const conn = shell.attach({ queries: "gateway" });
+    const conn = shell.attach();
     await conn.opened();
     conn.resize(100, 30);
     conn.send("echo hi-$((6*7))\r");
@@ -170,7 +170,7 @@ describe("against a gateway", { timeout: 300_000 }, () => {
     const seq = conn.lastSeq;
     assert.ok(seq > 0);
 
-    const again = shell.attach({ after: seq, queries: "gateway" });
+    const again = shell.attach({ after: seq });
     await again.opened();
     again.send("echo again-$((1+1))\r");
     let more = "";
