@@ -15,11 +15,11 @@ export { client } from "./client.js";
 
 // raw sends a request with the key and returns the Response, throwing an
 // AgentosError for any status outside 2xx. The path may carry its query.
-// It goes through the SDK's transport (Client.t) rather than its typed
-// methods, because the console also calls what the SDK leaves out (tenants,
-// keys, sidecars) and its pages read answers as the gateway wrote them.
+// It goes through the SDK's Client.request rather than its other methods,
+// because the console also calls what the SDK leaves out (tenants, keys,
+// sidecars) and its pages read answers as the gateway wrote them.
 export function raw(method, path, { body, json, headers = {}, signal } = {}) {
-  return client().t.send(method, path, { body, json, headers, signal });
+  return client().request(method, path, { body, json, headers, signal, accept: headers.Accept ?? "*/*" });
 }
 
 // call sends a request and returns its JSON answer (null when it has none).

@@ -9,6 +9,7 @@ import {
   type ShellStreamEvent, type StreamKind, type VMEventsStreamEvent, type WatchStreamEvent,
 } from "./stream.js";
 import { AttachConnection, openAttach, type AttachOptions, type WebSocketConstructor } from "./attach.js";
+import { fillPath, type JSONAnswer, type Method, type Operation, type PathFor, type RequestArgs, type RequestOptions } from "./request.js";
 
 type Schemas = components["schemas"];
 
@@ -231,6 +232,34 @@ export class Client {
   /** The gateway's address. */
   get baseUrl(): string {
     return this.t.baseUrl;
+  }
+
+  /**
+   * Sends any request of the API, for the routes this SDK has no method
+   * for: the path is a template of api/openapi.yaml, such as
+   * "/v1/tenants/{tenant}/keys", whose params, query and JSON body are
+   * typed by it. It answers the Response of a 2xx; any other status throws
+   * an AgentosError, and idempotent calls are retried like every call.
+   */
+  request<M extends Method, P extends PathFor<M>>(method: M, path: P, ...[o]: RequestArgs<Operation<P, M>>): Promise<Response> {
+    const { params, query, json, body, contentType, accept, headers, idempotencyKey, signal } = (o ?? {}) as RequestOptions<Operation<P, M>>;
+    return this.t.send(method, fillPath(path, params as Record<string, unknown> | undefined), {
+      query: query as Record<string, string | number | boolean | undefined | (string | number)[]> | undefined,
+      json,
+      body,
+      contentType,
+      accept: accept ?? "application/json",
+      headers,
+      idempotencyKey,
+      signal,
+    });
+  }
+
+  /** Sends a request as request does and decodes its JSON answer, typed by the schema (null for a 204). */
+  async requestJSON<M extends Method, P extends PathFor<M>>(method: M, path: P, ...o: RequestArgs<Operation<P, M>>): Promise<JSONAnswer<Operation<P, M>>> {
+    const resp = await this.request(method, path, ...o);
+    if (resp.status === 204) return null as JSONAnswer<Operation<P, M>>;
+    return (await resp.json()) as JSONAnswer<Operation<P, M>>;
   }
 
   /** Resolves once the gateway is ready (GET /readyz); an AgentosError with code unavailable before. */

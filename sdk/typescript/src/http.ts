@@ -152,7 +152,10 @@ export class Transport {
       else params.set(k, String(v));
     }
     const qs = params.toString();
-    return this.baseUrl + path + (qs ? `?${qs}` : "");
+    if (!qs) return this.baseUrl + path;
+    // A path may carry a query of its own (Client.request takes one a
+    // caller built): the options' parameters join it.
+    return this.baseUrl + path + (path.includes("?") ? "&" : "?") + qs;
   }
 
   /**

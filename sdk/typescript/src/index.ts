@@ -17,4 +17,5 @@ export {
   AttachConnection, AttachClosedError, attachProtocol, bearerProtocol,
   type AttachEvent, type AttachOutput, type AttachGap, type AttachRefusal, type AttachExit, type AttachOptions, type WebSocketConstructor,
 } from "./attach.js";
+export type { Method, PathFor, Operation, PathParams, QueryParams, JSONBody, JSONAnswer, RequestOptions } from "./request.js";
 export type { components, paths, operations } from "./schema.js";

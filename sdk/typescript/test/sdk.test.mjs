@@ -36,6 +36,22 @@ describe("against a gateway", { timeout: 300_000 }, () => {
     assert.equal(cwd.stdoutText.trim(), "/workspace");
   });
 
+  test("request reaches a route the SDK has no method for, typed by its template", async () => {
+    const got = await client.requestJSON("GET", "/v1/vms/{vm}", { params: { vm: vm.id } });
+    assert.equal(got.id, vm.id);
+    const tenant = await client.requestJSON("POST", "/v1/tenants", { json: { name: `sdk-request-${Date.now()}` } });
+    const key = await client.requestJSON("POST", "/v1/tenants/{tenant}/keys", { params: { tenant: tenant.id } });
+    const keys = await client.requestJSON("GET", "/v1/tenants/{tenant}/keys", { params: { tenant: tenant.id } });
+    assert.deepEqual(keys.items.map((k) => k.id), [key.id]);
+    // A path a caller built, query and all, goes as it is; query options join it.
+    await vm.writeFile("/tmp/request.txt", "via request");
+    const resp = await client.request("GET", `/v1/vms/${encodeURIComponent(vm.id)}/files?path=%2Ftmp%2Frequest.txt`, { accept: "*/*" });
+    assert.equal(await resp.text(), "via request");
+    assert.equal(await client.requestJSON("DELETE", "/v1/vms/{vm}/files", { params: { vm: vm.id }, query: { path: "/tmp/request.txt" } }), null);
+    await assert.rejects(client.request("GET", "/v1/vms/{vm}", { params: { vm: "vm_none" } }), (err) => err instanceof AgentosError && err.status === 404);
+    assert.throws(() => client.request("GET", "/v1/vms/{vm}"), /needs the path parameter vm/);
+  });
+
   test("exec with an idempotency key runs once", async () => {
     const key = `sdk-${Date.now()}`;
     const first = await vm.exec({ command: "echo $RANDOM$RANDOM" }, { idempotencyKey: key });

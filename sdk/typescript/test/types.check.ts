@@ -37,3 +37,22 @@ export async function example(baseUrl: string, apiKey: string): Promise<void> {
   void code;
   void out;
 }
+
+// Client.request: any route, typed by its path template.
+export async function anyRoute(client: Client): Promise<void> {
+  const keys = await client.requestJSON("GET", "/v1/tenants/{tenant}/keys", { params: { tenant: "t_1" } });
+  keys.items satisfies unknown[];
+  const vm = await client.requestJSON("POST", "/v1/vms", { json: { labels: { a: "b" } } });
+  vm.id satisfies string;
+  const gone = await client.requestJSON("DELETE", "/v1/vms/{vm}/files", { params: { vm: vm.id }, query: { path: "/tmp/x" } });
+  void gone;
+  (await client.request("GET", "/v1/vms/{vm}/files", { params: { vm: vm.id }, query: { path: "/etc/hosts" }, accept: "*/*" })) satisfies Response;
+  // @ts-expect-error: the template has a parameter to fill
+  await client.request("GET", "/v1/vms/{vm}");
+  // @ts-expect-error: no such route
+  await client.request("GET", "/v1/nowhere");
+  // @ts-expect-error: the body is a CreateVMRequest
+  await client.request("POST", "/v1/vms", { json: { labels: 3 } });
+  // @ts-expect-error: PUT is not a method of /v1/vms
+  await client.request("PUT", "/v1/vms");
+}
