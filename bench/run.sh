@@ -108,6 +108,9 @@ gobench() { # regexp iterations [package]
 		STATUS=1
 	fi
 }
+# The audit trail: what an audited request waits for, the store's write on
+# its path (before) against a queued record (after), on SQLite.
+gobench '^BenchmarkRecord$' 5000 ./audit/
 official create_vm,create_exec_echo_hi
 gobench '^Benchmark(CreateVM|CreateExecEchoHi)$' "$CREATE_N"
 # Create-to-first-output through the gateway, with a warm VM ready and

@@ -15,12 +15,14 @@ import (
 // The audit trail records every call that changed something (POST, PUT,
 // PATCH, DELETE under /v1) and every refused call made with a token: who
 // (tenant, key or token), what (method and route template, VM), how it
-// ended (status) and the request id. observe writes the record once the
-// handler returned, with a bounded detached write; authenticate tells it
+// ended (status) and the request id. observe hands the record to the audit
+// writer (package audit) once the handler returned, which stores it off the
+// request's path; authenticate tells it
 // who called, through the note observe put in the request's context. A
 // request another node forwarded is recorded by the node it came to.
 
-// auditWriteTimeout bounds the write of one record.
+// auditWriteTimeout bounds the purge of old records, and the wait for the
+// queued records when the server closes.
 const auditWriteTimeout = 5 * time.Second
 
 // auditNote is who made a request, as authentication found out.
@@ -78,11 +80,7 @@ func (s *Server) recordAudit(r *http.Request, n *auditNote, pattern string, stat
 	}
 	rec := gateway.AuditRecord{At: time.Now().UTC(), Node: s.nodeID(), TenantID: n.tenantID, KeyID: n.keyID, TokenID: n.tokenID,
 		Method: r.Method, Route: route, VMID: vm, Status: status, RequestID: requestID(r.Context())}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditWriteTimeout)
-	defer cancel()
-	if err := s.store.RecordAudit(ctx, rec); err != nil {
-		s.log.Error().Err(err).Str("route", route).Str("requestId", rec.RequestID).Msg("record audit")
-	}
+	s.audit.Record(r.Context(), rec)
 }
 
 // nodeID names this node in audit records.
@@ -111,6 +109,13 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.After, err = queryTime(r, "after"); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	// The caller reads its own writes: the records this node queued before
+	// this request are stored first. (Another node's are stored within
+	// its own queue's delay.)
+	if err := s.audit.Flush(r.Context()); err != nil {
 		writeError(w, r, err)
 		return
 	}

@@ -18,6 +18,11 @@ type metrics struct {
 	httpDuration   *prometheus.HistogramVec
 	execDuration   prometheus.Histogram
 	sseSubscribers prometheus.Gauge
+	// auditInline counts the audit records written on their request's
+	// path because the writer's queue was full; auditLost the records the
+	// store refused for good (an alert: the trail has a hole).
+	auditInline prometheus.Counter
+	auditLost   prometheus.Counter
 }
 
 func newMetrics(svc *vms.Service, sess *sessions.Service, pool Pool) *metrics {
@@ -34,8 +39,14 @@ func newMetrics(svc *vms.Service, sess *sessions.Service, pool Pool) *metrics {
 		sseSubscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "agentos_gateway_sse_subscribers", Help: "Open Server-Sent Events streams.",
 		}),
+		auditInline: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentos_gateway_audit_inline_writes_total", Help: "Audit records written on their request's path because the audit queue was full.",
+		}),
+		auditLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentos_gateway_audit_records_lost_total", Help: "Audit records the store refused after retries (logged with their request ids).",
+		}),
 	}
-	m.reg.MustRegister(m.httpDuration, m.execDuration, m.sseSubscribers,
+	m.reg.MustRegister(m.httpDuration, m.execDuration, m.sseSubscribers, m.auditInline, m.auditLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&poolCollector{pool: pool, svc: svc}, &sessionsCollector{svc: sess}, &warmCollector{pool: pool, svc: svc},
 		&usageCollector{svc: svc})

@@ -29,6 +29,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/attach"
+	"github.com/agentos-gateway/agentos-gateway/audit"
 	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/nodeproxy"
@@ -53,7 +54,7 @@ type Store interface {
 	CreateAPIKey(ctx context.Context, tenantID string, admin bool) (gateway.APIKey, string, error)
 	ListAPIKeys(ctx context.Context, tenantID string) ([]gateway.APIKey, error)
 	DeleteAPIKey(ctx context.Context, tenantID, keyID string) error
-	RecordAudit(ctx context.Context, a gateway.AuditRecord) error
+	RecordAudit(ctx context.Context, recs ...gateway.AuditRecord) error
 	ListAudit(ctx context.Context, f gateway.AuditFilter) (gateway.Page[gateway.AuditRecord], error)
 	PurgeAudit(ctx context.Context, before time.Time) (int, error)
 	CreateToken(ctx context.Context, t gateway.Token, ttl time.Duration) (gateway.Token, string, error)
@@ -144,6 +145,9 @@ type Server struct {
 	// nodes carries the requests proxied to other nodes.
 	nodes   *nodeproxy.Proxy
 	console *consoleFiles
+	// audit stores the audit records off the requests' path (nil without
+	// a store).
+	audit *audit.Writer
 	// auditStop ends the audit purge, which auditDone says has returned.
 	auditStop chan struct{}
 	auditDone chan struct{}
@@ -191,6 +195,10 @@ func New(cfg Config, st Store, svc *vms.Service, sess *sessions.Service, sched *
 	s.nodes = nodeproxy.New(nodeproxy.Config{Cluster: cfg.Cluster, Conns: s.attach, IsUpgrade: attach.IsUpgrade,
 		Draining: s.sse.Draining(), Refuse: writeError, RequestID: requestID})
 	s.router = s.routes()
+	if st != nil {
+		s.audit = audit.New(st, audit.Config{Log: cfg.Log,
+			OnInline: s.metrics.auditInline.Inc, OnLost: func(n int) { s.metrics.auditLost.Add(float64(n)) }})
+	}
 	s.auditStop, s.auditDone = make(chan struct{}), make(chan struct{})
 	if st != nil && cfg.AuditRetention > 0 {
 		go func() {
@@ -224,6 +232,13 @@ func (s *Server) Close() {
 		close(s.auditStop)
 	}
 	<-s.auditDone
+	if s.audit != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), auditWriteTimeout)
+		if err := s.audit.Close(ctx); err != nil {
+			s.log.Error().Err(err).Msg("close the audit writer")
+		}
+		cancel()
+	}
 }
 
 // Router exposes the chi router, for the test that compares it with the

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"time"
 
@@ -10,15 +11,26 @@ import (
 
 const auditColumns = `id, at, node, tenant_id, key_id, token_id, method, route, vm_id, status, request_id`
 
-// RecordAudit appends a record to the audit trail; its ID and, when zero,
-// its time are the store's.
-func (db *DB) RecordAudit(ctx context.Context, a gateway.AuditRecord) error {
-	if a.At.IsZero() {
-		a.At = db.now()
+// RecordAudit appends records to the audit trail, all or none, in one
+// transaction (the audit writer hands them over in batches); a record's ID
+// and, when zero, its time are the store's.
+func (db *DB) RecordAudit(ctx context.Context, recs ...gateway.AuditRecord) error {
+	if len(recs) == 0 {
+		return nil
 	}
-	_, err := db.exec(ctx, db.w, `INSERT INTO audit_log (at, node, tenant_id, key_id, token_id, method, route, vm_id, status, request_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		db.d.ts(a.At), a.Node, a.TenantID, a.KeyID, a.TokenID, a.Method, a.Route, a.VMID, a.Status, a.RequestID)
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		for _, a := range recs {
+			if a.At.IsZero() {
+				a.At = db.now()
+			}
+			if _, err := db.exec(ctx, tx, `INSERT INTO audit_log (at, node, tenant_id, key_id, token_id, method, route, vm_id, status, request_id)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				db.d.ts(a.At), a.Node, a.TenantID, a.KeyID, a.TokenID, a.Method, a.Route, a.VMID, a.Status, a.RequestID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return dbError(err, "store: record audit")
 	}

@@ -76,15 +76,22 @@ func TestAudit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *DB) {
 		ctx := testContext(t)
 		t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-		for i, a := range []gateway.AuditRecord{
+		recs := []gateway.AuditRecord{
 			{At: t0, TenantID: "acme", KeyID: "key_1", Method: "POST", Route: "/v1/vms", Status: 201},
 			{At: t0.Add(time.Minute), TenantID: "acme", TokenID: "tok_1", Method: "POST", Route: "/v1/vms/{vm}/exec", VMID: "vm_1", Status: 403},
 			{At: t0.Add(2 * time.Minute), TenantID: "globex", KeyID: "key_2", Method: "DELETE", Route: "/v1/vms/{vm}", VMID: "vm_2", Status: 200},
 			{At: t0.Add(3 * time.Minute), Method: "GET", Route: "/v1/vms", Status: 401, RequestID: "r-4"},
-		} {
-			if err := db.RecordAudit(ctx, a); err != nil {
-				t.Fatalf("record %d: %v", i, err)
-			}
+		}
+		// One record alone, then the rest as one batch (as the audit
+		// writer hands them over), and an empty batch that writes nothing.
+		if err := db.RecordAudit(ctx, recs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RecordAudit(ctx, recs[1:]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RecordAudit(ctx); err != nil {
+			t.Fatal(err)
 		}
 		routes := func(f gateway.AuditFilter) []string {
 			t.Helper()
