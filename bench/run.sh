@@ -111,6 +111,9 @@ gobench() { # regexp iterations [package]
 # The audit trail: what an audited request waits for, the store's write on
 # its path (before) against a queued record (after), on SQLite.
 gobench '^BenchmarkRecord$' 5000 ./audit/
+# A restore from a checkpoint of a 100 MiB VM: its peak local disk against
+# the merged image's size (before the layers were read in place: 2x).
+gobench '^BenchmarkRestorePeakDisk$' 3 ./vms/
 official create_vm,create_exec_echo_hi
 gobench '^Benchmark(CreateVM|CreateExecEchoHi)$' "$CREATE_N"
 # Create-to-first-output through the gateway, with a warm VM ready and

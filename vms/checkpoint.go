@@ -900,43 +900,31 @@ func (s *spool) close() {
 }
 
 // restoreImage merges the layers of a checkpoint into one snapshot tar, in
-// a temporary file of dir that goes when the returned file is closed.
+// a temporary file of dir that goes when the returned file is closed. The
+// layers are read where the image store keeps them (its opens seek, on disk
+// and in PostgreSQL alike), so the merged image is the only local copy: a
+// restore's peak disk use is the merged tree, not every layer besides.
 func (s *Service) restoreImage(ctx context.Context, layers []gateway.Checkpoint, dir string) (io.ReadSeekCloser, error) {
-	var locals []*os.File
+	opened := make([]io.ReadSeekCloser, 0, len(layers))
 	defer func() {
-		for _, f := range locals {
-			f.Close()
-			os.Remove(f.Name())
+		for _, rc := range opened {
+			_ = rc.Close()
 		}
 	}()
+	rs := make([]io.ReadSeeker, 0, len(layers))
 	for _, l := range layers {
-		f, err := os.CreateTemp(dir, "agentos-layer-*")
-		if err != nil {
-			return nil, err
-		}
-		locals = append(locals, f)
 		rc, err := s.cfg.Images.Open(ctx, l.Image)
 		if err != nil {
 			return nil, fmt.Errorf("open checkpoint layer %s: %w", l.Image, err)
 		}
-		_, err = io.Copy(f, rc)
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read checkpoint layer %s: %w", l.Image, err)
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, err
-		}
+		opened = append(opened, rc)
+		rs = append(rs, rc)
 	}
 	out, err := os.CreateTemp(dir, "agentos-restore-*")
 	if err != nil {
 		return nil, err
 	}
 	img := &tempFile{out}
-	rs := make([]io.ReadSeeker, len(locals))
-	for i, f := range locals {
-		rs[i] = f
-	}
 	if err := mergeLayers(out, rs); err != nil {
 		img.Close()
 		return nil, err
