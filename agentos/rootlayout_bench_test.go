@@ -22,8 +22,7 @@ func BenchmarkStatRootLayout(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lower, upper := splitRootSnapshot(base)
-	own := vmRootFSJSON{Mode: "ephemeral", DisableDefaultBaseLayer: true, Lowers: []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(lower)}}, BootstrapEntries: rootEntriesJSON(upper)}
+	own := ownLayer(base)
 	over, _ := rootLayout(base, base)
 	for _, c := range []struct {
 		name string

@@ -245,13 +245,19 @@ func rootLayout(base, root []protocol.RootFilesystemEntry) (vmRootFSJSON, string
 	if reason == "" {
 		return vmRootFSJSON{Mode: "ephemeral", Lowers: []any{}, BootstrapEntries: rootEntriesJSON(upper)}, ""
 	}
+	return ownLayer(root), reason
+}
+
+// ownLayer lays the whole of root out in the VM's own layer, without the
+// engine's base (splitRootSnapshot).
+func ownLayer(root []protocol.RootFilesystemEntry) vmRootFSJSON {
 	lower, upper := splitRootSnapshot(root)
 	return vmRootFSJSON{
 		Mode:                    "ephemeral",
 		DisableDefaultBaseLayer: true,
 		Lowers:                  []any{snapshotLowerJSON{Kind: "snapshot", Entries: rootEntriesJSON(lower)}},
 		BootstrapEntries:        rootEntriesJSON(upper),
-	}, reason
+	}
 }
 
 // createVM creates a VM with the root filesystem root (nil: the engine's

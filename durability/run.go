@@ -236,7 +236,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func (w *world) stopAll() {
 	var wg sync.WaitGroup
 	for _, n := range w.nodes {
-		if n.cmd != nil && n.running() {
+		if n.running() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -8,29 +8,25 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agentos-gateway/agentos-gateway/client"
+	"github.com/agentos-gateway/agentos-gateway/internal/gatewayproc"
 )
 
 // gateway is the gateway binary the soak drives, run as a child process
 // with a data directory and a TMPDIR of its own.
 type gateway struct {
-	cmd     *exec.Cmd
+	*gatewayproc.Process
 	url     string
 	key     string // the admin key
 	dataDir string
 	tmpDir  string // the gateway's TMPDIR: every sidecar's lives under it
-	logFile *os.File
-	exited  chan struct{}
-	waitErr error
+	logPath string
 }
 
 // startGateway runs bin on a free loopback port and waits until it is
@@ -42,7 +38,7 @@ type gateway struct {
 // four of them can keep more sidecars (each with goroutines of its own) than
 // the baseline had, for good; one occupies one sidecar, as at the baseline.
 func startGateway(ctx context.Context, bin, dir string, vmsPerSidecar, maxSidecars int) (*gateway, error) {
-	g := &gateway{dataDir: filepath.Join(dir, "data"), tmpDir: filepath.Join(dir, "tmp"), exited: make(chan struct{})}
+	g := &gateway{dataDir: filepath.Join(dir, "data"), tmpDir: filepath.Join(dir, "tmp"), logPath: filepath.Join(dir, "gateway.log")}
 	for _, d := range []string{g.dataDir, g.tmpDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("soak: %w", err)
@@ -53,93 +49,34 @@ func startGateway(ctx context.Context, bin, dir string, vmsPerSidecar, maxSideca
 		return nil, fmt.Errorf("soak: admin key: %w", err)
 	}
 	g.key = "agk_soak_" + hex.EncodeToString(key)
-	port, err := freePort()
+	addr, err := gatewayproc.FreeAddr()
 	if err != nil {
-		return nil, err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	g.url = "http://" + addr
-	if g.logFile, err = os.Create(filepath.Join(dir, "gateway.log")); err != nil {
 		return nil, fmt.Errorf("soak: %w", err)
 	}
-	g.cmd = exec.Command(bin, "--addr", addr, "--data-dir", g.dataDir,
-		"--vms-per-sidecar", strconv.Itoa(vmsPerSidecar), "--max-sidecars", strconv.Itoa(maxSidecars),
-		"--min-idle-sidecars", "1", "--sidecar-idle-timeout", "3s", "--shutdown-grace", "10s", "--warm-vms", "1")
-	g.cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+g.key, "TMPDIR="+g.tmpDir)
-	g.cmd.Stdout, g.cmd.Stderr = g.logFile, g.logFile
-	// A group of its own: a signal to the soak's group (Ctrl-C) reaches the
-	// gateway only through stop, which shuts it down in order.
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := g.cmd.Start(); err != nil {
-		g.logFile.Close()
-		return nil, fmt.Errorf("soak: start gateway: %w", err)
-	}
-	go func() {
-		g.waitErr = g.cmd.Wait()
-		close(g.exited)
-	}()
-	if err := g.waitReady(ctx); err != nil {
-		g.kill()
-		return nil, err
+	g.url = "http://" + addr
+	g.Process, err = gatewayproc.Start(ctx, gatewayproc.Options{Bin: bin, Addr: addr, Log: g.logPath, Key: g.key,
+		ReadyTimeout: 90 * time.Second,
+		Args: []string{"--data-dir", g.dataDir,
+			"--vms-per-sidecar", strconv.Itoa(vmsPerSidecar), "--max-sidecars", strconv.Itoa(maxSidecars),
+			"--min-idle-sidecars", "1", "--sidecar-idle-timeout", "3s", "--shutdown-grace", "10s", "--warm-vms", "1"},
+		Env: []string{"AGENTOS_GATEWAY_ADMIN_KEY=" + g.key, "TMPDIR=" + g.tmpDir}})
+	if err != nil {
+		return nil, fmt.Errorf("soak: %w", err)
 	}
 	return g, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("soak: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func (g *gateway) waitReady(ctx context.Context) error {
-	c, err := client.New(g.url, g.key)
-	if err != nil {
-		return fmt.Errorf("soak: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	for {
-		if err := c.Ready(ctx); err == nil {
-			return nil
-		}
-		select {
-		case <-g.exited:
-			return fmt.Errorf("soak: the gateway exited before it was ready: %v (log: %s)", g.waitErr, g.logFile.Name())
-		case <-ctx.Done():
-			return fmt.Errorf("soak: the gateway was not ready in time: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // pid is the gateway's process id.
-func (g *gateway) pid() int { return g.cmd.Process.Pid }
+func (g *gateway) pid() int { return g.PID() }
 
-// stop sends SIGTERM and waits for the exit, then SIGKILLs the gateway if
-// it did not exit in time. It returns how the gateway ended: "0" for a
-// clean exit.
+// stop sends SIGTERM and waits for the exit, then kills the gateway if it
+// did not exit in time. It returns how the gateway ended: "0" for a clean
+// exit.
 func (g *gateway) stop(timeout time.Duration) string {
-	defer g.logFile.Close()
-	_ = g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-g.exited:
-	case <-time.After(timeout):
-		g.kill()
-		return fmt.Sprintf("no exit within %s of SIGTERM (killed)", timeout)
-	}
-	if g.waitErr != nil {
-		return g.waitErr.Error()
+	if err := g.Stop(timeout); err != nil {
+		return err.Error()
 	}
 	return "0"
-}
-
-// kill ends the gateway with SIGKILL and waits for it.
-func (g *gateway) kill() {
-	_ = g.cmd.Process.Kill()
-	<-g.exited
 }
 
 // parentOf returns the parent pid of pid, or 0 when it is gone.

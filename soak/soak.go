@@ -149,8 +149,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		vms: map[string]*client.Client{}, groups: map[int]bool{gw.pid(): true}}
 	rep, err := r.soak(ctx)
 	if err != nil {
-		gw.kill()
-		return nil, fmt.Errorf("%w (gateway log: %s)", err, gw.logFile.Name())
+		gw.Kill()
+		return nil, fmt.Errorf("%w (gateway log: %s)", err, gw.logPath)
 	}
 	return rep, nil
 }
