@@ -4,8 +4,6 @@ scripts/generate_schema.py: do not edit.
 Each is a TypedDict whose keys are the JSON fields as the spec names them.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
@@ -82,19 +80,6 @@ __all__ = [
 ]
 
 
-class Problem(TypedDict):
-    """An RFC 9457 problem document with the gateway's stable `code`."""
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    instance: NotRequired[str]
-    code: ErrorCode
-    requestId: NotRequired[str]
-    details: NotRequired[dict[str, Any]]
-
-
 # The stable error code; each maps to one status: `invalid_argument` 400,
 # `unauthenticated` 401, `permission_denied` 403, `not_found` 404, `method_not_allowed`
 # 405 (with an `Allow` header), `request_timeout` 408 (a request body stopped arriving
@@ -122,6 +107,19 @@ ErrorCode = Literal[
     "unavailable",
     "deadline_exceeded",
 ]
+
+
+class Problem(TypedDict):
+    """An RFC 9457 problem document with the gateway's stable `code`."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: NotRequired[str]
+    code: ErrorCode
+    requestId: NotRequired[str]
+    details: NotRequired[dict[str, Any]]
 
 
 # `creating` → `ready` → `disposing` → `disposed`; a VM whose sidecar died (or that was
@@ -217,6 +215,11 @@ class VMUsage(TypedDict):
     limits: NotRequired[dict[str, Any]]
 
 
+class ExitStatus(TypedDict):
+    exitCode: int
+    signal: NotRequired[str]
+
+
 class VMEvent(TypedDict):
     """An event of a VM; `type` is also the SSE event name. `state` events carry `state`
     (and `reason`); `limit_warning` and `structured` carry `name` and `detail`;
@@ -273,11 +276,6 @@ class SpawnRequest(TypedDict):
     argv: NotRequired[list[str]]
     cwd: NotRequired[str]
     env: NotRequired[dict[str, str]]
-
-
-class ExitStatus(TypedDict):
-    exitCode: int
-    signal: NotRequired[str]
 
 
 class ProcessInfo(TypedDict):
@@ -381,37 +379,11 @@ class OpenSessionRequest(TypedDict):
     additionalInstructions: NotRequired[str]
 
 
-class Session(TypedDict):
-    id: str
-    vmId: str
-    agent: str
-    cwd: str
-    additionalDirectories: list[str]
-    permissionPolicy: Literal["ask", "allow_all", "reject_all"]
-    permissionDefault: dict[str, Any] | None
-    state: SessionState
-    pendingPermissions: list[Permission]
-    latestSequence: int
-    createdAt: str
-    updatedAt: str
-
-
 # `idle` (no turn runs), `running` (a turn runs), `waiting` (the turn waits for
 # permission answers), `unloaded` (the agent was stopped; a prompt starts it again);
 # `closed` once the VM was disposed, `lost` once it was lost. `closed` and `lost` are
 # final.
 SessionState = Literal["idle", "running", "waiting", "unloaded", "closed", "lost"]
-
-
-class Permission(TypedDict):
-    """A permission request of the agent."""
-
-    requestId: str
-    options: list[PermissionOption] | None
-    toolCall: dict[str, Any] | None
-    askedAt: str
-    status: Literal["pending", "answered", "dropped"]
-    decision: PermissionDecision | None
 
 
 class PermissionOption(TypedDict):
@@ -436,6 +408,32 @@ class PermissionDecision(TypedDict):
     at: str
 
 
+class Permission(TypedDict):
+    """A permission request of the agent."""
+
+    requestId: str
+    options: list[PermissionOption] | None
+    toolCall: dict[str, Any] | None
+    askedAt: str
+    status: Literal["pending", "answered", "dropped"]
+    decision: PermissionDecision | None
+
+
+class Session(TypedDict):
+    id: str
+    vmId: str
+    agent: str
+    cwd: str
+    additionalDirectories: list[str]
+    permissionPolicy: Literal["ask", "allow_all", "reject_all"]
+    permissionDefault: dict[str, Any] | None
+    state: SessionState
+    pendingPermissions: list[Permission]
+    latestSequence: int
+    createdAt: str
+    updatedAt: str
+
+
 class PermissionAnswer(TypedDict):
     status: Literal["accepted", "not_pending"]
     reason: NotRequired[str]
@@ -446,6 +444,28 @@ class SessionConfig(TypedDict):
 
     revision: int
     options: Any
+
+
+class SessionEvent(TypedDict):
+    """A durable event of an agent session: the data of a `durable` event, and an item of a
+    session's history. `type` is the ACP `sessionUpdate` kind of a session update
+    (`user_message_chunk`, `agent_message_chunk`, `agent_thought_chunk`, `tool_call`,
+    `tool_call_update`, `plan`, ..., with the update in `update`), or
+    `permission_request` (`requestId`, `options`, `toolCall`) or `permission_response`
+    (`requestId`, `status`, `reason`, `response`, `decision`).
+    """
+
+    sequence: int
+    timestamp: str
+    type: str
+    update: NotRequired[dict[str, Any]]
+    requestId: NotRequired[str]
+    options: NotRequired[list[dict[str, Any]] | None]
+    toolCall: NotRequired[dict[str, Any] | None]
+    status: NotRequired[str]
+    reason: NotRequired[str]
+    response: NotRequired[Any]
+    decision: NotRequired[PermissionDecision]
 
 
 class SessionHistory(TypedDict):
@@ -504,28 +524,9 @@ class Preview(TypedDict):
     expiresAt: str
 
 
-class CreateScheduleRequest(TypedDict):
-    cron: str
-    timezone: NotRequired[str]
-    overlap: NotRequired[OverlapPolicy]
-    action: ScheduleAction
-
-
-class Schedule(TypedDict):
-    id: str
-    vmId: str
-    cron: str
-    timezone: str
-    overlap: OverlapPolicy
-    action: ScheduleAction
-    createdAt: str
-
-
-class ScheduleAction(TypedDict):
-    """Exactly one of `exec` and `prompt`."""
-
-    exec: NotRequired[ScheduleExec]
-    prompt: NotRequired[SchedulePrompt]
+# What a tick does while the previous run runs: `skip` records a skipped run; `queue`
+# runs once it ends (one tick waits at most).
+OverlapPolicy = Literal["skip", "queue"]
 
 
 class ScheduleExec(TypedDict):
@@ -548,9 +549,28 @@ class SchedulePrompt(TypedDict):
     content: list[ContentBlock]
 
 
-# What a tick does while the previous run runs: `skip` records a skipped run; `queue`
-# runs once it ends (one tick waits at most).
-OverlapPolicy = Literal["skip", "queue"]
+class ScheduleAction(TypedDict):
+    """Exactly one of `exec` and `prompt`."""
+
+    exec: NotRequired[ScheduleExec]
+    prompt: NotRequired[SchedulePrompt]
+
+
+class CreateScheduleRequest(TypedDict):
+    cron: str
+    timezone: NotRequired[str]
+    overlap: NotRequired[OverlapPolicy]
+    action: ScheduleAction
+
+
+class Schedule(TypedDict):
+    id: str
+    vmId: str
+    cron: str
+    timezone: str
+    overlap: OverlapPolicy
+    action: ScheduleAction
+    createdAt: str
 
 
 class ScheduleRun(TypedDict):
@@ -628,6 +648,19 @@ class Me(TypedDict):
     token: NotRequired[Token]
 
 
+WebhookEventName = Literal[
+    "*",
+    "vm.state",
+    "process.exit",
+    "exec.done",
+    "session.turn_end",
+    "session.permission_requested",
+    "schedule.run",
+    "snapshot.ready",
+    "webhook.disabled",
+]
+
+
 class CreateWebhookRequest(TypedDict):
     url: str
     events: list[WebhookEventName]
@@ -641,19 +674,6 @@ class UpdateWebhookRequest(TypedDict):
     vm: NotRequired[str]
     description: NotRequired[str]
     enabled: NotRequired[bool]
-
-
-WebhookEventName = Literal[
-    "*",
-    "vm.state",
-    "process.exit",
-    "exec.done",
-    "session.turn_end",
-    "session.permission_requested",
-    "schedule.run",
-    "snapshot.ready",
-    "webhook.disabled",
-]
 
 
 class Webhook(TypedDict):
@@ -787,28 +807,6 @@ class ErrorEvent(TypedDict):
 
     code: ErrorCode
     detail: str
-
-
-class SessionEvent(TypedDict):
-    """A durable event of an agent session: the data of a `durable` event, and an item of a
-    session's history. `type` is the ACP `sessionUpdate` kind of a session update
-    (`user_message_chunk`, `agent_message_chunk`, `agent_thought_chunk`, `tool_call`,
-    `tool_call_update`, `plan`, ..., with the update in `update`), or
-    `permission_request` (`requestId`, `options`, `toolCall`) or `permission_response`
-    (`requestId`, `status`, `reason`, `response`, `decision`).
-    """
-
-    sequence: int
-    timestamp: str
-    type: str
-    update: NotRequired[dict[str, Any]]
-    requestId: NotRequired[str]
-    options: NotRequired[list[dict[str, Any]] | None]
-    toolCall: NotRequired[dict[str, Any] | None]
-    status: NotRequired[str]
-    reason: NotRequired[str]
-    response: NotRequired[Any]
-    decision: NotRequired[PermissionDecision]
 
 
 class EphemeralEvent(TypedDict):

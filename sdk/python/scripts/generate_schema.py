@@ -151,17 +151,49 @@ class Generator:
         lines += [f"    {p}: {t}" for p, t in fields]
         return "\n".join(lines)
 
+    def refs(self, s: Any) -> list[str]:
+        """The schemas of SCHEMAS that schema s names, in order."""
+        out: list[str] = []
+        if isinstance(s, dict):
+            ref = s.get("$ref")
+            if isinstance(ref, str):
+                name = ref.rsplit("/", 1)[1]
+                out += [name] if name in SCHEMAS else self.refs(self.schemas[name])
+            for v in s.values():
+                out += self.refs(v)
+        elif isinstance(s, list):
+            for v in s:
+                out += self.refs(v)
+        return out
+
+    def ordered(self) -> list[str]:
+        """SCHEMAS with each after the ones it names: TypedDicts are evaluated at
+        once (postponed annotations would hide NotRequired from them)."""
+        done: list[str] = []
+
+        def visit(name: str, path: tuple[str, ...]) -> None:
+            if name in done:
+                return
+            if name in path:
+                raise ValueError(f"schemas refer to each other: {' -> '.join(path + (name,))}")
+            for dep in self.refs(self.schemas[name]):
+                visit(dep, path + (name,))
+            done.append(name)
+
+        for name in SCHEMAS:
+            visit(name, ())
+        return done
+
     def module(self) -> str:
         head = (
             '"""The gateway\'s wire types, generated from api/openapi.yaml by\n'
             "scripts/generate_schema.py: do not edit.\n\n"
             "Each is a TypedDict whose keys are the JSON fields as the spec names them.\n"
             '"""\n\n'
-            "from __future__ import annotations\n\n"
             "from typing import Any, Literal, NotRequired, TypedDict\n\n"
             "__all__ = [\n" + "".join(f'    "{n}",\n' for n in SCHEMAS) + "]\n"
         )
-        return head + "".join(f"\n\n{self.emit(n)}\n" for n in SCHEMAS)
+        return head + "".join(f"\n\n{self.emit(n)}\n" for n in self.ordered())
 
 
 def first_paragraph(text: str) -> str:
