@@ -113,6 +113,14 @@ def _wait_ready(gw: Gateway) -> None:
         time.sleep(0.2)
 
 
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A temporary directory that is removed after the test (pytest's tmp_path
+    keeps the last runs' directories)."""
+    with tempfile.TemporaryDirectory(prefix="agentos-sdk-py-test-") as d:
+        yield Path(d)
+
+
 @pytest.fixture(scope="session")
 def client(gateway: Gateway) -> Iterator[Client]:
     with Client(gateway.base_url, api_key=gateway.api_key) as c:

@@ -14,12 +14,12 @@ from pathlib import Path
 SDK = Path(__file__).resolve().parents[1]
 
 
-def test_the_wheel_builds_offline_with_the_package_and_its_dependencies(tmp_path: Path) -> None:
+def test_the_wheel_builds_offline_with_the_package_and_its_dependencies(scratch: Path) -> None:
     # The tree stays clean: the build works in a copy.
-    src = tmp_path / "src"
+    src = scratch / "src"
     shutil.copytree(SDK, src, ignore=shutil.ignore_patterns(
         "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".pytest_cache"))
-    out = tmp_path / "dist"
+    out = scratch / "dist"
     subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out), str(src)],
                    check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=300)
     wheels = list(out.glob("agentos_gateway-*-py3-none-any.whl"))

@@ -40,17 +40,18 @@ def test_the_markdown_has_python_examples(source: str) -> None:
 
 @pytest.mark.parametrize(("source", "line", "code"), EXAMPLES,
                          ids=[f"{s}:{n}" for s, n, _ in EXAMPLES])
-def test_the_example_runs(gateway: Gateway, tmp_path: Path, source: str, line: int, code: str) -> None:
-    script = tmp_path / "example.py"
+def test_the_example_runs(gateway: Gateway, scratch: Path, source: str, line: int, code: str) -> None:
+    script = scratch / "example.py"
     script.write_text(code, encoding="utf-8")
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(REPO_ROOT / "sdk" / "python"),
         "AGENTOS_URL": gateway.base_url,
         "AGENTOS_API_KEY": gateway.api_key,
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
     try:
-        run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+        run = subprocess.run([sys.executable, str(script)], cwd=scratch, env=env,
                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
                              timeout=EXAMPLE_TIMEOUT)
     except subprocess.TimeoutExpired as e:
