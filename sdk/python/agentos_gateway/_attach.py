@@ -17,13 +17,14 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
 
+import httpx
 import websockets.exceptions
 import websockets.legacy.client
 from websockets.typing import Subprotocol
 
 from . import schema
 from ._core import USER_AGENT
-from .errors import AgentosError, AttachClosedError, code_for_status, make_error
+from .errors import AgentosError, AttachClosedError, code_for_status, error_from_response, make_error
 from .types import AttachEvent, AttachExit, AttachGap, AttachOutput, AttachRefusal
 
 __all__ = ["AsyncAttachment", "Attachment", "exit_error"]
@@ -75,12 +76,7 @@ class AsyncAttachment:
                 user_agent_header=None,
             )
         except websockets.exceptions.InvalidStatusCode as e:
-            # websockets keeps no body of a refused handshake; the status says why.
-            raise make_error(
-                e.status_code, code_for_status(e.status_code),
-                "the gateway refused the attach WebSocket",
-                request_id=e.headers.get("X-Request-ID", ""),
-            ) from None
+            raise await _refusal(url, headers, e) from None
         return cls(ws, process, after)
 
     async def __aenter__(self) -> AsyncAttachment:
@@ -166,6 +162,29 @@ class AsyncAttachment:
                 detail=f.get("detail", ""),
             )
         return None
+
+
+async def _refusal(
+    url: str, headers: dict[str, str], e: websockets.exceptions.InvalidStatusCode
+) -> AgentosError:
+    """The gateway's problem for a refused handshake. websockets keeps no body
+    of a refused handshake, so the same URL is asked again without the upgrade
+    (a GET that changes nothing): the gateway authenticates and finds the target
+    before it looks for the upgrade, so an answer with the same status carries
+    the same problem. Otherwise the status alone says why."""
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            resp = await http.get("http" + url[len("ws"):], headers=headers)
+    except httpx.HTTPError:
+        resp = None
+    if resp is not None and resp.status_code == e.status_code:
+        err = error_from_response(resp, resp.content)
+        if err.details.get("reason") != "websocket_required":
+            return err
+    return make_error(
+        e.status_code, code_for_status(e.status_code), "the gateway refused the WebSocket handshake",
+        request_id=e.headers.get("X-Request-ID", ""),
+    )
 
 
 class Attachment:

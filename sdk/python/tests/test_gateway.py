@@ -26,6 +26,8 @@ from agentos_gateway import (
     NotFoundError,
     OutputEvent,
     PermissionDeniedError,
+    RetryPolicy,
+    StreamCutError,
     VMHandle,
     WebhookVerificationError,
     verify_webhook,
@@ -114,6 +116,35 @@ def test_follow_resumes_after_the_last_event_id(vm: VMHandle) -> None:
     assert first.data + b"".join(e.data for e in outputs) == b"".join(b"line%d\n" % i for i in range(1, 6))
     assert isinstance(rest[-1], ExitEvent) and rest[-1].exit_code == 0
     assert proc.wait(timeout_ms=10_000)["exitCode"] == 0
+
+
+def test_a_cancelled_async_stream_ends_at_once(gateway: Gateway, vm: VMHandle) -> None:
+    async def consume(ac: AsyncClient) -> None:
+        async with ac.vm(vm.id).exec_stream("sleep 30") as stream:
+            async for _ in stream:
+                pass
+
+    async def run() -> float:
+        async with AsyncClient(gateway.base_url, api_key=gateway.api_key) as ac:
+            started = time.monotonic()
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(consume(ac), 2)
+            return time.monotonic() - started
+
+    assert asyncio.run(asyncio.wait_for(run(), WAIT)) < 10
+
+
+def test_a_silent_followed_stream_is_resumed_then_given_up(gateway: Gateway, vm: VMHandle) -> None:
+    p = vm.spawn("sleep 30")
+    policy = RetryPolicy(max_attempts=2, min_backoff=0.05, max_backoff=0.1, idle_timeout=1)
+    started = time.monotonic()
+    with Client(gateway.base_url, api_key=gateway.api_key, retry=policy) as c:
+        with pytest.raises(StreamCutError, match="giving up after 2 attempts"):
+            with c.vm(vm.id).process(p["pid"]).follow() as stream:
+                list(stream)
+    # Two idle connections of 1 s each, long before the gateway's 15 s heartbeat.
+    assert time.monotonic() - started < 10
+    vm.process(p["pid"]).signal("SIGKILL")
 
 
 def test_files_as_bytes_ranges_and_streams(vm: VMHandle) -> None:
@@ -218,6 +249,15 @@ def test_a_token_can_exec_in_its_vm_but_not_create_a_vm(gateway: Gateway, client
                 tc.create_vm()
             assert (e.value.status, e.value.code) == (403, "permission_denied")
             assert e.value.detail in str(e.value)
+            # A refused attach handshake carries the gateway's problem too.
+            shell = vm.open_shell()
+            try:
+                with pytest.raises(PermissionDeniedError) as refused:
+                    tc.vm(vm.id).shell(shell.id).attach()
+                assert refused.value.details.get("scope") == "shells"
+                assert tok["id"] in refused.value.detail
+            finally:
+                shell.close()
         assert any(t["id"] == tok["id"] for t in client.tokens())
     finally:
         client.revoke_token(tok["id"])
