@@ -61,7 +61,7 @@ from .types import (
     UnknownEvent,
     VMStreamEvent,
 )
-from .webhook import WebhookVerificationError, sign_webhook, verify_webhook
+from .webhook import WebhookHeaders, WebhookVerificationError, sign_webhook, verify_webhook
 
 __version__ = "0.1.0"
 
@@ -76,6 +76,6 @@ __all__ = [
     "ProcessHandle", "PromptResult", "RateLimitedError", "ResyncEvent", "RetryPolicy",
     "SessionEnd", "SessionHandle", "SessionUpdate", "ShellEndEvent", "ShellHandle",
     "StreamCutError", "UnauthenticatedError", "UnavailableError", "UnknownEvent",
-    "VMHandle", "VMStreamEvent", "WebhookHandle", "WebhookVerificationError",
+    "VMHandle", "VMStreamEvent", "WebhookHandle", "WebhookHeaders", "WebhookVerificationError",
     "code_for_status", "exit_error", "sign_webhook", "verify_webhook",
 ]

@@ -12,14 +12,15 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Iterable
+from typing import Any, Literal, Protocol
 
 __all__ = [
     "WEBHOOK_ID_HEADER",
     "WEBHOOK_SIGNATURE_HEADER",
     "WEBHOOK_TIMESTAMP_HEADER",
     "WEBHOOK_TOLERANCE",
+    "WebhookHeaders",
     "WebhookVerificationError",
     "sign_webhook",
     "verify_webhook",
@@ -36,6 +37,15 @@ WEBHOOK_TOLERANCE = 300.0
 
 _VERSION = "v1="
 _INTEGER = re.compile(r"-?[0-9]+")
+
+
+class WebhookHeaders(Protocol):
+    """A request's headers: a dict, an ``http.server`` request's ``self.headers``
+    (an email Message), httpx's or a web framework's Headers."""
+
+    def get(self, key: str, /) -> Any: ...
+
+    def items(self) -> Iterable[tuple[str, Any]]: ...
 
 
 class WebhookVerificationError(Exception):
@@ -65,20 +75,18 @@ def sign_webhook(secret: str, unix_seconds: int, body: bytes | str) -> str:
     return _VERSION + _mac(secret, str(int(unix_seconds)), _bytes(body)).hex()
 
 
-def _header(headers: Mapping[str, str], name: str) -> str:
+def _header(headers: WebhookHeaders, name: str) -> str:
+    """The header's value, its name in any case (a dict's keys are case-sensitive)."""
     value = headers.get(name)
-    if value is not None:
-        return value
-    lower = name.lower()
-    for k, v in headers.items():
-        if k.lower() == lower:
-            return v
-    return ""
+    if value is None:
+        lower = name.lower()
+        value = next((v for k, v in headers.items() if k.lower() == lower), "")
+    return str(value)
 
 
 def verify_webhook(
     secret: str,
-    headers: Mapping[str, str],
+    headers: WebhookHeaders,
     body: bytes | str,
     *,
     now: float | None = None,
@@ -89,8 +97,8 @@ def verify_webhook(
     within tolerance seconds of now (default 5 minutes) so that replays of old
     requests fail. Raises WebhookVerificationError otherwise.
 
-    headers is any mapping of the request's headers (names in any case), such
-    as an ``http.server`` request's ``self.headers`` or a framework's.
+    headers are the request's, as a dict (names in any case), an
+    ``http.server`` request's ``self.headers`` or a framework's Headers.
     """
     timestamp = _header(headers, WEBHOOK_TIMESTAMP_HEADER).strip()
     signature = _header(headers, WEBHOOK_SIGNATURE_HEADER).strip()

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -215,6 +216,8 @@ def test_a_shell_attached_over_the_websocket(vm: VMHandle) -> None:
     assert b"hi-3" in output
     end = events[-1]
     assert isinstance(end, AttachExit) and end.exit_code == 5 and end.seq == conn.last_seq
+    # The sync attachment's event-loop thread ended with it.
+    assert not [t for t in threading.enumerate() if t.name == "agentos-gateway-attach"]
     assert shell.get()["state"] == "exited"
     shell.close()
 
@@ -267,11 +270,11 @@ def test_a_token_can_exec_in_its_vm_but_not_create_a_vm(gateway: Gateway, client
 class _Receiver(BaseHTTPRequestHandler):
     """Records each webhook request the gateway sends."""
 
-    received: queue.Queue[tuple[dict[str, str], bytes]]
+    received: queue.Queue[tuple[Message, bytes]]
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.received.put((dict(self.headers.items()), body))
+        self.received.put((self.headers, body))
         self.send_response(204)
         self.end_headers()
 
@@ -280,7 +283,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
 
 def test_a_real_webhook_delivery_verifies(client: Client, vm: VMHandle) -> None:
-    received: queue.Queue[tuple[dict[str, str], bytes]] = queue.Queue()
+    received: queue.Queue[tuple[Message, bytes]] = queue.Queue()
     handler = type("Receiver", (_Receiver,), {"received": received})
     server = HTTPServer(("127.0.0.1", 0), handler)
     serving = threading.Thread(target=server.serve_forever, daemon=True)
@@ -300,8 +303,10 @@ def test_a_real_webhook_delivery_verifies(client: Client, vm: VMHandle) -> None:
         server.server_close()
         serving.join(WAIT)
     secret = client.webhook_secret()["secret"]
-    # The Go gateway's signature checks out, and any change breaks it.
+    # The Go gateway's signature checks out (with http.server's headers as they
+    # are, and as a dict of lowercase names), and any change breaks it.
     verify_webhook(secret, headers, body)
+    verify_webhook(secret, {k.lower(): v for k, v in headers.items()}, body)
     assert b'"process.exit"' in body and vm.id.encode() in body
     with pytest.raises(WebhookVerificationError) as e:
         verify_webhook(secret, headers, body + b" ")
