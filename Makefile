@@ -12,6 +12,10 @@ WEB_STAMP    := web/node_modules/.installed
 SDK_DIR      := sdk/typescript
 SDK_STAMP    := $(SDK_DIR)/node_modules/.installed
 SDK_DIST     := $(SDK_DIR)/dist/index.js
+# The Python SDK runs on Debian's Python and its packages (scripts/ensure-tools.sh),
+# not on a python3 that PATH may name first (a pyenv shim).
+PY_SDK_DIR   := sdk/python
+PYTHON       ?= /usr/bin/python3
 GO           ?= go
 GOTESTFLAGS  ?=
 TEST_TIMEOUT ?= 40m
@@ -86,6 +90,8 @@ test: setup tidy-check
 	node --test web/src/*.test.mjs
 	cd $(SDK_DIR) && npm run --silent check-schema && npm run --silent check
 	cd $(SDK_DIR) && node $$(node -e 'typeof WebSocket === "function" || console.log("--experimental-websocket")') --test test/*.test.mjs
+	cd $(PY_SDK_DIR) && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m mypy --strict --cache-dir=/dev/null agentos_gateway
+	cd $(PY_SDK_DIR) && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider
 	@if [[ -z "$${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then \
 		pgdir="$$(mktemp -d -t agentos-gateway-pg.XXXXXX)"; \
 		trap 'scripts/postgres-test.sh stop "$$pgdir"' EXIT; \
