@@ -31,6 +31,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/attach"
 	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	agentmcp "github.com/agentos-gateway/agentos-gateway/mcp"
 	"github.com/agentos-gateway/agentos-gateway/nodeproxy"
 	"github.com/agentos-gateway/agentos-gateway/notify"
 	"github.com/agentos-gateway/agentos-gateway/previews"
@@ -242,6 +243,11 @@ func (s *Server) routes() chi.Router {
 	r.Get("/", s.consoleIndex)
 	r.Get("/assets/{asset}", s.consoleAsset)
 	s.previewPathRoutes(r)
+	// The MCP tools call the routes below through the router itself, with
+	// the caller's credential (package agentmcp): authenticate here only
+	// answers a request without one, as /v1 would, before the protocol.
+	r.With(s.authenticate).Method(http.MethodPost, "/mcp", agentmcp.NewHandler(http.HandlerFunc(s.ServeHTTP),
+		agentmcp.HandlerOptions{}))
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate, s.authorizeToken, s.refuseUnknownQuery)
