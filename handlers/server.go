@@ -246,8 +246,8 @@ func (s *Server) routes() chi.Router {
 	// The MCP tools call the routes below through the router itself, with
 	// the caller's credential (package agentmcp): authenticate here only
 	// answers a request without one, as /v1 would, before the protocol.
-	r.With(s.authenticate).Method(http.MethodPost, "/mcp", agentmcp.NewHandler(http.HandlerFunc(s.ServeHTTP),
-		agentmcp.HandlerOptions{}))
+	r.With(s.authenticate).Method(http.MethodPost, "/mcp", mcpProblems(agentmcp.NewHandler(http.HandlerFunc(s.ServeHTTP),
+		agentmcp.HandlerOptions{})))
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate, s.authorizeToken, s.refuseUnknownQuery)

@@ -59,15 +59,18 @@ func TestMCPOfficialClient(t *testing.T) {
 	}
 }
 
-// TestMCPNeedsCredential: /mcp answers a request without a credential, or
-// with a wrong one, as /v1 does, with a problem and before the protocol.
-func TestMCPNeedsCredential(t *testing.T) {
+// TestMCPRefusals: /mcp answers a request without a credential, or with a
+// wrong one, as /v1 does, with a problem and before the protocol; and a
+// request the transport refuses with a problem too.
+func TestMCPRefusals(t *testing.T) {
 	e2e(t)
 	for _, tc := range []struct {
-		name, auth string
+		name, auth, accept string
+		status             int
 	}{
-		{"no Authorization", ""},
-		{"an unknown key", "Bearer agk_nosuchkey_0123456789abcdefghijkl"},
+		{"no Authorization", "", "application/json, text/event-stream", http.StatusUnauthorized},
+		{"an unknown key", "Bearer agk_nosuchkey_0123456789abcdefghijkl", "application/json, text/event-stream", http.StatusUnauthorized},
+		{"an Accept the transport refuses", "Bearer " + testAdminKey, "application/json", http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
@@ -76,7 +79,7 @@ func TestMCPNeedsCredential(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Accept", tc.accept)
 			if tc.auth != "" {
 				req.Header.Set("Authorization", tc.auth)
 			}
@@ -86,8 +89,8 @@ func TestMCPNeedsCredential(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Content-Type") != "application/problem+json" {
-				t.Fatalf("got %d %s: %s, want 401 application/problem+json", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+			if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("got %d %s: %s, want %d application/problem+json", resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.status)
 			}
 		})
 	}

@@ -170,7 +170,8 @@ export interface paths {
          *     Each tool call is made as the REST call it stands for, with this request's credential:
          *     a token's scopes, quotas, rate limits and audit apply as they do to `/v1`, and a refusal is
          *     a tool result with `isError` whose text is the problem's `detail`. A request without a
-         *     credential is `401` before the protocol. See docs/mcp.md.
+         *     credential is `401` before the protocol; a body or headers that are not what the transport
+         *     asks for are `400`, a message over 4 MiB `413`. See docs/mcp.md.
          */
         post: operations["mcp"];
         delete?: never;
@@ -5124,23 +5125,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Not a JSON-RPC message, or not the headers the transport asks for (plain text from the MCP SDK). */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            400: components["responses"]["InvalidArgument"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
-            /** @description The message is larger than 4 MiB (plain text from the MCP SDK). */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description The body is not application/json (plain text from the MCP SDK). */
+            413: components["responses"]["PayloadTooLarge"];
+            /** @description The body is not application/json (plain text, from the MCP SDK). */
             415: {
                 headers: {
                     [name: string]: unknown;
