@@ -11,10 +11,12 @@ import (
 
 // mcpProblemCodes are the plain-text refusals of the MCP SDK's transport
 // that the gateway answers as problems, as it answers every refusal: a body
-// or headers that are not what Streamable HTTP asks for, and a message
-// over the SDK's bound. The status stays the SDK's.
+// or headers that are not what Streamable HTTP asks for (415 for a
+// Content-Type, 400 is what the gateway answers for that anywhere), and a
+// message over the SDK's bound.
 var mcpProblemCodes = map[int]gateway.Code{
 	http.StatusBadRequest:            gateway.CodeInvalidArgument,
+	http.StatusUnsupportedMediaType:  gateway.CodeInvalidArgument,
 	http.StatusRequestEntityTooLarge: gateway.CodePayloadTooLarge,
 	http.StatusInternalServerError:   gateway.CodeInternal,
 }

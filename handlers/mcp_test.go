@@ -58,11 +58,19 @@ func TestMCPProblems(t *testing.T) {
 			wantStatus: http.StatusOK, wantType: "text/event-stream", wantBody: "event: message\ndata: {}\n\n",
 		},
 		{
-			name: "a status it has no code for",
+			name: "a plain-text 415 is the gateway's 400",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "Content-Type must be 'application/json'", http.StatusUnsupportedMediaType)
 			},
-			wantStatus: http.StatusUnsupportedMediaType, wantType: "text/plain; charset=utf-8", wantBody: "Content-Type must be 'application/json'\n",
+			wantStatus: http.StatusBadRequest, wantType: "application/problem+json", wantCode: "invalid_argument",
+			wantDetail: "Content-Type must be 'application/json'",
+		},
+		{
+			name: "a status it has no code for",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			},
+			wantStatus: http.StatusMethodNotAllowed, wantType: "text/plain; charset=utf-8", wantBody: "Method Not Allowed\n",
 		},
 	}
 	for _, tt := range tests {

@@ -171,7 +171,9 @@ export interface paths {
          *     a token's scopes, quotas, rate limits and audit apply as they do to `/v1`, and a refusal is
          *     a tool result with `isError` whose text is the problem's `detail`. A request without a
          *     credential is `401` before the protocol; a body or headers that are not what the transport
-         *     asks for are `400`, a message over 4 MiB `413`. See docs/mcp.md.
+         *     asks for (a Content-Type other than `application/json`, an `Accept` without both
+         *     `application/json` and `text/event-stream`) are `400`, a message over 4 MiB `413`. See
+         *     docs/mcp.md.
          */
         post: operations["mcp"];
         delete?: never;
@@ -4439,8 +4441,6 @@ export interface components {
             error?: {
                 [key: string]: unknown;
             };
-        } & {
-            [key: string]: unknown;
         };
         /**
          * @description `text/event-stream`: events of the form `id: <seq>\nevent: <name>\ndata: <json>\n\n`, and
@@ -5129,13 +5129,6 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             413: components["responses"]["PayloadTooLarge"];
-            /** @description The body is not application/json (plain text, from the MCP SDK). */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
             429: components["responses"]["ResourceExhausted"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
