@@ -23,8 +23,8 @@ const mcpClientDir = "../../mcp/testdata/client"
 // lists the tools, creates a VM, runs echo hi, follows a command's output
 // as progress notifications, writes, reads, lists and deletes a file,
 // spawns a process and reads its log, opens a preview, checks that a token
-// without the exec scope gets a tool error for exec, then hibernates and
-// deletes the VM.
+// without the exec scope gets a tool error for exec, finds both execs in
+// the audit trail as REST calls, then hibernates and deletes the VM.
 func TestMCPOfficialClient(t *testing.T) {
 	e2e(t)
 	node, err := exec.LookPath("node")

@@ -64,6 +64,7 @@ async function step(name, fn) {
 
 const client = await connect(key);
 let vm;
+let tokenId;
 try {
   await step('the tools are listed, each with an output schema', async () => {
     const { tools: listed } = await client.listTools();
@@ -158,7 +159,8 @@ try {
     });
     const created = await resp.text();
     assert.equal(resp.status, 201, created);
-    const { token } = JSON.parse(created);
+    const { token, id } = JSON.parse(created);
+    tokenId = id;
     const limited = await connect(token);
     try {
       const res = await limited.callTool({ name: 'exec', arguments: { vm, command: 'echo hi' } });
@@ -169,6 +171,22 @@ try {
       assert.ok(Array.isArray(entries));
     } finally {
       await limited.close();
+    }
+  });
+
+  await step('the audit trail records the tool calls as the REST calls they are', async () => {
+    // The records are written once each call's handler returned.
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const resp = await fetch(new URL(`/v1/audit?vm=${vm}`, gatewayURL), { headers: { Authorization: `Bearer ${key}` } });
+      const body = await resp.text();
+      assert.equal(resp.status, 200, body);
+      const { items } = JSON.parse(body);
+      const ran = items.some((r) => r.method === 'POST' && r.route === '/v1/vms/{vm}/exec' && r.status === 200 && !r.token);
+      const refused = items.some((r) => r.method === 'POST' && r.route === '/v1/vms/{vm}/exec' && r.status === 403 && r.token === tokenId);
+      if (ran && refused) break;
+      assert.ok(Date.now() < deadline, `no audit record of the exec (${ran}) and of the token's refused exec (${refused}): ${body}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
     }
   });
 
