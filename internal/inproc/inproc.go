@@ -70,6 +70,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// A RoundTripper closes the request's body, as the server does
+		// once its handler returned.
+		defer func() { _ = sreq.Body.Close() }()
 		defer func() {
 			// A handler that panics would take the process down on this
 			// goroutine, which net/http's recovery does not cover: the

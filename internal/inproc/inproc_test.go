@@ -233,3 +233,29 @@ func TestIsolated(t *testing.T) {
 		t.Errorf("err = %v, want the cancellation", err)
 	}
 }
+
+// closeTracker is a request body that says whether it was closed.
+type closeTracker struct {
+	io.Reader
+	closed chan struct{}
+}
+
+func (c *closeTracker) Close() error {
+	close(c.closed)
+	return nil
+}
+
+// TestClosesRequestBody: the request's body is closed once the handler
+// returned, as the RoundTripper contract asks, even if the handler did not
+// read it.
+func TestClosesRequestBody(t *testing.T) {
+	body := &closeTracker{Reader: strings.NewReader("unread"), closed: make(chan struct{})}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusAccepted) })
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gw/", body)
+	resp, err := (&http.Client{Transport: &Transport{Handler: h}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	wait(t, body.closed, "the request body to be closed")
+}
