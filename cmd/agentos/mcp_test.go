@@ -61,20 +61,25 @@ func TestMCPOfficialClient(t *testing.T) {
 
 // TestMCPRefusals: /mcp answers a request without a credential, or with a
 // wrong one, as /v1 does, with a problem and before the protocol; and a
-// request the transport refuses with a problem too.
+// request the transport refuses with a problem too. GET and DELETE, a
+// stateful server's stream and session end, are 405: the server is
+// stateless.
 func TestMCPRefusals(t *testing.T) {
 	e2e(t)
+	const both = "application/json, text/event-stream"
 	for _, tc := range []struct {
-		name, auth, accept string
-		status             int
+		name, method, auth, accept string
+		status                     int
 	}{
-		{"no Authorization", "", "application/json, text/event-stream", http.StatusUnauthorized},
-		{"an unknown key", "Bearer agk_nosuchkey_0123456789abcdefghijkl", "application/json, text/event-stream", http.StatusUnauthorized},
-		{"an Accept the transport refuses", "Bearer " + testAdminKey, "application/json", http.StatusBadRequest},
+		{"no Authorization", http.MethodPost, "", both, http.StatusUnauthorized},
+		{"an unknown key", http.MethodPost, "Bearer agk_nosuchkey_0123456789abcdefghijkl", both, http.StatusUnauthorized},
+		{"an Accept the transport refuses", http.MethodPost, "Bearer " + testAdminKey, "application/json", http.StatusBadRequest},
+		{"GET, the stream of a stateful server", http.MethodGet, "Bearer " + testAdminKey, "text/event-stream", http.StatusMethodNotAllowed},
+		{"DELETE, the end of a session", http.MethodDelete, "Bearer " + testAdminKey, both, http.StatusMethodNotAllowed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
-			req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, gw.url+"/mcp", strings.NewReader(body))
+			req, err := http.NewRequestWithContext(ctxT(t), tc.method, gw.url+"/mcp", strings.NewReader(body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,6 +96,9 @@ func TestMCPRefusals(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/problem+json" {
 				t.Fatalf("got %d %s: %s, want %d application/problem+json", resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.status)
+			}
+			if tc.status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") != http.MethodPost {
+				t.Errorf("Allow %q, want POST", resp.Header.Get("Allow"))
 			}
 		})
 	}
