@@ -251,8 +251,8 @@ func (s *Server) routes() chi.Router {
 	// log; below them it speaks of every request, which the request log
 	// already does.
 	mcpLog := slog.New(zerolog.NewSlogHandler(s.log.Level(max(s.log.GetLevel(), zerolog.WarnLevel)).With().Str("component", "mcp").Logger()))
-	r.With(s.authenticate).Method(http.MethodPost, "/mcp", mcpProblems(agentmcp.NewHandler(http.HandlerFunc(s.ServeHTTP),
-		agentmcp.HandlerOptions{Logger: mcpLog})))
+	r.With(s.authenticate).Method(http.MethodPost, "/mcp", mcpResponses(agentmcp.NewHandler(http.HandlerFunc(s.ServeHTTP),
+		agentmcp.HandlerOptions{Logger: mcpLog}), s.cfg.Heartbeat))
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate, s.authorizeToken, s.refuseUnknownQuery)

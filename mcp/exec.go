@@ -125,6 +125,12 @@ func (t *tools) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInput
 		return ExecOutput{}, err
 	}
 	defer st.Close()
+	// A first notification as the command starts: over HTTP it opens the
+	// answer's event stream, which the gateway then keeps alive with
+	// heartbeats however long the command stays quiet.
+	if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Message: "started"}); err != nil {
+		return ExecOutput{}, fmt.Errorf("agentmcp: report progress: %w", err)
+	}
 	var out streams
 	var progress float64
 	for {
@@ -136,7 +142,7 @@ func (t *tools) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInput
 		case *client.Output:
 			out.add(ev.Stream, ev.Data)
 			// Progress counts the bytes printed, which only grow, as the
-			// spec asks of it; the total is unknown.
+			// spec asks of it (from 0, the start's); the total is unknown.
 			progress += float64(len(ev.Data))
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token,
 				Progress: progress, Message: string(ev.Stream) + ": " + text(ev.Data)}); err != nil {

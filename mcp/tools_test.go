@@ -216,11 +216,11 @@ func TestTools(t *testing.T) {
 	}
 }
 
-// checkProgress: a notification per chunk, in order, carrying the output,
-// with a progress that grows.
+// checkProgress: a notification as the command starts, then one per
+// chunk, in order, carrying the output, with a progress that grows.
 func checkProgress(t *testing.T, got []*mcp.ProgressNotificationParams) {
 	t.Helper()
-	want := []string{"stdout: one\n", "stderr: two\n", "stdout: three\n"}
+	want := []string{"started", "stdout: one\n", "stderr: two\n", "stdout: three\n"}
 	if len(got) != len(want) {
 		t.Fatalf("%d progress notifications, want %d: %+v", len(got), len(want), got)
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentos-gateway/agentos-gateway/client"
 )
 
 // mcpClientDir holds the official TypeScript MCP client and the script
@@ -101,5 +103,51 @@ func TestMCPRefusals(t *testing.T) {
 				t.Errorf("Allow %q, want POST", resp.Header.Get("Allow"))
 			}
 		})
+	}
+}
+
+// TestMCPHeartbeat: exec with a progress token opens /mcp's event stream
+// at once (its "started" notification), and while the command prints
+// nothing the stream carries the gateway's heartbeat (a second in these
+// tests), so that a proxy does not take it for a dead connection.
+func TestMCPHeartbeat(t *testing.T) {
+	e2e(t)
+	ctx := ctxT(t)
+	c := adminClient(t)
+	vm, err := c.CreateVM(ctx, client.CreateVMRequest{Labels: map[string]string{"test": uniq("mcp-heartbeat")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer cancel()
+		_, _ = c.VM(vm.ID).Delete(ctx)
+	})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"vm":"` + vm.ID + `","command":"sleep 2.5; echo done"},"_meta":{"progressToken":"p"}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw.url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("got %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	got := string(b)
+	started := strings.Index(got, `"message":"started"`)
+	beat := strings.Index(got, ": heartbeat\n\n")
+	result := strings.Index(got, `"result"`)
+	if started < 0 || beat < started || result < beat || !strings.Contains(got, `done\n`) {
+		t.Errorf("want the start's notification, a heartbeat, then the result of the quiet exec, got:\n%s", got)
 	}
 }

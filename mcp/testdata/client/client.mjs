@@ -101,15 +101,22 @@ try {
       { onprogress: (p) => progress.push({ ...p, at: Date.now() }) });
     const ended = Date.now();
     assert.equal(out.stdout, 'line1\nline2\nline3\n');
-    assert.ok(progress.length >= 2, `${progress.length} progress notifications: ${JSON.stringify(progress)}`);
-    assert.match(progress[0].message, /line1/);
-    assert.match(progress.map((p) => p.message).join(''), /line3/);
     for (let i = 1; i < progress.length; i++) {
       assert.ok(progress[i].progress > progress[i - 1].progress, 'progress must grow');
     }
+    assert.equal(progress[0]?.message, 'started', JSON.stringify(progress));
+    const lines = progress.filter((p) => p.message.startsWith('stdout: '));
+    assert.ok(lines.length >= 2, `${lines.length} notifications of output: ${JSON.stringify(progress)}`);
+    assert.match(lines[0].message, /line1/);
+    assert.match(lines.map((p) => p.message).join(''), /line3/);
     // The first line came while the command still ran (it runs ~1.5 s),
     // not with the result.
-    assert.ok(ended - progress[0].at >= 500, `the first notification came ${ended - progress[0].at} ms before the result, after ${progress[0].at - started} ms`);
+    assert.ok(ended - lines[0].at >= 500, `the first line came ${ended - lines[0].at} ms before the result, after ${lines[0].at - started} ms`);
+  });
+
+  await step('a quiet command (heartbeats on the stream meanwhile) ends with its result', async () => {
+    const out = await call(client, 'exec', { vm, command: 'sleep 2.5; echo done' }, { onprogress: () => {} });
+    assert.equal(out.stdout, 'done\n');
   });
 
   await step('a command that fails is a result, not a tool error', async () => {
