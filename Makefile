@@ -16,6 +16,8 @@ SDK_DIST     := $(SDK_DIR)/dist/index.js
 # not on a python3 that PATH may name first (a pyenv shim).
 PY_SDK_DIR   := sdk/python
 PYTHON       ?= /usr/bin/python3
+MCP_CLIENT_DIR   := mcp/testdata/client
+MCP_CLIENT_STAMP := $(MCP_CLIENT_DIR)/node_modules/.installed
 GO           ?= go
 GOTESTFLAGS  ?=
 TEST_TIMEOUT ?= 40m
@@ -37,8 +39,9 @@ help:
 
 ## setup: install the pinned agentOS engine (sidecar binary + software packages)
 ## and the web console's front-end packages (its bundle's test rebuilds it),
-## and build the TypeScript SDK into sdk/typescript/dist.
-setup: $(ENGINE_STAMP) $(WEB_STAMP) $(SDK_DIST)
+## build the TypeScript SDK into sdk/typescript/dist, and install the official
+## TypeScript MCP client the MCP tests drive the gateway with.
+setup: $(ENGINE_STAMP) $(WEB_STAMP) $(SDK_DIST) $(MCP_CLIENT_STAMP)
 
 # The stamp is newer than the lockfile once `npm ci` has installed exactly what
 # it pins, so a second `make setup` does nothing.
@@ -57,6 +60,13 @@ $(WEB_STAMP): web/package.json web/package-lock.json
 $(SDK_STAMP): $(SDK_DIR)/package.json $(SDK_DIR)/package-lock.json
 	@echo "make setup: installing the TypeScript SDK's pinned build tools into $(SDK_DIR)/node_modules"
 	@cd $(SDK_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
+	@touch $@
+
+# The official TypeScript MCP SDK, pinned by its lockfile, whose client the
+# tests of the MCP server run (cmd/agentos/mcp_test.go).
+$(MCP_CLIENT_STAMP): $(MCP_CLIENT_DIR)/package.json $(MCP_CLIENT_DIR)/package-lock.json
+	@echo "make setup: installing the official TypeScript MCP client into $(MCP_CLIENT_DIR)/node_modules"
+	@cd $(MCP_CLIENT_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
 	@touch $@
 
 # dist/ is built, never committed: it is rebuilt whenever a source changes.

@@ -218,6 +218,10 @@ func TestRequestBodiesAreClosed(t *testing.T) {
 	}
 }
 
+// mcpPath is the Model Context Protocol's endpoint, whose event stream is
+// the transport's (Streamable HTTP), not the gateway's.
+const mcpPath = "/mcp"
+
 // Streaming operations say which events they send, and every event's data
 // schema exists.
 func TestEventStreamsDescribeTheirEvents(t *testing.T) {
@@ -238,7 +242,6 @@ func TestEventStreamsDescribeTheirEvents(t *testing.T) {
 		if !hasExt {
 			continue
 		}
-		streams++
 		events, ok := ext.(map[string]any)
 		if !ok || len(events) == 0 {
 			t.Errorf("%s: x-sse-events must map event names to {data, description}, got %T", name, ext)
@@ -260,6 +263,15 @@ func TestEventStreamsDescribeTheirEvents(t *testing.T) {
 				final = true
 			}
 		}
+		if o.path == mcpPath {
+			// The MCP transport's stream, not one of the gateway's: JSON-RPC
+			// messages, the last of them the result, no ids to resume from.
+			if len(events) != 1 || events["message"] == nil {
+				t.Errorf("%s: the MCP stream carries message events alone", name)
+			}
+			continue
+		}
+		streams++
 		if events["error"] == nil {
 			t.Errorf("%s: every stream can end with an error event", name)
 		}

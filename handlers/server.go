@@ -18,6 +18,7 @@ package handlers
 import (
 	"context"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -32,6 +33,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/audit"
 	"github.com/agentos-gateway/agentos-gateway/bindings"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
+	agentmcp "github.com/agentos-gateway/agentos-gateway/mcp"
 	"github.com/agentos-gateway/agentos-gateway/nodeproxy"
 	"github.com/agentos-gateway/agentos-gateway/notify"
 	"github.com/agentos-gateway/agentos-gateway/previews"
@@ -257,6 +259,15 @@ func (s *Server) routes() chi.Router {
 	r.Get("/", s.consoleIndex)
 	r.Get("/assets/{asset}", s.consoleAsset)
 	s.previewPathRoutes(r)
+	// The MCP tools call the routes below through the router itself, with
+	// the caller's credential (package agentmcp): authenticate here only
+	// answers a request without one, as /v1 would, before the protocol.
+	// The SDK's warnings and errors of the transport go to the gateway's
+	// log; below them it speaks of every request, which the request log
+	// already does.
+	mcpLog := slog.New(zerolog.NewSlogHandler(s.log.Level(max(s.log.GetLevel(), zerolog.WarnLevel)).With().Str("component", "mcp").Logger()))
+	r.With(s.authenticate).Method(http.MethodPost, "/mcp", mcpResponses(agentmcp.NewHandler(http.HandlerFunc(s.ServeHTTP),
+		agentmcp.HandlerOptions{Logger: mcpLog}), s.cfg.Heartbeat))
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate, s.authorizeToken, s.refuseUnknownQuery)

@@ -141,8 +141,11 @@ func startGateway(bin, dir string) (func() error, error) {
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return nil, err
 	}
+	// A heartbeat of a second: the MCP test's quiet command then gets
+	// heartbeats on /mcp's event stream, which the official client must
+	// take in its stride.
 	cmd := exec.Command(bin, "--addr", addr, "--data-dir", filepath.Join(dir, "data"), "--shutdown-grace", "5s",
-		"--warm-vms", "1", "--on-shutdown", "dispose", "--memory-return-interval", "0")
+		"--warm-vms", "1", "--on-shutdown", "dispose", "--memory-return-interval", "0", "--heartbeat", "1s")
 	// A private TMPDIR: the sidecars' temporary files go with the
 	// test's directory.
 	cmd.Env = append(os.Environ(), "AGENTOS_GATEWAY_ADMIN_KEY="+testAdminKey, "TMPDIR="+tmp)

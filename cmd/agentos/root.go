@@ -45,7 +45,7 @@ exec and shell exit with the remote command's status.`,
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.AddCommand(a.loginCommand(), a.vmCommand(), a.execCommand(), a.shellCommand(), a.cpCommand(),
-		a.logsCommand(), a.sessionCommand(), a.tokenCommand(), a.portForwardCommand())
+		a.logsCommand(), a.sessionCommand(), a.tokenCommand(), a.portForwardCommand(), a.mcpCommand())
 	return root
 }
 

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -150,6 +152,44 @@ func TestSettingsReadOldNames(t *testing.T) {
 		u, k, err := a.settings()
 		if err != nil || u != tc.wantURL || k != tc.key {
 			t.Errorf("%v: %q %q %v, want %q %q", tc.env, u, k, err, tc.wantURL, tc.key)
+		}
+	}
+}
+
+// TestHelpListsCommands: agentos help names every command, mcp included,
+// with its one-line summary.
+func TestHelpListsCommands(t *testing.T) {
+	var out bytes.Buffer
+	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	root := a.rootCommand()
+	root.SetArgs([]string{"help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	_, listed, ok := strings.Cut(out.String(), "Available Commands:")
+	if !ok {
+		t.Fatalf("no command list in:\n%s", out.String())
+	}
+	for _, tc := range []struct{ name, summary string }{
+		{"login", "Check a gateway URL"},
+		{"vm", "Create, list"},
+		{"exec", "Run a command in a VM"},
+		{"shell", "interactive shell"},
+		{"cp", "Copy files"},
+		{"logs", "process's output"},
+		{"session", "agent sessions"},
+		{"token", "Mint short-lived tokens"},
+		{"port-forward", "Serve a VM's HTTP port"},
+		{"mcp", "Serve the gateway's tools to an MCP client over stdio"},
+	} {
+		found := false
+		for line := range strings.Lines(listed) {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == tc.name && strings.Contains(line, tc.summary) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("help does not list %s (%q):\n%s", tc.name, tc.summary, listed)
 		}
 	}
 }

@@ -146,6 +146,42 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Model Context Protocol (Streamable HTTP)
+         * @description The gateway's tools for agents (create, list, hibernate and delete VMs; exec, with the output
+         *     as progress notifications; read, write, list and delete files; spawn a process and read its
+         *     output; open a preview URL), served over the
+         *     [Streamable HTTP transport](https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#streamable-http)
+         *     of the [Model Context Protocol](https://modelcontextprotocol.io/specification). The body is
+         *     one JSON-RPC message; the answer is `application/json` or, for a request, a
+         *     `text/event-stream` of its notifications and its result. The server is stateless: it sets
+         *     no `Mcp-Session-Id`, and `GET` and `DELETE` (a stateful server's stream and session end)
+         *     are `405`.
+         *
+         *     Each tool call is made as the REST call it stands for, with this request's credential:
+         *     a token's scopes, quotas, rate limits and audit apply as they do to `/v1`, and a refusal is
+         *     a tool result with `isError` whose text is the problem's `detail`. A request without a
+         *     credential is `401` before the protocol; a body or headers that are not what the transport
+         *     asks for (a Content-Type other than `application/json`, an `Accept` without both
+         *     `application/json` and `text/event-stream`) are `400`, a message over 4 MiB `413`. See
+         *     docs/mcp.md.
+         */
+        post: operations["mcp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/me": {
         parameters: {
             query?: never;
@@ -4387,6 +4423,24 @@ export interface components {
             /** @description Events lie after the last one of the page. */
             hasMoreAfter: boolean;
         };
+        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (see its specification for the methods and their parameters). */
+        JSONRPCMessage: {
+            /** @constant */
+            jsonrpc: "2.0";
+            /** @description The request id (absent in a notification). */
+            id?: string | number;
+            /** @description Such as initialize, tools/list or tools/call. */
+            method?: string;
+            params?: {
+                [key: string]: unknown;
+            };
+            result?: {
+                [key: string]: unknown;
+            };
+            error?: {
+                [key: string]: unknown;
+            };
+        };
         /**
          * @description `text/event-stream`: events of the form `id: <seq>\nevent: <name>\ndata: <json>\n\n`, and
          *     `: heartbeat` comments every 15 s. The data of each event name is given by the
@@ -5038,6 +5092,45 @@ export interface operations {
                 content?: never;
             };
             404: components["responses"]["NotFound"];
+        };
+    };
+    mcp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JSONRPCMessage"];
+            };
+        };
+        responses: {
+            /** @description The answer to a JSON-RPC request, as JSON or as an event stream of its notifications and its result. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JSONRPCMessage"];
+                    "text/event-stream": components["schemas"]["EventStream"];
+                };
+            };
+            /** @description A notification or a response was accepted; there is no answer. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["ResourceExhausted"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getMe: {
