@@ -280,10 +280,13 @@ func (s *Service) post(ctx context.Context, v *vmBindings, hc vms.HostCall, id, 
 	if err != nil {
 		return nil, 0, &webhook.CallError{Outcome: gateway.BindingHTTPError, Err: fmt.Errorf("input cannot be sent: %w", err)}
 	}
-	// The webhook gets a little less than the guest waits, so that the
-	// guest reads the gateway's account of a timeout rather than the
-	// engine's.
-	budget := hc.Timeout - hc.Timeout/10
+	// The webhook gets less than the guest waits, so that the guest reads
+	// the gateway's account of a timeout rather than the engine's: a tenth
+	// of the wait, but at least 250 ms (the answer still has to travel to
+	// the engine, and a tenth of 1 s lost that race on a loaded machine),
+	// and at most half of it.
+	margin := min(max(hc.Timeout/10, 250*time.Millisecond), hc.Timeout/2)
+	budget := hc.Timeout - margin
 	if budget <= 0 {
 		budget = timeout(b)
 	}
