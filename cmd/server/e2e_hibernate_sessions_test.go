@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -29,7 +30,9 @@ func TestE2EHibernateSessions(t *testing.T) {
 		t.Run(agent, func(t *testing.T) {
 			t.Parallel()
 			mock := mockanthropic.Start(t)
-			ctx := ctxFor(t, 6*time.Minute)
+			// Each step has a bound of its own, so that a step that stalls
+			// is named, not the test's whole budget spent on it.
+			step := func() context.Context { return ctxFor(t, 3*time.Minute) }
 			c := e.admin
 			vm := e.agentVM(c, mock, agent)
 			sid := "hib-" + agent
@@ -43,19 +46,20 @@ func TestE2EHibernateSessions(t *testing.T) {
 				})
 				env = map[string]string{"OPENCODE_CONFIG_CONTENT": string(cfg), "OPENCODE_DISABLE_MODELS_FETCH": "1"}
 			}
-			if _, err := c.VM(vm.ID).OpenSession(ctx, client.OpenSessionRequest{SessionID: sid, Agent: agent, Cwd: "/workspace", Env: env}); err != nil {
+			if _, err := c.VM(vm.ID).OpenSession(step(), client.OpenSessionRequest{SessionID: sid, Agent: agent, Cwd: "/workspace", Env: env}); err != nil {
 				t.Fatal(err)
 			}
 			prompt := func(text string) {
 				t.Helper()
-				if _, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt(text)}); err != nil {
-					t.Fatalf("prompt %q: %v", text, err)
+				if _, err := c.VM(vm.ID).Session(sid).Prompt(step(), client.PromptRequest{Content: client.TextPrompt(text)}); err != nil {
+					// Say where the turn stopped: what the model was asked.
+					t.Fatalf("prompt %q: %v (the model had %d requests)", text, err, len(mock.Requests()))
 				}
 			}
 			prompt("hello")
 			prompt("hello twice")
 			before := mustSession(t, c, vm.ID, sid)
-			if _, err := c.VM(vm.ID).Hibernate(ctx); err != nil {
+			if _, err := c.VM(vm.ID).Hibernate(step()); err != nil {
 				t.Fatal(err)
 			}
 			// Nothing recorded is lost (an agent's late update may still
@@ -64,9 +68,9 @@ func TestE2EHibernateSessions(t *testing.T) {
 				t.Fatalf("the session while the VM hibernates: %+v", during)
 			}
 			if !resumes {
-				_, err := c.VM(vm.ID).Session(sid).Prompt(ctx, client.PromptRequest{Content: client.TextPrompt("hello again")})
+				_, err := c.VM(vm.ID).Session(sid).Prompt(step(), client.PromptRequest{Content: client.TextPrompt("hello again")})
 				wantCode(t, err, client.CodeConflict, http.StatusConflict)
-				h, err := c.VM(vm.ID).Session(sid).History(ctx, client.HistoryQuery{})
+				h, err := c.VM(vm.ID).Session(sid).History(step(), client.HistoryQuery{})
 				if err != nil || len(h.Events) == 0 {
 					t.Fatalf("the history after the wake: %+v %v", h, err)
 				}
@@ -77,7 +81,7 @@ func TestE2EHibernateSessions(t *testing.T) {
 			if after.LatestSequence <= before.LatestSequence || after.State != client.SessionIdle {
 				t.Fatalf("the session after the wake: %+v; before: %+v", after, before)
 			}
-			if got, err := c.VM(vm.ID).Get(ctx); err != nil || got.State != client.VMReady {
+			if got, err := c.VM(vm.ID).Get(step()); err != nil || got.State != client.VMReady {
 				t.Fatalf("the VM after the prompt: %+v %v", got, err)
 			}
 			messages := map[string]int{}
