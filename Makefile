@@ -102,13 +102,18 @@ test: setup tidy-check
 	cd $(SDK_DIR) && node $$(node -e 'typeof WebSocket === "function" || console.log("--experimental-websocket")') --test test/*.test.mjs
 	cd $(PY_SDK_DIR) && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m mypy --strict --cache-dir=/dev/null agentos_gateway
 	cd $(PY_SDK_DIR) && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider
-	@if [[ -z "$${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then \
+	@pgdir=""; report="$$(mktemp -t agentos-gateway-test.XXXXXX.json)"; \
+	trap 'rm -f "$$report"; [[ -z "$$pgdir" ]] || scripts/postgres-test.sh stop "$$pgdir"' EXIT; \
+	if [[ -z "$${AGENTOS_GATEWAY_TEST_POSTGRES:-}" ]]; then \
 		pgdir="$$(mktemp -d -t agentos-gateway-pg.XXXXXX)"; \
-		trap 'scripts/postgres-test.sh stop "$$pgdir"' EXIT; \
 		AGENTOS_GATEWAY_TEST_POSTGRES="$$(scripts/postgres-test.sh start "$$pgdir")"; \
 		export AGENTOS_GATEWAY_TEST_POSTGRES; \
 	fi; \
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(GOTESTFLAGS) ./...
+	status=0; $(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile "$$report" -- \
+		-race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(GOTESTFLAGS) ./... || status=$$?; \
+	echo "make test: the ten slowest tests"; \
+	$(GO) tool gotestsum tool slowest --jsonfile "$$report" --num 10; \
+	exit $$status
 
 test-short: setup
 	$(GO) test -race -short -count=1 ./...
