@@ -240,8 +240,10 @@ export class Client {
    * "/v1/tenants/{tenant}/keys", whose params, query and JSON body are
    * typed by it. It answers the Response of a 2xx; any other status throws
    * an AgentosError, and idempotent calls are retried like every call.
+   * A path parameter left out rejects the promise (a TypeError), as every
+   * other failure does, rather than throwing before it is returned.
    */
-  request<M extends Method, P extends PathFor<M>>(method: M, path: P, ...[o]: RequestArgs<Operation<P, M>>): Promise<Response> {
+  async request<M extends Method, P extends PathFor<M>>(method: M, path: P, ...[o]: RequestArgs<Operation<P, M>>): Promise<Response> {
     const { params, query, json, body, contentType, accept, headers, idempotencyKey, signal } = (o ?? {}) as RequestOptions<Operation<P, M>>;
     return this.t.send(method, fillPath(path, params as Record<string, unknown> | undefined), {
       query: query as Record<string, string | number | boolean | undefined | (string | number)[]> | undefined,

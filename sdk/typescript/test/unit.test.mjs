@@ -83,6 +83,26 @@ test("an answer that is not a problem still becomes an AgentosError with the sta
   }
 });
 
+test("request rejects, never throws, for a path parameter left out, and sends nothing", async () => {
+  let seen = 0;
+  const s = await server((req, res) => {
+    seen++;
+    res.writeHead(204);
+    res.end();
+  });
+  try {
+    const c = new Client({ baseUrl: s.base, apiKey: "k", retry: { maxAttempts: 1 } });
+    let p;
+    assert.doesNotThrow(() => { p = c.request("GET", "/v1/vms/{vm}", {}); });
+    await assert.rejects(p, (e) => e instanceof TypeError && /needs the path parameter vm/.test(e.message));
+    assert.equal(seen, 0);
+    assert.equal(await c.requestJSON("DELETE", "/v1/vms/{vm}", { params: { vm: "vm 1" } }), null);
+    assert.equal(seen, 1);
+  } finally {
+    await s.close();
+  }
+});
+
 test("bearerProtocol carries tokens as they are and other keys as base64url", () => {
   assert.equal(bearerProtocol("agt_abc-123"), "bearer.agentos-gateway.agt_abc-123");
   assert.equal(bearerProtocol("a b/c"), "bearer.agentos-gateway.YSBiL2M");
