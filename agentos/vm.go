@@ -365,6 +365,11 @@ func (s *Sidecar) createVM(ctx context.Context, opts VMOptions, root *vmRootFSJS
 	}
 	vm.terminals.vm = vm
 	vm.shadow.noteEntries(cfg.RootFilesystem.BootstrapEntries)
+	// BootstrapCommands repeats the create's: the configure request
+	// re-registers the engine's command driver with the commands it names
+	// (measured on 0.2.21). With none the driver lost `python`, and every
+	// python3 launch was refused with "command not found: python" though
+	// create had asked for it.
 	vm.cfg = protocol.ConfigureVMRequest{
 		Mounts:                   []protocol.MountDescriptor{},
 		Software:                 []protocol.SoftwareDescriptor{},
@@ -375,7 +380,7 @@ func (s *Sidecar) createVM(ctx context.Context, opts VMOptions, root *vmRootFSJS
 		LoopbackExemptPorts:      ports,
 		Packages:                 packages,
 		PackagesMountAt:          PackagesMountAt,
-		BootstrapCommands:        []string{},
+		BootstrapCommands:        slices.Clone(boot),
 		HostFunctionShimCommands: []string{},
 	}
 	if err := s.register(vm); err != nil {
