@@ -149,9 +149,12 @@ type VM struct {
 	procs     map[string]*Process
 	exitedIDs []string // exited process ids, oldest first, for eviction
 	sessions  map[string]*Session
+	runs      map[string]*codeRun // the run in progress of each code context, by context id
 	events    hub[Event]
 	acpEvents hub[SessionEvent]
 	nextProc  atomic.Int64
+	// contextSeq numbers the VM's code contexts.
+	contextSeq atomic.Uint64
 
 	// guestRuns counts guest code started (processes, sessions), and shadow
 	// is the VM's view of the engine's host copy of its files (shadow.go).
@@ -663,6 +666,7 @@ func (vm *VM) finish(state VMState, err error) {
 	vm.state, vm.stateErr = state, err
 	procs := slices.Collect(maps.Values(vm.procs))
 	sessions := slices.Collect(maps.Values(vm.sessions))
+	runs := slices.Collect(maps.Values(vm.runs))
 	select {
 	case <-vm.ready:
 	default:
@@ -677,6 +681,7 @@ func (vm *VM) finish(state VMState, err error) {
 	for _, ss := range sessions {
 		ss.end(err)
 	}
+	failRuns(runs, err)
 	vm.terminals.closeAll()
 	reason := ""
 	if err != nil && state == VMLost {
@@ -747,6 +752,14 @@ func (vm *VM) handleEvent(ev protocol.EventPayload) {
 			kind = "limit_warning"
 		}
 		vm.events.publish(Event{Type: kind, Time: time.Now(), Name: e.Name, Detail: e.Detail.ToMap()})
+	case protocol.ExecutionOutputEvent:
+		if r := vm.run(e.ExecutionID); r != nil {
+			r.output(e)
+		}
+	case protocol.ExecutionCompletedEvent:
+		if r := vm.run(e.ExecutionID); r != nil {
+			r.end(&e, nil)
+		}
 	case protocol.ExtEnvelope:
 		if e.Namespace == protocol.ACPNamespace {
 			vm.handleACPEvent(e.Payload)
