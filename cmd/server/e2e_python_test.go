@@ -45,14 +45,16 @@ func TestE2EPython(t *testing.T) {
 		}
 	})
 	step(t, "refusals are 400 with their reason", func(t *testing.T, ctx context.Context) {
-		for _, tc := range []struct{ command, reason string }{
-			{"python3 -X dev x.py", "unsupported python option: -X"},
-			{"pip install requests", "pip install cannot work in this VM"},
+		for _, tc := range []struct{ command, says, reason string }{
+			{"python3 -X dev x.py", "unsupported python option: -X", "command_refused"},
+			{"pip install requests", "pip install cannot work in this VM", ""},
 		} {
 			_, err := h.Exec(ctx, client.ExecRequest{Command: tc.command})
 			var ce *client.Error
-			if !errors.As(err, &ce) || ce.Status != 400 || ce.Code != client.CodeInvalidArgument || !strings.Contains(ce.Detail, tc.reason) {
-				t.Errorf("%s: %v, want 400 invalid_argument saying %q", tc.command, err, tc.reason)
+			if !errors.As(err, &ce) || ce.Status != 400 || ce.Code != client.CodeInvalidArgument || !strings.Contains(ce.Detail, tc.says) {
+				t.Errorf("%s: %v, want 400 invalid_argument saying %q", tc.command, err, tc.says)
+			} else if tc.reason != "" && ce.Details["reason"] != tc.reason {
+				t.Errorf("%s: details %v, want reason %s", tc.command, ce.Details, tc.reason)
 			}
 		}
 	})
