@@ -125,6 +125,27 @@ func HasEngineCode(err error, code EngineCode) bool {
 	return errors.As(err, &rej) && rej.EngineCode == code
 }
 
+// commandFaults are the beginnings of the engine's refusals of a launch
+// that blame the command line itself (measured on 0.2.21, where they come
+// with the code invalid_state and no errno, like the refusals that follow a
+// stall of the engine's, so the wording is all that tells them apart).
+var commandFaults = []string{
+	"unsupported python option: ",
+	"argument expected for the ",
+}
+
+// CommandFault returns the reason the engine gave for refusing a launch
+// when the reason is the command line's fault, in the engine's words
+// ("unsupported python option: --help"), and "" otherwise.
+func (e *RejectedError) CommandFault() string {
+	for _, p := range commandFaults {
+		if strings.HasPrefix(e.Message, p) {
+			return truncateString(e.Message, 200)
+		}
+	}
+	return ""
+}
+
 func (e *RejectedError) Error() string {
 	return fmt.Sprintf("agentos: sidecar rejected %s: %s: %s", e.Op, e.Code, e.Message)
 }

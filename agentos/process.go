@@ -138,6 +138,15 @@ func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Proces
 		done:      make(chan struct{}),
 		tty:       o.TTY,
 	}
+	args := p.args
+	if IsPythonCommand(p.command) {
+		// The process keeps the arguments it was given; the engine gets
+		// them in the form it runs (see pythonArgs).
+		var err error
+		if args, err = pythonArgs(argv); err != nil {
+			return nil, err
+		}
+	}
 	env := protocol.MapOf(vm.processEnv(o.Env))
 	if !o.CloseStdin {
 		env.Set("AGENTOS_KEEP_STDIN_OPEN", "1")
@@ -150,7 +159,7 @@ func (vm *VM) Spawn(ctx context.Context, argv []string, o SpawnOptions) (*Proces
 	if err := vm.addProcess(p); err != nil {
 		return nil, err
 	}
-	req := protocol.ExecuteRequest{ProcessID: p.id, Command: &p.command, Args: p.args, Env: env, Cwd: &cwd}
+	req := protocol.ExecuteRequest{ProcessID: p.id, Command: &p.command, Args: args, Env: env, Cwd: &cwd}
 	resp, err := vm.call(context.WithoutCancel(ctx), req)
 	// Measured on 0.2.21: two launches on one VM that meet are refused
 	// (ERR_AGENTOS_VM_EXECUTION_CONFLICT). The refused one never ran, so it

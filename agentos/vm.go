@@ -149,9 +149,12 @@ type VM struct {
 	procs     map[string]*Process
 	exitedIDs []string // exited process ids, oldest first, for eviction
 	sessions  map[string]*Session
+	runs      map[string]*codeRun // the run in progress of each code context, by context id
 	events    hub[Event]
 	acpEvents hub[SessionEvent]
 	nextProc  atomic.Int64
+	// contextSeq numbers the VM's code contexts.
+	contextSeq atomic.Uint64
 
 	// guestRuns counts guest code started (processes, sessions), and shadow
 	// is the VM's view of the engine's host copy of its files (shadow.go).
@@ -365,6 +368,11 @@ func (s *Sidecar) createVM(ctx context.Context, opts VMOptions, root *vmRootFSJS
 	}
 	vm.terminals.vm = vm
 	vm.shadow.noteEntries(cfg.RootFilesystem.BootstrapEntries)
+	// BootstrapCommands repeats the create's: the configure request
+	// re-registers the engine's command driver with the commands it names
+	// (measured on 0.2.21). With none the driver lost `python`, and every
+	// python3 launch was refused with "command not found: python" though
+	// create had asked for it.
 	vm.cfg = protocol.ConfigureVMRequest{
 		Mounts:                   []protocol.MountDescriptor{},
 		Software:                 []protocol.SoftwareDescriptor{},
@@ -375,7 +383,7 @@ func (s *Sidecar) createVM(ctx context.Context, opts VMOptions, root *vmRootFSJS
 		LoopbackExemptPorts:      ports,
 		Packages:                 packages,
 		PackagesMountAt:          PackagesMountAt,
-		BootstrapCommands:        []string{},
+		BootstrapCommands:        slices.Clone(boot),
 		HostFunctionShimCommands: []string{},
 	}
 	if err := s.register(vm); err != nil {
@@ -658,6 +666,7 @@ func (vm *VM) finish(state VMState, err error) {
 	vm.state, vm.stateErr = state, err
 	procs := slices.Collect(maps.Values(vm.procs))
 	sessions := slices.Collect(maps.Values(vm.sessions))
+	runs := slices.Collect(maps.Values(vm.runs))
 	select {
 	case <-vm.ready:
 	default:
@@ -672,6 +681,7 @@ func (vm *VM) finish(state VMState, err error) {
 	for _, ss := range sessions {
 		ss.end(err)
 	}
+	failRuns(runs, err)
 	vm.terminals.closeAll()
 	reason := ""
 	if err != nil && state == VMLost {
@@ -742,6 +752,14 @@ func (vm *VM) handleEvent(ev protocol.EventPayload) {
 			kind = "limit_warning"
 		}
 		vm.events.publish(Event{Type: kind, Time: time.Now(), Name: e.Name, Detail: e.Detail.ToMap()})
+	case protocol.ExecutionOutputEvent:
+		if r := vm.run(e.ExecutionID); r != nil {
+			r.output(e)
+		}
+	case protocol.ExecutionCompletedEvent:
+		if r := vm.run(e.ExecutionID); r != nil {
+			r.end(&e, nil)
+		}
 	case protocol.ExtEnvelope:
 		if e.Namespace == protocol.ACPNamespace {
 			vm.handleACPEvent(e.Payload)

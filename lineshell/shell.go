@@ -102,6 +102,13 @@ type Options struct {
 	// prompt, the echo of keys, the lines' output. It is called with the
 	// shell's lock held and must not block.
 	OnOutput func(Output)
+	// Direct, when set, returns the argv of a line to launch as a process
+	// of its own instead of in the shell, for programs the engine cannot
+	// run under a guest shell (its Python). Such a line is one simple
+	// command, which changes nothing a next line sees but its status; its
+	// process gets the shell's working directory and exported variables,
+	// though the VM's variables the shell unset come back for it.
+	Direct func(line string) ([]string, bool)
 }
 
 // Shell is a running line shell. Its methods are safe for concurrent use.
@@ -110,6 +117,7 @@ type Shell struct {
 	shell   string
 	state   string // the state file's path in the VM
 	onOut   func(Output)
+	direct  func(line string) ([]string, bool)
 	life    context.Context
 	endLife context.CancelFunc
 	done    chan struct{}
@@ -151,7 +159,7 @@ func Start(vm VM, o Options) (*Shell, error) {
 	}
 	life, end := context.WithCancel(context.Background())
 	s := &Shell{
-		vm: vm, shell: shell, state: "/tmp/.agentos-shell-" + o.ID, onOut: o.OnOutput,
+		vm: vm, shell: shell, state: "/tmp/.agentos-shell-" + o.ID, onOut: o.OnOutput, direct: o.Direct,
 		life: life, endLife: end, done: make(chan struct{}),
 		ed: newEditor(Prompt, maxLineBytes), lastNL: true, cwd: cwd, env: env,
 		cols: o.Cols, rows: o.Rows, kick: make(chan struct{}, 1),
@@ -354,9 +362,15 @@ func (s *Shell) startLocked(line string) {
 		env["COLUMNS"], env["LINES"] = strconv.Itoa(int(s.cols)), strconv.Itoa(int(s.rows))
 	}
 	argv := []string{s.shell, "-c", wrapper, s.shell, line, strconv.Itoa(s.lines), s.state, strings.Join(s.unset, " "), strconv.Itoa(s.status)}
+	direct := false
+	if s.direct != nil {
+		if a, ok := s.direct(line); ok {
+			argv, direct = a, true
+		}
+	}
 	n, cwd := s.lines, s.cwd
 	s.wg.Add(1)
-	go s.run(n, argv, cwd, env)
+	go s.run(n, argv, cwd, env, direct)
 }
 
 // output shows a line's output, with each newline as the terminal's CR LF.
@@ -376,8 +390,9 @@ func (s *Shell) output(data []byte) {
 }
 
 // run runs line number n and then shows the prompt again, or ends the
-// shell when the line ended it.
-func (s *Shell) run(n int, argv []string, cwd string, env map[string]string) {
+// shell when the line ended it. A direct line is argv itself, with no
+// state file to read: its exit status is the line's.
+func (s *Shell) run(n int, argv []string, cwd string, env map[string]string, direct bool) {
 	defer s.wg.Done()
 	p, err := s.vm.Spawn(s.life, argv, SpawnOptions{Cwd: cwd, Env: env, OnOutput: s.output})
 	if err != nil {
@@ -419,6 +434,10 @@ func (s *Shell) run(n int, argv []string, cwd string, env map[string]string) {
 		}
 	}
 	st, werr := p.Wait(s.life)
+	if direct {
+		s.directDone(st, werr, interrupted)
+		return
+	}
 	ctx, cancel := context.WithTimeout(s.life, callTimeout)
 	raw, rerr := s.vm.ReadFile(ctx, s.state)
 	cancel()
@@ -459,6 +478,33 @@ func (s *Shell) run(n int, argv []string, cwd string, env map[string]string) {
 		// failure. Its status is the shell's.
 		s.endLocked(st, nil)
 		return
+	}
+	s.doneLocked()
+}
+
+// directDone ends a direct line: its exit status becomes $? of the next.
+func (s *Shell) directDone(st gateway.ExitStatus, werr error, interrupted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return
+	}
+	if !s.lastNL {
+		s.emitLocked([]byte("\r\n"))
+	}
+	switch {
+	case interrupted:
+		s.status = 130
+	case werr != nil:
+		s.endLocked(gateway.ExitStatus{}, werr)
+		return
+	case st.Signal != "":
+		s.status = 128 + st.ExitCode
+		if st.ExitCode == 0 {
+			s.status = 128 + 9
+		}
+	default:
+		s.status = st.ExitCode
 	}
 	s.doneLocked()
 }

@@ -56,6 +56,11 @@ func EngineError(err error, what string) error {
 		return gateway.Wrap(gateway.CodeUnavailable, err, "%s: the VM could not start %q: the engine did not start it; retry", what, launch.Command)
 	// Past the case above, a launch's error holds the engine's refusal,
 	// and rej is it.
+	case errors.As(err, &launch) && rej.CommandFault() != "":
+		// A refusal that names what is wrong with the command line: the
+		// caller must change it, and retrying would not help.
+		return gateway.Wrap(gateway.CodeInvalidArgument, err, "%s: the VM could not start %q: %s", what, launch.Command, rej.CommandFault()).
+			WithDetail("reason", "command_refused")
 	case errors.As(err, &launch) && rej.Errno == "":
 		// Measured on 0.2.21: a launch refused with no errno comes after
 		// the engine stalled for its 30 s bridge timeout, not from a bad
@@ -199,7 +204,7 @@ func refusedWithoutReason(err error) bool {
 		launch *agentos.LaunchError
 		rej    *agentos.RejectedError
 	)
-	return errors.As(err, &launch) && errors.As(launch.Err, &rej) && rej.Errno == "" &&
+	return errors.As(err, &launch) && errors.As(launch.Err, &rej) && rej.Errno == "" && rej.CommandFault() == "" &&
 		!agentos.HasEngineCode(err, agentos.EngineBridgeCallTimeout)
 }
 

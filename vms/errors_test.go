@@ -32,6 +32,7 @@ func TestEngineErrorWording(t *testing.T) {
 		{"launch", &agentos.LaunchError{Command: "nope", Err: &agentos.RejectedError{Message: hostText, Errno: "ENOENT"}}, gateway.CodeInvalidArgument, `read file: the VM could not start "nope": command not found`},
 		{"launch without errno", &agentos.LaunchError{Command: "nope", Err: &agentos.RejectedError{Message: hostText}}, gateway.CodeUnavailable, `read file: the VM could not start "nope": the engine refused to start it without saying why (its sidecar may be busy or stalled); retry`},
 		{"launch that failed without a refusal", &agentos.LaunchError{Command: "nope", Err: errors.New(hostText)}, gateway.CodeUnavailable, `read file: the VM could not start "nope": the engine did not start it; retry`},
+		{"launch refused for a reason named", &agentos.LaunchError{Command: "python3 --help", Err: &agentos.RejectedError{Code: "invalid_state", Message: "unsupported python option: --help"}}, gateway.CodeInvalidArgument, `read file: the VM could not start "python3 --help": unsupported python option: --help`},
 		{"launch refused with EACCES", &agentos.LaunchError{Command: "nope", Err: &agentos.RejectedError{Message: hostText, Errno: "EACCES"}}, gateway.CodeInvalidArgument, `read file: the VM could not start "nope": permission denied`},
 		{"launch that timed out in the engine", &agentos.LaunchError{Command: "echo hi", Err: &agentos.RejectedError{Code: "execution_error", Message: "ERR_AGENTOS_BRIDGE_CALL_TIMEOUT: " + hostText, EngineCode: agentos.EngineBridgeCallTimeout}}, gateway.CodeUnavailable, "read file: the engine did not answer in time (its sidecar is busy or stalled); retry"},
 		{"call that timed out in the engine", &agentos.RejectedError{Code: "execution_error", Message: hostText, EngineCode: agentos.EngineBridgeCallTimeout}, gateway.CodeUnavailable, "read file: the engine did not answer in time (its sidecar is busy or stalled); retry"},
@@ -125,6 +126,7 @@ func TestLaunchingRetriesARefusalWithoutAReason(t *testing.T) {
 	enoent := &agentos.LaunchError{Command: "nope", Err: &agentos.RejectedError{Errno: "ENOENT"}}
 	timedOut := &agentos.LaunchError{Command: "echo hi", Err: &agentos.RejectedError{EngineCode: agentos.EngineBridgeCallTimeout}}
 	unanswered := &agentos.LaunchError{Command: "echo hi", Err: errors.New("no answer")}
+	badOption := &agentos.LaunchError{Command: "python3 -X dev", Err: &agentos.RejectedError{Code: "invalid_state", Message: "unsupported python option: -X"}}
 	for _, c := range []struct {
 		name    string
 		results []error // what each try returns, in order
@@ -135,6 +137,7 @@ func TestLaunchingRetriesARefusalWithoutAReason(t *testing.T) {
 		{"refused, then starts", []error{refused, nil}, 2, nil},
 		{"refused twice", []error{refused, refused, nil}, launchAttempts, refused},
 		{"command not found", []error{enoent, nil}, 1, enoent},
+		{"refused for a reason named", []error{badOption, nil}, 1, badOption},
 		{"timed out in the engine: it may have started", []error{timedOut, nil}, 1, timedOut},
 		{"never answered: it may have started", []error{unanswered, nil}, 1, unanswered},
 	} {

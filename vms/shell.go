@@ -125,6 +125,7 @@ func (s *Service) OpenShell(ctx context.Context, tenant gateway.Tenant, vmID str
 	}
 	p, err := lineshell.Start(lineVM{lv.vm}, lineshell.Options{
 		ID: sh.id, Shell: shell, Cols: req.Cols, Rows: req.Rows, Cwd: cwd, Env: req.Env,
+		Direct: agentos.PythonLineArgv,
 		OnOutput: func(o lineshell.Output) {
 			sh.out.Append(o.Seq, len(o.Data), Chunk{Stream: "stdout", Data: o.Data, Time: o.Time})
 		},

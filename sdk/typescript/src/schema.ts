@@ -2617,7 +2617,7 @@ export interface components {
                 /**
                  * @description Why a VM was lost or disposed; `method_not_allowed`; `termination_failed`;
                  *     `unknown_agent`, `agent_not_installed`, `agent_has_no_adapter`,
-                 *     `agent_credentials_missing`, `turn_running`, `engine_timeout`, `engine_refused`.
+                 *     `agent_credentials_missing`, `turn_running`, `engine_timeout`, `engine_refused`, `command_refused`.
                  */
                 reason?: string;
                 /** @description The size limit in bytes that a body exceeded. */
