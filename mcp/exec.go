@@ -90,11 +90,8 @@ func (t *tools) addExecTools(s *mcp.Server) {
 		handle(func(ctx context.Context, _ *mcp.CallToolRequest, in SpawnInput) (ProcessInfo, error) {
 			// The answer is the spawn's own: reading the process back would
 			// need vm:read besides the exec scope the spawn needs.
-			p, err := t.c.VM(in.VM).Spawn(ctx, client.SpawnRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env})
-			if err != nil {
-				return ProcessInfo{}, err
-			}
-			return ProcessInfo{Pid: p.Pid(), Command: in.Command}, nil
+			return answer(func(p *client.ProcessHandle) ProcessInfo { return ProcessInfo{Pid: p.Pid(), Command: in.Command} })(
+				t.c.VM(in.VM).Spawn(ctx, client.SpawnRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env}))
 		}))
 	mcp.AddTool(s, &mcp.Tool{Name: "read_process_log", Title: "Read a process's output",
 		Description: "Returns a process's output so far (stdout and stderr) and whether it still runs; " +
@@ -113,12 +110,10 @@ func (t *tools) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInput
 	vm := t.c.VM(in.VM)
 	token := req.Params.GetProgressToken()
 	if token == nil {
-		res, err := vm.Exec(ctx, r)
-		if err != nil {
-			return ExecOutput{}, err
-		}
-		return ExecOutput{ExitCode: res.ExitCode, Signal: string(res.Signal), Stdout: text(res.Stdout), Stderr: text(res.Stderr),
-			Truncated: res.Truncated, DurationMs: res.Duration.Milliseconds()}, nil
+		return answer(func(res *client.ExecResult) ExecOutput {
+			return ExecOutput{ExitCode: res.ExitCode, Signal: string(res.Signal), Stdout: text(res.Stdout), Stderr: text(res.Stderr),
+				Truncated: res.Truncated, DurationMs: res.Duration.Milliseconds()}
+		})(vm.Exec(ctx, r))
 	}
 	st, err := vm.ExecStream(ctx, r)
 	if err != nil {

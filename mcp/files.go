@@ -124,25 +124,14 @@ func (t *tools) addFileTools(s *mcp.Server) {
 			default:
 				return FileWritten{}, fmt.Errorf("encoding %q is neither %s nor %s", in.Encoding, encodingUTF8, encodingBase64)
 			}
-			res, err := t.c.VM(in.VM).WriteFile(ctx, in.Path, bytes.NewReader(data), client.WriteFileOptions{Mkdirs: in.Mkdirs})
-			if err != nil {
-				return FileWritten{}, err
-			}
-			return FileWritten{Path: res.Path, Size: res.Size}, nil
+			return answer(func(res *client.WriteResult) FileWritten { return FileWritten{Path: res.Path, Size: res.Size} })(
+				t.c.VM(in.VM).WriteFile(ctx, in.Path, bytes.NewReader(data), client.WriteFileOptions{Mkdirs: in.Mkdirs}))
 		}))
 	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Title: "List a directory",
 		Description: "Lists a directory of a VM (recursive: with its subdirectories).",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		handle(func(ctx context.Context, _ *mcp.CallToolRequest, in ListFilesInput) (Entries, error) {
-			list, err := t.c.VM(in.VM).ListDir(ctx, in.Path, client.ListDirOptions{Recursive: in.Recursive})
-			if err != nil {
-				return Entries{}, err
-			}
-			out := Entries{Entries: make([]Entry, 0, len(list))}
-			for _, e := range list {
-				out.Entries = append(out.Entries, Entry{Name: e.Name, Path: e.Path, IsDir: e.IsDir, IsSymlink: e.IsSymlink, Size: e.Size})
-			}
-			return out, nil
+			return answer(entries)(t.c.VM(in.VM).ListDir(ctx, in.Path, client.ListDirOptions{Recursive: in.Recursive}))
 		}))
 	mcp.AddTool(s, &mcp.Tool{Name: "delete_file", Title: "Delete a file",
 		Description: "Removes a file of a VM, or a directory (recursive: with its content).",
@@ -153,4 +142,13 @@ func (t *tools) addFileTools(s *mcp.Server) {
 			}
 			return Deleted{Path: in.Path, Deleted: true}, nil
 		}))
+}
+
+// entries is a directory listing as list_files answers it.
+func entries(list []client.DirEntry) Entries {
+	out := Entries{Entries: make([]Entry, 0, len(list))}
+	for _, e := range list {
+		out.Entries = append(out.Entries, Entry{Name: e.Name, Path: e.Path, IsDir: e.IsDir, IsSymlink: e.IsSymlink, Size: e.Size})
+	}
+	return out
 }

@@ -29,10 +29,8 @@ func (t *tools) addPreviewTools(s *mcp.Server) {
 		Description: "Returns a URL that opens a port of a VM in a browser, without the API key, until it expires.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false)}},
 		handle(func(ctx context.Context, _ *mcp.CallToolRequest, in PreviewInput) (PreviewInfo, error) {
-			p, err := t.c.VM(in.VM).CreatePreview(ctx, client.PreviewRequest{Port: in.Port, TTL: time.Duration(in.TTLSeconds) * time.Second})
-			if err != nil {
-				return PreviewInfo{}, err
-			}
-			return PreviewInfo{ID: p.ID, URL: p.URL, HostURL: p.HostURL, ExpiresAt: p.ExpiresAt}, nil
+			return answer(func(p *client.Preview) PreviewInfo {
+				return PreviewInfo{ID: p.ID, URL: p.URL, HostURL: p.HostURL, ExpiresAt: p.ExpiresAt}
+			})(t.c.VM(in.VM).CreatePreview(ctx, client.PreviewRequest{Port: in.Port, TTL: time.Duration(in.TTLSeconds) * time.Second}))
 		}))
 }

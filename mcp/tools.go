@@ -97,6 +97,19 @@ func handle[In, Out any](f func(ctx context.Context, req *mcp.CallToolRequest, i
 	}
 }
 
+// answer is the shape of a tool that makes one call of the gateway: what
+// the call returns, through conv, or its error as it is (handle makes it
+// the tool error), as in answer(vmInfo)(t.c.VM(in.VM).Hibernate(ctx)).
+func answer[T, Out any](conv func(T) Out) func(T, error) (Out, error) {
+	return func(v T, err error) (Out, error) {
+		if err != nil {
+			var zero Out
+			return zero, err
+		}
+		return conv(v), nil
+	}
+}
+
 // buildVersion is the main module's version, "(devel)" in a build from a
 // checkout.
 func buildVersion() string {

@@ -58,12 +58,8 @@ func (t *tools) addVMTools(s *mcp.Server) {
 		Description: "Creates an agentOS VM and returns it. Its id is what the other tools take as vm.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false)}},
 		handle(func(ctx context.Context, _ *mcp.CallToolRequest, in CreateVMInput) (VMInfo, error) {
-			v, err := t.c.CreateVM(ctx, client.CreateVMRequest{Labels: in.Labels, Env: in.Env, Software: in.Software,
-				IdleTimeout: time.Duration(in.IdleTimeoutSeconds) * time.Second})
-			if err != nil {
-				return VMInfo{}, err
-			}
-			return vmInfo(v), nil
+			return answer(vmInfo)(t.c.CreateVM(ctx, client.CreateVMRequest{Labels: in.Labels, Env: in.Env, Software: in.Software,
+				IdleTimeout: time.Duration(in.IdleTimeoutSeconds) * time.Second}))
 		}))
 	mcp.AddTool(s, &mcp.Tool{Name: "list_vms", Title: "List VMs",
 		Description: "Lists the VMs that have not ended, newest first (all: the ended ones too), at most 200.",
@@ -85,11 +81,7 @@ func (t *tools) addVMTools(s *mcp.Server) {
 		Description: "Hibernates a VM: its files are kept and it stops using resources; its next use wakes it under the same id.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true}},
 		handle(func(ctx context.Context, _ *mcp.CallToolRequest, in VMInput) (VMInfo, error) {
-			v, err := t.c.VM(in.VM).Hibernate(ctx)
-			if err != nil {
-				return VMInfo{}, err
-			}
-			return vmInfo(v), nil
+			return answer(vmInfo)(t.c.VM(in.VM).Hibernate(ctx))
 		}))
 	mcp.AddTool(s, &mcp.Tool{Name: "delete_vm", Title: "Delete a VM",
 		Description: "Disposes of a VM and everything in it, for good.",

@@ -15,6 +15,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/archive"
+	"github.com/agentos-gateway/agentos-gateway/images"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -27,14 +28,11 @@ type Store interface {
 	DeleteSnapshot(ctx context.Context, tenantID, id string) (gateway.Snapshot, error)
 }
 
-// Blobs holds the bytes of snapshots, each under the name Put chose. What
-// Open returns seeks, so that a VM created from a snapshot reads its bytes
-// once (vms.SnapshotSource).
-type Blobs interface {
-	Put(ctx context.Context, r io.Reader) (name string, size int64, err error)
-	Open(ctx context.Context, name string) (io.ReadSeekCloser, error)
-	Delete(ctx context.Context, name string) error
-}
+// Blobs holds the bytes of snapshots: the blob store of the VMs' images
+// (images.DirBlobs, images.LargeObjectBlobs). What Open returns seeks, so
+// that a VM created from a snapshot reads its bytes once
+// (vms.SnapshotSource).
+type Blobs = images.Blobs
 
 // VMs is what the service needs of the vms service.
 type VMs interface {
@@ -101,23 +99,13 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, vmID string
 	}
 	defer f.Release()
 
-	// The capture writes into a pipe that the blob store reads; this
-	// function owns the writer's goroutine and waits for it.
-	pr, pw := io.Pipe()
-	var (
-		wg sync.WaitGroup
-		st archive.Stats
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var werr error
-		st, werr = f.WriteRoot(ctx, pw)
-		pw.CloseWithError(werr)
-	}()
-	name, size, perr := s.blobs.Put(ctx, pr)
-	pr.CloseWithError(errors.New("snapshots: the blob store stopped reading"))
-	wg.Wait()
+	// The capture streams into the blob store (images.Put).
+	var st archive.Stats
+	name, size, perr := images.Put(ctx, s.blobs, func(w io.Writer) error {
+		var err error
+		st, err = f.WriteRoot(ctx, w)
+		return err
+	})
 	if perr != nil {
 		// The capture's own error is the one worth reporting when it
 		// ended the stream.

@@ -12,70 +12,17 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/archive"
+	"github.com/agentos-gateway/agentos-gateway/images"
 )
 
-// guestFS is a VM's filesystem as the archive package sees it.
-type guestFS struct{ vm *agentos.VM }
-
-// Type bits of a raw stat mode (st_mode & S_IFMT).
-const (
-	modeTypeMask = 0o170000
-	modeRegular  = 0o100000
-	modeDir      = 0o040000
-	modeSymlink  = 0o120000
-	modeFifo     = 0o010000
-	modeChar     = 0o020000
-	modeBlock    = 0o060000
-	modeSocket   = 0o140000
-)
-
-func (g guestFS) Lstat(ctx context.Context, name string) (archive.Info, error) {
-	info, err := g.vm.Lstat(ctx, name)
-	if err != nil {
-		return archive.Info{}, err
-	}
-	// agentos.FileInfo.Mode knows directories and symlinks only; the raw
-	// mode tells a fifo or a device from a regular file.
-	mode := archive.PermFromUnix(info.RawMode)
-	switch info.RawMode & modeTypeMask {
-	case modeRegular:
-	case modeDir:
-		mode |= fs.ModeDir
-	case modeSymlink:
-		mode |= fs.ModeSymlink
-	case modeFifo:
-		mode |= fs.ModeNamedPipe
-	case modeChar:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case modeBlock:
-		mode |= fs.ModeDevice
-	case modeSocket:
-		mode |= fs.ModeSocket
-	default:
-		mode |= fs.ModeIrregular
-	}
-	return archive.Info{Mode: mode, Size: info.Size, ModTime: info.ModTime, UID: int(info.UID), GID: int(info.GID)}, nil
+// guestFS is a VM's filesystem as the archive package sees it: read as
+// images reads a live tree, written with the engine's file calls.
+type guestFS struct {
+	images.Source
+	vm *agentos.VM
 }
 
-func (g guestFS) ReadDir(ctx context.Context, name string) ([]string, error) {
-	es, err := g.vm.ReadDir(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(es))
-	for i, e := range es {
-		names[i] = e.Name
-	}
-	return names, nil
-}
-
-func (g guestFS) Readlink(ctx context.Context, name string) (string, error) {
-	return g.vm.Readlink(ctx, name)
-}
-
-func (g guestFS) ReadFile(ctx context.Context, name string, w io.Writer) (int64, error) {
-	return g.vm.ReadFileTo(ctx, name, w)
-}
+func newGuestFS(vm *agentos.VM) guestFS { return guestFS{images.Source{Tree: vm}, vm} }
 
 func (g guestFS) MkdirAll(ctx context.Context, name string) error { return g.vm.Mkdir(ctx, name, true) }
 
@@ -110,7 +57,7 @@ func (f *Files) WriteArchive(ctx context.Context, root string, w io.Writer) erro
 	if ctx, err = f.vm.Settle(ctx); err != nil {
 		return EngineError(err, "archive")
 	}
-	return archiveError(archive.Write(ctx, w, guestFS{f.vm}, clean), archive.Limits{})
+	return archiveError(archive.Write(ctx, w, newGuestFS(f.vm), clean), archive.Limits{})
 }
 
 // ExtractArchive extracts the tar archive r into the directory dir, which
@@ -168,7 +115,7 @@ func (f *Files) ExtractArchive(ctx context.Context, dir string, r io.Reader, mkd
 	}
 	defer f.removeDetached(ctx, staging)
 
-	sink := &timedSink{guestFS: guestFS{f.vm}, staging: staging}
+	sink := &timedSink{guestFS: newGuestFS(f.vm), staging: staging}
 	st, err = archive.Extract(ctx, r, sink, staging, lim)
 	if err != nil {
 		return st, archiveError(err, lim)

@@ -1,39 +1,33 @@
 package vms
 
 import (
-	"archive/tar"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
-	"sync"
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
+	"github.com/agentos-gateway/agentos-gateway/images"
 )
 
 // A VM's identity and files belong to the store; a sidecar only runs it for
 // a while. Hibernate captures a running VM's root filesystem into the image
-// store (the snapshot format of snapshot.go), records the image, and
+// store (images.Store.Capture, checked against the live tree), records the image, and
 // disposes the engine's VM, freeing its sidecar slot. Wake places the VM
 // again, on this node, from that image and under the same id: its record,
 // labels, bindings, schedules and previews never left the store. Any call
 // that needs the running VM wakes it (lookup); reading the record does not.
 
-// ImageStore holds the root filesystems of hibernated VMs, each a blob under
-// the name Put chose. The snapshots' blob store serves: a data directory,
-// or PostgreSQL large objects that every node reads.
-type ImageStore interface {
-	Put(ctx context.Context, r io.Reader) (name string, size int64, err error)
-	Open(ctx context.Context, name string) (io.ReadSeekCloser, error)
-	Delete(ctx context.Context, name string) error
-}
+// ImageStore holds the root filesystems of hibernated VMs and the layers of
+// checkpoints, each a blob under the name Put chose: the snapshots' blob
+// store (images.DirBlobs, or images.LargeObjectBlobs that every node reads).
+type ImageStore = images.Blobs
 
 // Why a VM hibernated or woke, as its state history and events give it.
 const (
@@ -45,15 +39,6 @@ const (
 
 // DefaultWakeTimeout bounds a wake by default (--wake-timeout).
 const DefaultWakeTimeout = 30 * time.Second
-
-// imageDeleteTimeout bounds the removal of an image nobody needs any more.
-const imageDeleteTimeout = 30 * time.Second
-
-// vmImage is a captured root filesystem in the image store.
-type vmImage struct {
-	name  string
-	bytes int64
-}
 
 // wakeCall is a wake in progress: the requests that need the VM meanwhile
 // wait for the same one.
@@ -159,7 +144,7 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 	if lv.ended {
 		// A delete, or the sidecar's death, ended the VM meanwhile.
 		lv.mu.Unlock()
-		s.deleteImage(img.name)
+		s.images.Discard(img.Name)
 		return gateway.Wrap(gateway.CodeConflict, errHibernating, "the VM ended while it hibernated").WithDetail("state", gateway.VMDisposed)
 	}
 	lv.image = &img
@@ -168,60 +153,39 @@ func (s *Service) hibernate(ctx context.Context, lv *liveVM, reason string) erro
 	lv.sessionsDB = lv.vm.KeepDatabase()
 	lv.mu.Unlock()
 	s.endVM(context.WithoutCancel(ctx), lv, gateway.VMHibernated, reason, true)
-	s.log.Info().Str("vm", lv.id).Str("reason", reason).Int64("imageBytes", img.bytes).
+	s.log.Info().Str("vm", lv.id).Str("reason", reason).Int64("imageBytes", img.Bytes).
 		Dur("capture", captured).Dur("total", time.Since(start)).Msg("vm hibernated")
 	return nil
 }
 
 // capture writes lv's root filesystem into the image store and checks
-// the image against the live tree (see verify.go). An image that leaves
+// the image against the live tree (images/verify.go). An image that leaves
 // out what the VM holds is deleted and the capture fails, so that the VM
 // keeps running with its files, except when the gateway stops
 // (ReasonShutdown): the engine's VM ends then whatever the capture did, and
 // an image that lacks some files keeps the others.
-func (s *Service) capture(ctx context.Context, lv *liveVM, reason string) (vmImage, error) {
-	f := &Files{vm: lv.vm, vmID: lv.id, done: lv.hold(s.cfg.Now())}
-	defer f.Release()
-	cut := cutPoints(lv.vm)
-	skips := lv.vm.ShadowSkips()
-	before, err := listTree(ctx, lv.vm, cut)
+func (s *Service) capture(ctx context.Context, lv *liveVM, reason string) (images.Image, error) {
+	done := lv.hold(s.cfg.Now())
+	defer done()
+	c, err := s.images.Capture(ctx, lv.vm)
 	if err != nil {
-		return vmImage{}, EngineError(err, "list the VM's files")
+		return images.Image{}, err
 	}
-	if lv.vm.ShadowSkips() > skips {
-		// agentos/shadow.go: past one export frame the engine's stale host
-		// copies cannot be checked, and may undo a guest's edits.
+	if c.ShadowUnchecked {
 		s.log.Warn().Str("vm", lv.id).Msg("the VM's files exceed one export frame: the engine's host copies were not checked, so a guest's edits to files the files API wrote may be lost")
 	}
-	seen := tree{}
-	name, size, err := s.putImage(ctx, func(w io.Writer) error {
-		_, err := f.writeRoot(ctx, w, seen)
-		return err
-	})
-	if err != nil {
-		var ge *gateway.Error
-		if errors.As(err, &ge) {
-			return vmImage{}, err
-		}
-		return vmImage{}, gateway.Wrap(gateway.CodeUnavailable, err, "the VM's image could not be stored")
-	}
-	after, err := listTree(ctx, lv.vm, cut)
-	if err != nil {
-		s.deleteImage(name)
-		return vmImage{}, EngineError(err, "list the VM's files")
-	}
-	if ms := withoutSpecial(ctx, lv.vm, imageMismatches(seen, before, after)); len(ms) > 0 {
-		ev := s.log.Error().Str("vm", lv.id).Str("reason", reason).Int("mismatches", len(ms)).Strs("first", firstMismatches(ms, 10))
+	if ms := c.Mismatches; len(ms) > 0 {
+		ev := s.log.Error().Str("vm", lv.id).Str("reason", reason).Int("mismatches", len(ms)).Strs("first", images.FirstMismatches(ms, 10))
 		if reason == ReasonShutdown {
 			ev.Msg("the VM's image does not hold all of its live tree; stored anyway, as the gateway stops")
-			return vmImage{name: name, bytes: size}, nil
+			return c.Image, nil
 		}
 		ev.Msg("the VM's image does not hold all of its live tree; the VM keeps running")
-		s.deleteImage(name)
-		return vmImage{}, gateway.Errorf(gateway.CodeInternal,
+		s.images.Discard(c.Name)
+		return images.Image{}, gateway.Errorf(gateway.CodeInternal,
 			"the VM's image left out %d entries of its live tree (%s), so the VM keeps running with its files; this is a gateway bug, please report it", len(ms), ms[0])
 	}
-	return vmImage{name: name, bytes: size}, nil
+	return c.Image, nil
 }
 
 // recordHibernated stores the disposed VM's session database, and records
@@ -239,17 +203,17 @@ func (s *Service) recordHibernated(ctx context.Context, lv *liveVM, reason strin
 	var sessions string
 	if db != "" {
 		var err error
-		if sessions, err = s.storeDatabase(ctx, db); err != nil {
+		if sessions, err = s.images.PutDatabase(ctx, db); err != nil {
 			s.log.Error().Err(err).Str("vm", lv.id).Msg("store the agent sessions of a hibernating vm; they are lost")
 		}
 		for _, f := range agentos.DatabaseFiles(db) {
 			_ = os.Remove(f)
 		}
 	}
-	_, dropped, err := s.store.HibernateVM(ctx, lv.id, img.name, img.bytes, sessions, reason)
+	_, dropped, err := s.store.HibernateVM(ctx, lv.id, img.Name, img.Bytes, sessions, reason)
 	if err != nil {
-		s.deleteImage(img.name)
-		s.deleteImage(sessions)
+		s.images.Discard(img.Name)
+		s.images.Discard(sessions)
 		if _, lerr := s.store.SetVMState(ctx, lv.id, gateway.VMLost, "its hibernation could not be recorded", ""); lerr != nil {
 			s.log.Error().Err(lerr).Str("vm", lv.id).Msg("record a lost hibernation")
 		}
@@ -257,147 +221,9 @@ func (s *Service) recordHibernated(ctx context.Context, lv *liveVM, reason strin
 	}
 	// The image supersedes the checkpoint.
 	for _, name := range dropped {
-		s.deleteImage(name)
+		s.images.Discard(name)
 	}
 	return nil
-}
-
-// storeDatabase puts the files of the SQLite database at path, which its
-// VM has closed, into the image store as one tar (packDatabase).
-func (s *Service) storeDatabase(ctx context.Context, path string) (string, error) {
-	name, _, err := s.putImage(ctx, func(w io.Writer) error { return packDatabase(path, w) })
-	return name, err
-}
-
-// putImage streams what write writes into the image store, through a pipe
-// the store reads: this function owns the writer's goroutine and waits for
-// it, also when the store stops reading first.
-func (s *Service) putImage(ctx context.Context, write func(w io.Writer) error) (name string, size int64, err error) {
-	pr, pw := io.Pipe()
-	var wg sync.WaitGroup
-	wg.Go(func() { pw.CloseWithError(write(pw)) })
-	name, size, err = s.cfg.Images.Put(ctx, pr)
-	pr.CloseWithError(errors.New("vms: the image store stopped reading"))
-	wg.Wait()
-	return name, size, err
-}
-
-// restoreDatabase writes a stored session database into a new file of the
-// service's data directory, for the woken VM to take on.
-func (s *Service) restoreDatabase(ctx context.Context, name string) (string, error) {
-	rc, err := s.cfg.Images.Open(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	dir := cmp.Or(s.cfg.DataDir, os.TempDir())
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	return unpackDatabase(rc, dir)
-}
-
-// A session database travels as a tar of its files: the database as "db",
-// and its write-ahead log as "db-wal" when SQLite left one.
-const (
-	dbEntry    = "db"
-	dbWALEntry = "db-wal"
-)
-
-// packDatabase writes the database at path, and its write-ahead log if
-// there is one, as a tar into w.
-func packDatabase(path string, w io.Writer) error {
-	tw := tar.NewWriter(w)
-	for entry, file := range map[string]string{dbEntry: path, dbWALEntry: path + "-wal"} {
-		f, err := os.Open(file)
-		if errors.Is(err, fs.ErrNotExist) && entry == dbWALEntry {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		err = func() error {
-			defer f.Close()
-			st, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			if err := tw.WriteHeader(&tar.Header{Name: entry, Mode: 0o600, Size: st.Size(), Typeflag: tar.TypeReg}); err != nil {
-				return err
-			}
-			_, err = io.Copy(tw, f)
-			return err
-		}()
-		if err != nil {
-			return err
-		}
-	}
-	return tw.Close()
-}
-
-// unpackDatabase writes a database packDatabase wrote into a new file of
-// dir (and its write-ahead log beside it), and returns the file's path.
-func unpackDatabase(r io.Reader, dir string) (_ string, err error) {
-	f, err := os.CreateTemp(dir, "agentos-vm-*.db")
-	if err != nil {
-		return "", err
-	}
-	path := f.Name()
-	f.Close()
-	defer func() {
-		if err != nil {
-			for _, file := range agentos.DatabaseFiles(path) {
-				_ = os.Remove(file)
-			}
-		}
-	}()
-	tr := tar.NewReader(r)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return path, nil
-		}
-		if err != nil {
-			return "", err
-		}
-		var dst string
-		switch hdr.Name {
-		case dbEntry:
-			dst = path
-		case dbWALEntry:
-			dst = path + "-wal"
-		default:
-			return "", fmt.Errorf("vms: unexpected %q in a stored session database", hdr.Name)
-		}
-		if err := writeFile(dst, tr); err != nil {
-			return "", err
-		}
-	}
-}
-
-// writeFile writes r into the file name, created or truncated.
-func writeFile(name string, r io.Reader) error {
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// deleteImage removes an image nobody refers to any more, on its own time.
-func (s *Service) deleteImage(name string) {
-	if name == "" || s.cfg.Images == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), imageDeleteTimeout)
-	defer cancel()
-	if err := s.cfg.Images.Delete(ctx, name); err != nil {
-		s.log.Warn().Err(err).Str("image", name).Msg("remove a VM image")
-	}
 }
 
 // Wake runs a tenant's hibernated VM again, or restores a lost one from its
@@ -506,28 +332,23 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 	restoring := rec.Image == ""
 	var rc io.ReadSeekCloser
 	if restoring {
-		rc, err = s.restoreImage(ctx, rec.Checkpoints, cmp.Or(s.cfg.DataDir, os.TempDir()))
+		rc, err = s.images.Restore(ctx, rec.Checkpoints, cmp.Or(s.cfg.DataDir, os.TempDir()))
 	} else {
 		rc, err = s.cfg.Images.Open(ctx, rec.Image)
 	}
 	if err != nil {
 		return fail(gateway.Wrap(gateway.CodeUnavailable, err, "the VM's image could not be opened"))
 	}
-	root, err := readRoot(rc)
-	if err != nil || len(root.deferred) == 0 {
-		_ = rc.Close()
-	} else {
-		root.src = rc
-	}
+	root, err := images.OpenRoot(rc)
 	if err != nil {
 		return fail(gateway.Wrap(gateway.CodeInternal, err, "the VM's image could not be read"))
 	}
-	defer root.close()
-	opts.RootSnapshot = root.entries
+	defer root.Close()
+	opts.RootSnapshot = root.Entries
 	if rec.SessionsImage != "" {
 		// The agent sessions' database comes back with the VM: the engine
 		// knows its sessions, and starts an agent for one when prompted.
-		db, err := s.restoreDatabase(ctx, rec.SessionsImage)
+		db, err := s.images.RestoreDatabase(ctx, rec.SessionsImage, cmp.Or(s.cfg.DataDir, os.TempDir()))
 		if err != nil {
 			return fail(gateway.Wrap(gateway.CodeUnavailable, err, "the VM's agent sessions could not be restored"))
 		}
@@ -549,7 +370,7 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 	vm, lease := made.vm, made.lease
 	lv := s.newLiveVM(rec, vm, lease)
 	wctx, wcancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	_, images, err := s.store.WokeVM(wctx, id, lease.SidecarID(), reason)
+	_, dropped, err := s.store.WokeVM(wctx, id, lease.SidecarID(), reason)
 	wcancel()
 	if err != nil {
 		return fail(err)
@@ -565,17 +386,17 @@ func (s *Service) runWake(tenantID, id, reason string) (*liveVM, error) {
 		}
 		// Close began after the claim: the VM goes back to sleep, with the
 		// image it woke from.
-		lv.image = &vmImage{name: rec.Image, bytes: rec.ImageBytes}
+		lv.image = &images.Image{Name: rec.Image, Bytes: rec.ImageBytes}
 		lv.sessionsDB = vm.KeepDatabase()
-		s.deleteImage(rec.SessionsImage)
+		s.images.Discard(rec.SessionsImage)
 		if _, err := s.store.SetVMState(wctx, id, gateway.VMHibernating, ReasonShutdown, ""); err != nil {
 			s.log.Error().Err(err).Str("vm", id).Msg("hibernate a VM woken during shutdown")
 		}
 		s.endVM(wctx, lv, gateway.VMHibernated, ReasonShutdown, true)
 		return nil, errShuttingDown()
 	}
-	for _, image := range images {
-		s.deleteImage(image)
+	for _, image := range dropped {
+		s.images.Discard(image)
 	}
 	s.log.Info().Str("vm", id).Str("reason", reason).Msg("vm woke")
 	return lv, nil

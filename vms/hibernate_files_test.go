@@ -9,7 +9,7 @@ import (
 	"time"
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
-	"github.com/agentos-gateway/agentos-gateway/snapshots"
+	"github.com/agentos-gateway/agentos-gateway/images"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -22,7 +22,7 @@ import (
 // which a stat of /usr/bin hid) must come through as well.
 func TestHibernationKeepsFiles(t *testing.T) {
 	tenant := gateway.Tenant{ID: "t1", Name: "t1"}
-	e := newEnv(t, vms.Config{Images: snapshots.DirBlobs{Dir: t.TempDir()}}, tenant)
+	e := newEnv(t, vms.Config{Images: images.DirBlobs{Dir: t.TempDir()}}, tenant)
 	exec := func(ctx context.Context, t *testing.T, vmID, cmd string) string {
 		t.Helper()
 		r, err := e.svc.Exec(ctx, tenant, vmID, vms.ExecRequest{Command: cmd}, nil)

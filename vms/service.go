@@ -20,6 +20,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/images"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/warmpool"
@@ -138,6 +139,9 @@ type Service struct {
 	store Store
 	pool  Pool
 	log   zerolog.Logger
+	// images captures, checkpoints and restores the VMs' files in
+	// cfg.Images (its Blobs nil: none are kept).
+	images images.Store
 
 	mu            sync.Mutex
 	live          map[string]*liveVM
@@ -205,7 +209,8 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	}
 	s := &Service{
 		cfg: cfg, store: store, pool: pool, log: cfg.Log,
-		live: map[string]*liveVM{}, procCount: map[string]int{}, waking: map[string]*wakeCall{},
+		images: images.Store{Blobs: cfg.Images, EngineError: EngineError, Log: cfg.Log},
+		live:   map[string]*liveVM{}, procCount: map[string]int{}, waking: map[string]*wakeCall{},
 		ckptSlots: make(chan struct{}, checkpointParallel), stop: make(chan struct{}),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
@@ -273,7 +278,7 @@ type liveVM struct {
 	// image is the VM's captured root filesystem once it hibernates, and
 	// sessionsDB the path of its agent session database, kept for the
 	// image store past the engine's VM.
-	image       *vmImage
+	image       *images.Image
 	sessionsDB  string
 	releaseOnce sync.Once
 	// done is closed once the VM's final state is in the store.
@@ -371,8 +376,8 @@ func (s *Service) Create(ctx context.Context, tenant gateway.Tenant, spec gatewa
 	if err != nil {
 		return gateway.VM{}, err
 	}
-	defer root.close()
-	opts.RootSnapshot = root.entries
+	defer root.Close()
+	opts.RootSnapshot = root.Entries
 	s.mu.Lock()
 	closing, cordoned := s.closing, s.cordoned
 	if !closing && !cordoned {
@@ -440,7 +445,7 @@ func (s *Service) newLiveVM(rec gateway.VM, vm *agentos.VM, lease Lease) *liveVM
 		procs:  map[uint32]*Process{}, shells: map[string]*Shell{}, lastActive: s.cfg.Now(),
 		done: make(chan struct{}),
 		// A VM restored from its checkpoint keeps it until its first own.
-		ckpt: checkpoints{every: checkpointEvery(rec.Spec), last: s.cfg.Now(), layers: rec.Checkpoints},
+		ckpt: checkpoints{every: checkpointEvery(rec.Spec), last: s.cfg.Now(), chain: images.NewChain(rec.Checkpoints)},
 	}
 }
 
@@ -465,13 +470,13 @@ func (s *Service) goLive(lv *liveVM, reason string) bool {
 // filesystem that the create frame did not carry, and runs the setup on it:
 // the steps a create and a wake share. made records each step, for the
 // caller's undo.
-func (s *Service) placeRoot(ctx context.Context, tenant gateway.Tenant, rec gateway.VM, opts agentos.VMOptions, root rootFilesystem, made *halfMade) error {
+func (s *Service) placeRoot(ctx context.Context, tenant gateway.Tenant, rec gateway.VM, opts agentos.VMOptions, root images.Root, made *halfMade) error {
 	vm, lease, err := s.place(ctx, tenant, rec.Spec, opts)
 	if err != nil {
 		return err
 	}
 	made.vm, made.lease = vm, lease
-	if err := s.fillSnapshot(ctx, vm, root); err != nil {
+	if err := s.images.Fill(ctx, vm, root); err != nil {
 		return err
 	}
 	su := s.vmSetup()
@@ -816,7 +821,7 @@ func (s *Service) Delete(ctx context.Context, tenantID, id string) (vm gateway.V
 		}
 		// A hibernated VM goes with its images.
 		for _, image := range gone.Images() {
-			s.deleteImage(image)
+			s.images.Discard(image)
 		}
 		return gateway.VM{}, true, nil
 	}
@@ -872,7 +877,7 @@ func (s *Service) purgeHibernated() {
 			continue
 		}
 		for _, image := range gone.Images() {
-			s.deleteImage(image)
+			s.images.Discard(image)
 		}
 		s.log.Info().Str("vm", vm.ID).Dur("retention", s.cfg.HibernatedRetention).Msg("deleted a vm hibernated past its retention")
 	}

@@ -14,6 +14,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/archive"
+	"github.com/agentos-gateway/agentos-gateway/images"
 	"github.com/agentos-gateway/agentos-gateway/snapshots"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
@@ -57,7 +58,7 @@ func TestCreateFromSnapshotReadsItOnce(t *testing.T) {
 	tenant := gateway.Tenant{ID: "t1", Name: "t1"}
 	src := &countingSource{}
 	e := newEnv(t, vms.Config{Snapshots: src}, tenant)
-	blobs := snapshots.DirBlobs{Dir: t.TempDir()}
+	blobs := images.DirBlobs{Dir: t.TempDir()}
 	src.src = snapshots.NewSource(e.db, blobs)
 	snaps := snapshots.New(snapshots.Config{Log: zerolog.Nop(), NodeID: "n1"}, e.db, blobs, e.svc)
 	ctx := context.Background()

@@ -3,16 +3,16 @@ package main
 import (
 	"path/filepath"
 
-	"github.com/agentos-gateway/agentos-gateway/snapshots"
+	"github.com/agentos-gateway/agentos-gateway/images"
 	"github.com/agentos-gateway/agentos-gateway/store"
 )
 
 // snapshotBlobs is where snapshot bytes go: PostgreSQL large objects when
 // the store is PostgreSQL, so that every node reads them; the data
 // directory with SQLite.
-func snapshotBlobs(db *store.DB, dataDir string) snapshots.Blobs {
+func snapshotBlobs(db *store.DB, dataDir string) images.Blobs {
 	if db.LargeObjects() {
-		return snapshots.LargeObjectBlobs{DB: db}
+		return images.LargeObjectBlobs{DB: db}
 	}
-	return snapshots.DirBlobs{Dir: filepath.Join(dataDir, "snapshots")}
+	return images.DirBlobs{Dir: filepath.Join(dataDir, "snapshots")}
 }

@@ -24,7 +24,7 @@ from websockets.typing import Subprotocol
 
 from . import schema
 from ._core import USER_AGENT
-from .errors import AgentosError, AttachClosedError, code_for_status, error_from_response, make_error
+from .errors import AgentosError, AttachClosedError, error_from_response, error_from_status, make_error
 from .types import AttachEvent, AttachExit, AttachGap, AttachOutput, AttachRefusal
 
 __all__ = ["AsyncAttachment", "Attachment", "exit_error"]
@@ -181,10 +181,7 @@ async def _refusal(
         err = error_from_response(resp, resp.content)
         if err.details.get("reason") != "websocket_required":
             return err
-    return make_error(
-        e.status_code, code_for_status(e.status_code), "the gateway refused the WebSocket handshake",
-        request_id=e.headers.get("X-Request-ID", ""),
-    )
+    return error_from_status(e.status_code, "the gateway refused the WebSocket handshake", e.headers)
 
 
 class Attachment:

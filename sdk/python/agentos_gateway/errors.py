@@ -177,16 +177,26 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def error_from_status(
+    status: int, detail: str, headers: Mapping[str, str], title: str = ""
+) -> AgentosError:
+    """The AgentosError of an answer that carries no problem: the status's code
+    (code_for_status), with the request id and Retry-After of its headers."""
+    return make_error(
+        status,
+        code_for_status(status),
+        detail,
+        title=title,
+        request_id=headers.get("X-Request-ID", ""),
+        retry_after=parse_retry_after(headers.get("Retry-After")),
+    )
+
+
 def error_from_response(resp: httpx.Response, body: bytes) -> AgentosError:
     """Turns a non-2xx answer (whose body was read) into an AgentosError. It never
     fails: a body that is not a problem falls back to the status, with a snippet
-    of the body as the detail."""
+    of the body as the detail (error_from_status)."""
     text = body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
-    common: dict[str, Any] = {
-        "title": resp.reason_phrase,
-        "request_id": resp.headers.get("X-Request-ID", ""),
-        "retry_after": parse_retry_after(resp.headers.get("Retry-After")),
-    }
     ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if ctype == "application/json" or ctype.endswith("+json"):
         try:
@@ -203,17 +213,17 @@ def error_from_response(resp: httpx.Response, body: bytes) -> AgentosError:
                 resp.status_code,
                 code,
                 str(p.get("detail") or ""),
-                title=str(p.get("title") or common["title"]),
+                title=str(p.get("title") or resp.reason_phrase),
                 details=details if isinstance(details, dict) else None,
                 type=str(p.get("type") or ""),
                 instance=str(p.get("instance") or ""),
-                request_id=str(p.get("requestId") or common["request_id"]),
-                retry_after=common["retry_after"],
+                request_id=str(p.get("requestId") or resp.headers.get("X-Request-ID", "")),
+                retry_after=parse_retry_after(resp.headers.get("Retry-After")),
             )
     snippet = text.strip()
     if len(snippet) > 512:
         snippet = snippet[:512] + "…"
-    return make_error(resp.status_code, code_for_status(resp.status_code), snippet, **common)
+    return error_from_status(resp.status_code, snippet, resp.headers, title=resp.reason_phrase)
 
 
 class NotEventStreamError(Exception):

@@ -1,4 +1,4 @@
-package snapshots
+package images
 
 import (
 	"context"
@@ -11,9 +11,35 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 )
 
-// DirBlobs keeps snapshot bytes as files of a directory: the gateway's
+// Blobs holds the bytes of images and snapshots, each under the name Put
+// chose. What Open returns seeks: a VM created from a snapshot or an
+// image reads its bytes once, and a restore reads its layers where they
+// are. DirBlobs and LargeObjectBlobs implement it; an object store is
+// the next.
+type Blobs interface {
+	Put(ctx context.Context, r io.Reader) (name string, size int64, err error)
+	Open(ctx context.Context, name string) (io.ReadSeekCloser, error)
+	Delete(ctx context.Context, name string) error
+}
+
+// Put streams what write writes into blobs, through a pipe the store
+// reads: this function owns the writer's goroutine and waits for it, also
+// when the store stops reading first. When write fails, the store's error
+// is the one write ended the stream with.
+func Put(ctx context.Context, blobs Blobs, write func(w io.Writer) error) (name string, size int64, err error) {
+	pr, pw := io.Pipe()
+	var wg sync.WaitGroup
+	wg.Go(func() { pw.CloseWithError(write(pw)) })
+	name, size, err = blobs.Put(ctx, pr)
+	pr.CloseWithError(errors.New("images: the blob store stopped reading"))
+	wg.Wait()
+	return name, size, err
+}
+
+// DirBlobs keeps blobs as files of a directory: the gateway's
 // data directory with a SQLite store, which only one node uses.
 type DirBlobs struct {
 	Dir string
@@ -25,14 +51,14 @@ var blobName = regexp.MustCompile(`^[0-9a-f]{32}\.tar$`)
 // Put writes r to a new file, under a temporary name until it is complete.
 func (d DirBlobs) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 	if err := os.MkdirAll(d.Dir, 0o700); err != nil {
-		return "", 0, fmt.Errorf("snapshots: %w", err)
+		return "", 0, fmt.Errorf("images: %w", err)
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	name := hex.EncodeToString(b[:]) + ".tar"
 	tmp, err := os.CreateTemp(d.Dir, ".put-*")
 	if err != nil {
-		return "", 0, fmt.Errorf("snapshots: %w", err)
+		return "", 0, fmt.Errorf("images: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	n, err := io.Copy(tmp, contextReader{ctx, r})
@@ -40,10 +66,10 @@ func (d DirBlobs) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 		err = cerr
 	}
 	if err != nil {
-		return "", 0, fmt.Errorf("snapshots: write blob: %w", err)
+		return "", 0, fmt.Errorf("images: write blob: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(d.Dir, name)); err != nil {
-		return "", 0, fmt.Errorf("snapshots: %w", err)
+		return "", 0, fmt.Errorf("images: %w", err)
 	}
 	return name, n, nil
 }
@@ -51,7 +77,7 @@ func (d DirBlobs) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 // Open opens a blob for reading.
 func (d DirBlobs) Open(_ context.Context, name string) (io.ReadSeekCloser, error) {
 	if !blobName.MatchString(name) {
-		return nil, fmt.Errorf("snapshots: blob name %q is not one of this store's", name)
+		return nil, fmt.Errorf("images: blob name %q is not one of this store's", name)
 	}
 	f, err := os.Open(filepath.Join(d.Dir, name))
 	if err != nil {
@@ -63,10 +89,10 @@ func (d DirBlobs) Open(_ context.Context, name string) (io.ReadSeekCloser, error
 // Delete removes a blob; one that is gone is no error.
 func (d DirBlobs) Delete(_ context.Context, name string) error {
 	if !blobName.MatchString(name) {
-		return fmt.Errorf("snapshots: blob name %q is not one of this store's", name)
+		return fmt.Errorf("images: blob name %q is not one of this store's", name)
 	}
 	if err := os.Remove(filepath.Join(d.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("snapshots: %w", err)
+		return fmt.Errorf("images: %w", err)
 	}
 	return nil
 }
@@ -92,7 +118,7 @@ type LargeObjects interface {
 	DeleteLargeObject(ctx context.Context, name string) error
 }
 
-// LargeObjectBlobs keeps snapshot bytes as PostgreSQL large objects, which
+// LargeObjectBlobs keeps blobs as PostgreSQL large objects, which
 // every node sharing the store reads.
 type LargeObjectBlobs struct {
 	DB LargeObjects

@@ -1,4 +1,4 @@
-package vms
+package images
 
 import (
 	"context"
@@ -24,27 +24,28 @@ import (
 // capture ran (by a process, or the files API), and the image keeps what
 // it read of it. A mismatch keeps the VM running.
 
-// treeEntry is what the check compares of one entry.
-type treeEntry struct {
+// listed is what the check compares of one entry.
+type listed struct {
 	kind byte // 'd', 'l' or 'f'
 	size int64
 }
 
-// tree is a VM's tree by absolute path, without the mount points' content.
-type tree map[string]treeEntry
+// listing is a VM's tree by absolute path, without the mount points'
+// content.
+type listing map[string]listed
 
-// entryOf is the treeEntry of an archive entry.
-func entryOf(info archive.Info) treeEntry {
+// listedOf is what the check compares of an archive entry.
+func listedOf(info archive.Info) listed {
 	switch {
 	case info.Mode.IsDir():
-		return treeEntry{kind: 'd'}
+		return listed{kind: 'd'}
 	case info.Mode&fs.ModeSymlink != 0:
-		return treeEntry{kind: 'l'}
+		return listed{kind: 'l'}
 	}
-	return treeEntry{kind: 'f', size: info.Size}
+	return listed{kind: 'f', size: info.Size}
 }
 
-func (e treeEntry) String() string {
+func (e listed) String() string {
 	switch e.kind {
 	case 'd':
 		return "directory"
@@ -54,36 +55,30 @@ func (e treeEntry) String() string {
 	return fmt.Sprintf("file of %d bytes", e.size)
 }
 
-// cutPoints are the directories whose content is not the VM's own: the
-// kernel's and the engine's, and the tenant's mounts.
-func cutPoints(vm *agentos.VM) []string {
-	return append(slices.Clone(mountedDirs), mountPoints(vm)...)
-}
-
 // listTree lists the VM's tree through the engine's recursive listing,
 // one call per subtree that holds no cut point, without the cut points
 // and their content (the content of /opt/agentos alone is thousands of
 // entries). A subtree the engine refuses to list in one call (past its
 // entry or depth limits) is listed a directory at a time.
-func listTree(ctx context.Context, vm *agentos.VM, cut []string) (tree, error) {
-	ctx, err := vm.Settle(ctx) // one reconcile of the engine's shadow for the walk
+func listTree(ctx context.Context, t Tree, cut []string) (listing, error) {
+	ctx, err := t.Settle(ctx) // one reconcile of the engine's shadow for the walk
 	if err != nil {
 		return nil, err
 	}
-	t := tree{}
-	if err := listInto(ctx, vm, "/", cut, t); err != nil {
+	l := listing{}
+	if err := listInto(ctx, t, "/", cut, l); err != nil {
 		return nil, err
 	}
-	return t, nil
+	return l, nil
 }
 
-func listInto(ctx context.Context, vm *agentos.VM, dir string, cut []string, t tree) error {
+func listInto(ctx context.Context, t Tree, dir string, cut []string, l listing) error {
 	holdsCut := slices.ContainsFunc(cut, func(c string) bool { return c != dir && under(c, dir) })
 	if !holdsCut {
-		es, err := vm.ReadDirRecursive(ctx, dir, agentos.ReadDirOptions{})
+		es, err := t.ReadDirRecursive(ctx, dir, agentos.ReadDirOptions{})
 		if err == nil {
 			for _, e := range es {
-				t[path.Clean(e.Path)] = dirEntryOf(e)
+				l[path.Clean(e.Path)] = dirEntryOf(e)
 			}
 			return nil
 		}
@@ -91,7 +86,7 @@ func listInto(ctx context.Context, vm *agentos.VM, dir string, cut []string, t t
 			return err
 		}
 	}
-	es, err := vm.ReadDir(ctx, dir)
+	es, err := t.ReadDir(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -100,9 +95,9 @@ func listInto(ctx context.Context, vm *agentos.VM, dir string, cut []string, t t
 		if slices.Contains(cut, p) {
 			continue
 		}
-		t[p] = dirEntryOf(e)
+		l[p] = dirEntryOf(e)
 		if e.IsDir && !e.IsSymlink {
-			if err := listInto(ctx, vm, p, cut, t); err != nil {
+			if err := listInto(ctx, t, p, cut, l); err != nil {
 				return err
 			}
 		}
@@ -110,24 +105,24 @@ func listInto(ctx context.Context, vm *agentos.VM, dir string, cut []string, t t
 	return nil
 }
 
-func dirEntryOf(e gateway.DirEntry) treeEntry {
+func dirEntryOf(e gateway.DirEntry) listed {
 	switch {
 	case e.IsSymlink:
-		return treeEntry{kind: 'l'}
+		return listed{kind: 'l'}
 	case e.IsDir:
-		return treeEntry{kind: 'd'}
+		return listed{kind: 'd'}
 	}
-	return treeEntry{kind: 'f', size: e.Size}
+	return listed{kind: 'f', size: e.Size}
 }
 
-// mismatch is an entry of the live tree that the image does not hold as
+// Mismatch is an entry of the live tree that the image does not hold as
 // it is.
-type mismatch struct {
+type Mismatch struct {
 	path      string
-	live, img treeEntry // img.kind 0: missing from the image
+	live, img listed // img.kind 0: missing from the image
 }
 
-func (m mismatch) String() string {
+func (m Mismatch) String() string {
 	if m.img.kind == 0 {
 		return fmt.Sprintf("%s (%s) is not in the image", m.path, m.live)
 	}
@@ -138,15 +133,15 @@ func (m mismatch) String() string {
 // on and the image does not hold as they are. An entry the listings
 // disagree on, or that only one of them has, is left out: it changed
 // while the capture ran.
-func imageMismatches(img, before, after tree) []mismatch {
-	var out []mismatch
+func imageMismatches(img, before, after listing) []Mismatch {
+	var out []Mismatch
 	for p, b := range before {
 		if a, ok := after[p]; !ok || a != b {
 			continue
 		}
 		got, ok := img[p]
 		if !ok || got.kind != b.kind || (b.kind == 'f' && got.size != b.size) {
-			out = append(out, mismatch{path: p, live: b, img: got})
+			out = append(out, Mismatch{path: p, live: b, img: got})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
@@ -155,11 +150,11 @@ func imageMismatches(img, before, after tree) []mismatch {
 
 // withoutSpecial drops from ms the entries that the image leaves out on
 // purpose: fifos, sockets and devices, which the listing shows as files.
-func withoutSpecial(ctx context.Context, vm *agentos.VM, ms []mismatch) []mismatch {
+func withoutSpecial(ctx context.Context, t Tree, ms []Mismatch) []Mismatch {
 	out := ms[:0]
 	for _, m := range ms {
 		if m.img.kind == 0 && m.live.kind == 'f' {
-			info, err := (guestFS{vm}).Lstat(ctx, m.path)
+			info, err := (Source{t}).Lstat(ctx, m.path)
 			if err == nil && !info.Mode.IsRegular() && !info.Mode.IsDir() && info.Mode&fs.ModeSymlink == 0 {
 				continue
 			}
@@ -169,8 +164,8 @@ func withoutSpecial(ctx context.Context, vm *agentos.VM, ms []mismatch) []mismat
 	return out
 }
 
-// firstMismatches are the first n of ms, for the log.
-func firstMismatches(ms []mismatch, n int) []string {
+// FirstMismatches are the first n of ms, for the log.
+func FirstMismatches(ms []Mismatch, n int) []string {
 	out := make([]string, 0, min(n, len(ms)))
 	for _, m := range ms[:min(n, len(ms))] {
 		out = append(out, m.String())

@@ -1,4 +1,4 @@
-package vms
+package images
 
 import (
 	"archive/tar"
@@ -100,7 +100,7 @@ func TestReadRoot(t *testing.T) {
 			}
 			inFrame := map[string]protocol.RootFilesystemEntry{}
 			size := 0
-			for _, e := range root.entries {
+			for _, e := range root.Entries {
 				inFrame[e.Path] = e
 				size += 128 + len(e.Path)
 				if e.Content != nil {

@@ -1,17 +1,13 @@
-package vms
+package images
 
 import (
 	"context"
 	"maps"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
-	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
-	"github.com/agentos-gateway/agentos-gateway/store"
 )
 
 // TestGuestFindAgreesWithStat: the two ways a checkpoint compares a tree,
@@ -28,37 +24,28 @@ func TestGuestFindAgreesWithStat(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gateway.db"))
+	sc, err := agentos.Start(ctx, agentos.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenant := gateway.Tenant{ID: "t1", Name: "t1"}
-	if _, err := db.EnsureTenant(ctx, tenant); err != nil {
-		t.Fatal(err)
-	}
-	pool := sidecarpool.New(sidecarpool.Config{MaxSidecars: 1, VMsPerSidecar: 8})
-	svc := New(Config{DataDir: t.TempDir()}, db, PoolOf(pool))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = svc.Close(ctx)
-		_ = pool.Close(ctx)
-		_ = db.Close()
+		_ = sc.Close(ctx)
 	})
-	vm, err := svc.Create(ctx, tenant, gateway.VMSpec{})
+	vm, err := sc.CreateVM(ctx, agentos.VMOptions{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lv := svc.liveOf(tenant.ID, vm.ID)
-	if _, err := lv.vm.Exec(ctx, "mkdir -p /workspace/src && printf one > /workspace/src/a.txt && printf keep > /workspace/src/b.txt", agentos.ExecOptions{}); err != nil {
+	if _, err := vm.Exec(ctx, "mkdir -p /workspace/src && printf one > /workspace/src/a.txt && printf keep > /workspace/src/b.txt", agentos.ExecOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sc := newScanner(lv.vm)
+	scan := newScanner(vm, nil)
 	stat := manifest{}
-	if err := sc.statTree(ctx, "/", stat); err != nil {
+	if err := scan.statTree(ctx, "/", stat); err != nil {
 		t.Fatal(err)
 	}
-	found, err := sc.findAll(ctx, stat)
+	found, err := scan.findAll(ctx, stat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +59,10 @@ func TestGuestFindAgreesWithStat(t *testing.T) {
 	// The mtime has a millisecond's grain: a write within the same one as
 	// the stat would look untouched.
 	time.Sleep(5 * time.Millisecond)
-	if _, err := lv.vm.Exec(ctx, "printf two > /workspace/src/a.txt && printf new > /workspace/src/c.txt && rm /workspace/src/b.txt", agentos.ExecOptions{}); err != nil {
+	if _, err := vm.Exec(ctx, "printf two > /workspace/src/a.txt && printf new > /workspace/src/c.txt && rm /workspace/src/b.txt", agentos.ExecOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	after, err := sc.findAll(ctx, found)
+	after, err := scan.findAll(ctx, found)
 	if err != nil {
 		t.Fatal(err)
 	}

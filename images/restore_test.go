@@ -1,4 +1,4 @@
-package vms
+package images
 
 import (
 	"bytes"
@@ -14,35 +14,12 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 )
 
-// fileImages is an ImageStore of files in a directory, as
-// snapshots.DirBlobs is (which this package's tests cannot import: it
-// imports vms): its opens are the files themselves.
-type fileImages struct{ dir string }
-
-func (f fileImages) Put(_ context.Context, r io.Reader) (string, int64, error) {
-	out, err := os.CreateTemp(f.dir, "image-*")
-	if err != nil {
-		return "", 0, err
-	}
-	defer out.Close()
-	n, err := io.Copy(out, r)
-	return filepath.Base(out.Name()), n, err
-}
-
-func (f fileImages) Open(_ context.Context, name string) (io.ReadSeekCloser, error) {
-	return os.Open(filepath.Join(f.dir, name))
-}
-
-func (f fileImages) Delete(_ context.Context, name string) error {
-	return os.Remove(filepath.Join(f.dir, name))
-}
-
 // restoreFixture stores, in a real blob directory, the layers of a
 // checkpoint of a VM holding size bytes: a full layer, then one that
 // rewrote 1 MiB of it.
-func restoreFixture(t testing.TB, size int) (*Service, []gateway.Checkpoint) {
+func restoreFixture(t testing.TB, size int) (Store, []gateway.Checkpoint) {
 	t.Helper()
-	blobs := fileImages{dir: t.TempDir()}
+	blobs := DirBlobs{Dir: t.TempDir()}
 	big := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	changed := bytes.Repeat([]byte("z"), 1<<20)
 	var layers []gateway.Checkpoint
@@ -57,7 +34,7 @@ func restoreFixture(t testing.TB, size int) (*Service, []gateway.Checkpoint) {
 		}
 		layers = append(layers, gateway.Checkpoint{Image: name})
 	}
-	return &Service{cfg: Config{Images: blobs}}, layers
+	return Store{Blobs: blobs}, layers
 }
 
 // dirBytes is the size of the files in dir.
@@ -93,17 +70,17 @@ func peakDisk(dir string, fn func()) int64 {
 	return max(peak.Load(), dirBytes(dir))
 }
 
-// TestRestoreImageReadsLayersInPlace: a restore merges the layers where the
+// TestRestoreReadsLayersInPlace: a restore merges the layers where the
 // image store keeps them: the only file it writes is the merged image, which
 // holds each path's newest version, and which goes when closed.
-func TestRestoreImageReadsLayersInPlace(t *testing.T) {
+func TestRestoreReadsLayersInPlace(t *testing.T) {
 	const size = 8 << 20
 	s, layers := restoreFixture(t, size)
 	dir := t.TempDir()
 	var img io.ReadSeekCloser
 	peak := peakDisk(dir, func() {
 		var err error
-		img, err = s.restoreImage(context.Background(), layers, dir)
+		img, err = s.Restore(context.Background(), layers, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +114,7 @@ func BenchmarkRestorePeakDisk(b *testing.B) {
 	for b.Loop() {
 		dir := b.TempDir()
 		p := peakDisk(dir, func() {
-			img, err := s.restoreImage(context.Background(), layers, dir)
+			img, err := s.Restore(context.Background(), layers, dir)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package vms
+package images
 
 import (
 	"archive/tar"
