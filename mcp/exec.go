@@ -3,6 +3,7 @@ package agentmcp
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
 	"time"
@@ -26,6 +27,7 @@ type ExecInput struct {
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables added for this command"`
 	Stdin          string            `json:"stdin,omitempty" jsonschema:"text written to the command's standard input, which is then closed"`
 	TimeoutSeconds int               `json:"timeoutSeconds,omitempty" jsonschema:"end the command after this many seconds (0: the gateway's default, 10 minutes)"`
+	IdempotencyKey string            `json:"idempotencyKey,omitempty" jsonschema:"a key of your own: a call again with the same key answers the first run's outcome instead of running the command twice (default: a new key per call)"`
 }
 
 // ExecOutput is exec's output.
@@ -45,6 +47,8 @@ type SpawnInput struct {
 	Command string            `json:"command" jsonschema:"a command line, run through sh -c unless it is a simple command"`
 	Cwd     string            `json:"cwd,omitempty" jsonschema:"the working directory (default: the VM's home)"`
 	Env     map[string]string `json:"env,omitempty" jsonschema:"environment variables added for this process"`
+	// IdempotencyKey is as exec's.
+	IdempotencyKey string `json:"idempotencyKey,omitempty" jsonschema:"a key of your own: a call again with the same key answers the first spawn's process instead of starting another (default: a new key per call)"`
 }
 
 // ProcessInfo is spawn_process's output.
@@ -91,13 +95,25 @@ func (t *tools) addExecTools(s *mcp.Server) {
 			// The answer is the spawn's own: reading the process back would
 			// need vm:read besides the exec scope the spawn needs.
 			return answer(func(p *client.ProcessHandle) ProcessInfo { return ProcessInfo{Pid: p.Pid(), Command: in.Command} })(
-				t.c.VM(in.VM).Spawn(ctx, client.SpawnRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env}))
+				t.c.VM(in.VM).Spawn(ctx, client.SpawnRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env}, keyed(in.IdempotencyKey)))
 		}))
 	mcp.AddTool(s, &mcp.Tool{Name: "read_process_log", Title: "Read a process's output",
 		Description: "Returns a process's output so far (stdout and stderr) and whether it still runs; " +
 			"pass the answer's next as after to read only what comes later.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		handle(t.processLog))
+}
+
+// keyed sends every exec and spawn with an Idempotency-Key: the caller's,
+// or a new one for this call. With a key the client retries a call the
+// gateway refused for the moment (a 503 while a sidecar restarts, a 429)
+// without running the command twice, and without one it does not retry at
+// all; a caller's own key also makes its retry of the whole tool call safe.
+func keyed(key string) client.CallOption {
+	if key == "" {
+		key = "mcp-" + rand.Text()
+	}
+	return client.WithIdempotencyKey(key)
 }
 
 // exec runs the command as a stream, so that the output can be reported as
@@ -113,9 +129,9 @@ func (t *tools) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInput
 		return answer(func(res *client.ExecResult) ExecOutput {
 			return ExecOutput{ExitCode: res.ExitCode, Signal: string(res.Signal), Stdout: text(res.Stdout), Stderr: text(res.Stderr),
 				Truncated: res.Truncated, DurationMs: res.Duration.Milliseconds()}
-		})(vm.Exec(ctx, r))
+		})(vm.Exec(ctx, r, keyed(in.IdempotencyKey)))
 	}
-	st, err := vm.ExecStream(ctx, r)
+	st, err := vm.ExecStream(ctx, r, keyed(in.IdempotencyKey))
 	if err != nil {
 		return ExecOutput{}, err
 	}

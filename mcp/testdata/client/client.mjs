@@ -119,6 +119,20 @@ try {
     assert.equal(out.stdout, 'done\n');
   });
 
+  await step('exec with an idempotencyKey runs once: a call again answers the first outcome', async () => {
+    const key = `mcp-once-${transportName}-${Date.now()}`;
+    const args = { vm, command: 'sh -c "echo ran >> /tmp/mcp-once.txt; wc -l < /tmp/mcp-once.txt"', idempotencyKey: key };
+    const first = await call(client, 'exec', args);
+    const again = await call(client, 'exec', args);
+    assert.equal(first.stdout.trim(), '1');
+    assert.equal(again.stdout, first.stdout);
+    const read = await call(client, 'read_file', { vm, path: '/tmp/mcp-once.txt' });
+    assert.equal(read.content, 'ran\n');
+    // Without a key each call is a run of its own.
+    const other = await call(client, 'exec', { vm, command: 'sh -c "echo ran >> /tmp/mcp-once.txt; wc -l < /tmp/mcp-once.txt"' });
+    assert.equal(other.stdout.trim(), '2');
+  });
+
   await step('a command that fails is a result, not a tool error', async () => {
     const out = await call(client, 'exec', { vm, command: 'sh -c "echo oops >&2; exit 3"' });
     assert.equal(out.exitCode, 3);
