@@ -23,6 +23,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/images"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
+	"github.com/agentos-gateway/agentos-gateway/vmspec"
 	"github.com/agentos-gateway/agentos-gateway/warmpool"
 )
 
@@ -99,7 +100,7 @@ type Config struct {
 	Software Software
 	// MountAllow are the host directories tenants may mount (--mount-allow,
 	// see ParseMountAllow); none: host directory mounts are refused.
-	MountAllow []MountRule
+	MountAllow []vmspec.MountRule
 	// Snapshots opens the snapshots VMs are created from (VMSpec.FromSnapshot).
 	Snapshots SnapshotSource
 	// Warm, when set, serves the creates it can with warm VMs (see
@@ -596,11 +597,11 @@ func vmOptions(spec gateway.VMSpec, cfg Config) (agentos.VMOptions, error) {
 			return o, gateway.Errorf(gateway.CodeInvalidArgument, "agent %q is not installed in this gateway (its package %s is missing)", a, pkg).WithDetail("field", fmt.Sprintf("agents[%d]", i))
 		}
 	}
-	if err := checkLimits(spec.Limits); err != nil {
+	if err := vmspec.CheckLimits(spec.Limits); err != nil {
 		return o, err
 	}
 	if spec.Permissions != nil {
-		p, err := permissionsPolicy(spec.Permissions)
+		p, err := vmspec.Permissions(spec.Permissions)
 		if err != nil {
 			return o, err
 		}
