@@ -21,6 +21,7 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/images"
+	"github.com/agentos-gateway/agentos-gateway/metering"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
 	"github.com/agentos-gateway/agentos-gateway/vmspec"
@@ -159,7 +160,7 @@ type Service struct {
 	// ckptSlots bounds the scheduled checkpoints running at once.
 	ckptSlots chan struct{}
 	// usage caches the VMs' usage figures and the tenants' (usage.go).
-	usage usageState
+	usage metering.Meter
 
 	stop chan struct{}
 	// life ends when Close begins: the work the service does on its own
@@ -211,6 +212,7 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	s := &Service{
 		cfg: cfg, store: store, pool: pool, log: cfg.Log,
 		images: images.Store{Blobs: cfg.Images, EngineError: EngineError, Log: cfg.Log},
+		usage:  metering.Meter{Log: cfg.Log},
 		live:   map[string]*liveVM{}, procCount: map[string]int{}, waking: map[string]*wakeCall{},
 		ckptSlots: make(chan struct{}, checkpointParallel), stop: make(chan struct{}),
 	}
@@ -219,7 +221,7 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.reapIdle) })
 	s.goLocked(func() { s.every(s.cfg.PurgeInterval, s.purgeEnded) })
 	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.checkpointDue) })
-	s.goLocked(func() { s.every(usageInterval, s.collectAllUsage) })
+	s.goLocked(func() { s.every(metering.Interval, s.collectAllUsage) })
 	s.mu.Unlock()
 	return s
 }
