@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/vmspec"
 )
 
 func mountResource(m vms.Mount) api.Mount {
@@ -37,7 +38,7 @@ func (s *Server) createMount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.vms.Mount(r.Context(), tenant.ID, vmID, vms.MountSpec{
-		Path: req.Path, Driver: vms.MountDriver(req.Driver), HostPath: req.HostPath, ReadOnly: req.ReadOnly,
+		Path: req.Path, Driver: vmspec.MountDriver(req.Driver), HostPath: req.HostPath, ReadOnly: req.ReadOnly,
 	})
 	if err != nil {
 		writeError(w, r, err)

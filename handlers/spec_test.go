@@ -19,6 +19,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/api"
 	"github.com/agentos-gateway/agentos-gateway/idempotency"
 	"github.com/agentos-gateway/agentos-gateway/internal/apispec"
+	"github.com/agentos-gateway/agentos-gateway/metering"
 	"github.com/agentos-gateway/agentos-gateway/sessions"
 	"github.com/agentos-gateway/agentos-gateway/sse"
 	"github.com/agentos-gateway/agentos-gateway/store"
@@ -587,11 +588,11 @@ func TestGoValuesValidate(t *testing.T) {
 			Spec: gateway.VMSpec{Labels: map[string]string{"a": "b"}, Env: map[string]string{"A": "1"}, Permissions: map[string]any{"fs": "allow"},
 				Limits: map[string]any{"resources": map[string]any{"maxProcesses": 64}}, LoopbackExemptPorts: []uint16{3000}, Software: []string{"@agentos-software/pi"},
 				Agents: []string{"pi"}, IdleTimeoutSeconds: 60}})},
-		{"VMUsage", usageResource(vms.Usage{VMID: "vm_1", State: gateway.VMReady, CollectedAt: now, OwnSidecar: true,
+		{"VMUsage", usageResource(metering.Usage{VMID: "vm_1", State: gateway.VMReady, CollectedAt: now, OwnSidecar: true,
 			MemoryBytes: new(int64(300 << 20)), CPU: new(1500 * time.Millisecond), FilesystemBytes: new(uint64(5 << 20)), Inodes: new(uint64(376)),
-			Engine: &vms.EngineCounts{RunningProcesses: 1, OpenFDs: 4, Pipes: 1, ProcessLimit: 256, FilesystemBytesLimit: 64 << 20}})},
-		{"VMUsage", usageResource(vms.Usage{VMID: "vm_1", State: gateway.VMReady, CollectedAt: now, Engine: &vms.EngineCounts{}})},
-		{"VMUsage", usageResource(vms.Usage{VMID: "vm_1", State: gateway.VMHibernated, CollectedAt: now, ImageBytes: new(int64(1 << 20))})},
+			Engine: &metering.EngineCounts{RunningProcesses: 1, OpenFDs: 4, Pipes: 1, ProcessLimit: 256, FilesystemBytesLimit: 64 << 20}})},
+		{"VMUsage", usageResource(metering.Usage{VMID: "vm_1", State: gateway.VMReady, CollectedAt: now, Engine: &metering.EngineCounts{}})},
+		{"VMUsage", usageResource(metering.Usage{VMID: "vm_1", State: gateway.VMHibernated, CollectedAt: now, ImageBytes: new(int64(1 << 20))})},
 		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{"1"}, Cwd: "/", Running: true, StartedAt: now}},
 		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Exit: exit, StartedAt: now, ExitedAt: &now}},
 		{"ProcessInfo", gateway.ProcessInfo{Pid: 7, Command: "sleep", Args: []string{}, Cwd: "/", Error: "the VM is lost", StartedAt: now}},

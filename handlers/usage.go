@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentos-gateway/agentos-gateway/api"
+	"github.com/agentos-gateway/agentos-gateway/metering"
 	"github.com/agentos-gateway/agentos-gateway/vms"
 )
 
@@ -21,7 +22,7 @@ func (s *Server) vmUsage(w http.ResponseWriter, r *http.Request) {
 }
 
 // usageResource is a VM's usage as the API shows it.
-func usageResource(u vms.Usage) api.VMUsage {
+func usageResource(u metering.Usage) api.VMUsage {
 	out := api.VMUsage{
 		VMID: u.VMID, State: u.State, CollectedAt: u.CollectedAt.UTC(), OwnSidecar: u.OwnSidecar,
 		MemoryBytes: u.MemoryBytes, FilesystemBytes: u.FilesystemBytes, Inodes: u.Inodes, ImageBytes: u.ImageBytes,
@@ -42,9 +43,9 @@ func usageResource(u vms.Usage) api.VMUsage {
 
 // usageCollector exports the tenants' usage as the vms service's metrics
 // pass last measured it (every 10 s): a scrape makes no engine call. The
-// tenant label is bounded: the first vms.MaxUsageTenants tenants measured
+// tenant label is bounded: the first metering.MaxTenants tenants measured
 // have their own, for the gateway's life, and the rest share
-// vms.OtherTenants. There is no per-VM label, VM ids being unbounded; GET
+// metering.OtherTenants. There is no per-VM label, VM ids being unbounded; GET
 // /v1/vms/{vm}/usage has a VM's figures.
 type usageCollector struct{ svc *vms.Service }
 

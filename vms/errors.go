@@ -7,6 +7,7 @@ import (
 
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
+	"github.com/agentos-gateway/agentos-gateway/vmspec"
 )
 
 // ErrVMEnded is the cause of the conflict a VM that ended (disposed or lost)
@@ -103,7 +104,7 @@ func createError(err error, limits map[string]any) error {
 		return EngineError(err, "create vm")
 	}
 	e := gateway.Wrap(gateway.CodeInvalidArgument, err, "create vm: the engine refused the limits given")
-	names := refusedLimits(rej.Message)
+	names := vmspec.RefusedLimits(rej.Message)
 	if len(names) == 0 {
 		e.Message += ": values this small leave the VM no room to start"
 		return e.WithDetail("field", "limits")

@@ -14,6 +14,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 	"github.com/agentos-gateway/agentos-gateway/images"
+	"github.com/agentos-gateway/agentos-gateway/vmspec"
 )
 
 // A VM's identity and files belong to the store; a sidecar only runs it for
@@ -494,7 +495,7 @@ func (s *Service) Update(ctx context.Context, tenantID, id string, p Patch) (gat
 				spec.Permissions = nil
 			}
 			var err error
-			if policy, err = permissionsPolicy(spec.Permissions); err != nil {
+			if policy, err = vmspec.Permissions(spec.Permissions); err != nil {
 				return err
 			}
 		}

@@ -21,8 +21,10 @@ import (
 	gateway "github.com/agentos-gateway/agentos-gateway"
 	"github.com/agentos-gateway/agentos-gateway/agentos"
 	"github.com/agentos-gateway/agentos-gateway/images"
+	"github.com/agentos-gateway/agentos-gateway/metering"
 	"github.com/agentos-gateway/agentos-gateway/sidecarpool"
 	"github.com/agentos-gateway/agentos-gateway/streamlog"
+	"github.com/agentos-gateway/agentos-gateway/vmspec"
 	"github.com/agentos-gateway/agentos-gateway/warmpool"
 )
 
@@ -99,7 +101,7 @@ type Config struct {
 	Software Software
 	// MountAllow are the host directories tenants may mount (--mount-allow,
 	// see ParseMountAllow); none: host directory mounts are refused.
-	MountAllow []MountRule
+	MountAllow []vmspec.MountRule
 	// Snapshots opens the snapshots VMs are created from (VMSpec.FromSnapshot).
 	Snapshots SnapshotSource
 	// Warm, when set, serves the creates it can with warm VMs (see
@@ -158,7 +160,7 @@ type Service struct {
 	// ckptSlots bounds the scheduled checkpoints running at once.
 	ckptSlots chan struct{}
 	// usage caches the VMs' usage figures and the tenants' (usage.go).
-	usage usageState
+	usage metering.Meter
 
 	stop chan struct{}
 	// life ends when Close begins: the work the service does on its own
@@ -210,6 +212,7 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	s := &Service{
 		cfg: cfg, store: store, pool: pool, log: cfg.Log,
 		images: images.Store{Blobs: cfg.Images, EngineError: EngineError, Log: cfg.Log},
+		usage:  metering.Meter{Log: cfg.Log},
 		live:   map[string]*liveVM{}, procCount: map[string]int{}, waking: map[string]*wakeCall{},
 		ckptSlots: make(chan struct{}, checkpointParallel), stop: make(chan struct{}),
 	}
@@ -218,7 +221,7 @@ func New(cfg Config, store Store, pool Pool) *Service {
 	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.reapIdle) })
 	s.goLocked(func() { s.every(s.cfg.PurgeInterval, s.purgeEnded) })
 	s.goLocked(func() { s.every(s.cfg.IdleCheck, s.checkpointDue) })
-	s.goLocked(func() { s.every(usageInterval, s.collectAllUsage) })
+	s.goLocked(func() { s.every(metering.Interval, s.collectAllUsage) })
 	s.mu.Unlock()
 	return s
 }
@@ -596,11 +599,11 @@ func vmOptions(spec gateway.VMSpec, cfg Config) (agentos.VMOptions, error) {
 			return o, gateway.Errorf(gateway.CodeInvalidArgument, "agent %q is not installed in this gateway (its package %s is missing)", a, pkg).WithDetail("field", fmt.Sprintf("agents[%d]", i))
 		}
 	}
-	if err := checkLimits(spec.Limits); err != nil {
+	if err := vmspec.CheckLimits(spec.Limits); err != nil {
 		return o, err
 	}
 	if spec.Permissions != nil {
-		p, err := permissionsPolicy(spec.Permissions)
+		p, err := vmspec.Permissions(spec.Permissions)
 		if err != nil {
 			return o, err
 		}

@@ -43,6 +43,7 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/store"
 	"github.com/agentos-gateway/agentos-gateway/tracing"
 	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/vmspec"
 	"github.com/agentos-gateway/agentos-gateway/warmpool"
 	"github.com/agentos-gateway/agentos-gateway/watch"
 	"github.com/agentos-gateway/agentos-gateway/web"
@@ -140,7 +141,7 @@ type config struct {
 	nodeHeartbeat      time.Duration
 	nodeTimeout        time.Duration
 	previewDomain      string
-	mountAllow         []vms.MountRule
+	mountAllow         []vmspec.MountRule
 	// webhookAllow are the host patterns webhook targets must match.
 	webhookAllow webhook.Targets
 	// webhookRetryFor is how long event deliveries are retried.
@@ -292,7 +293,7 @@ func (t *flagText) readLists(c *config) {
 		}
 	}
 	var err error
-	c.mountAllow, err = vms.ParseMountAllow(t.mountAllow.values)
+	c.mountAllow, err = vmspec.ParseMountAllow(t.mountAllow.values)
 	// The mount rules' error is the first that can be found, and is kept as
 	// it is rather than joined.
 	t.err = err

@@ -3,7 +3,7 @@ package main
 import "strings"
 
 // mountAllowFlag is --mount-allow: repeatable, each value a comma-separated
-// list of PATH[:ro|:rw] (vms.ParseMountAllow reads them). Flags given on the
+// list of PATH[:ro|:rw] (vmspec.ParseMountAllow reads them). Flags given on the
 // command line replace the environment variable's value, as for every flag.
 type mountAllowFlag struct {
 	values []string

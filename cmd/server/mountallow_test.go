@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentos-gateway/agentos-gateway/vms"
+	"github.com/agentos-gateway/agentos-gateway/vmspec"
 )
 
 // TestParseConfigMountAllow: --mount-allow is repeatable and
@@ -28,14 +28,14 @@ func TestParseConfigMountAllow(t *testing.T) {
 		name    string
 		args    []string
 		env     string
-		want    []vms.MountRule
+		want    []vmspec.MountRule
 		wantErr string
 	}{
 		{name: "none"},
 		{name: "repeated and comma-separated", args: []string{"--mount-allow", a + "," + b + ":rw", "--mount-allow=" + c + ":ro"},
-			want: []vms.MountRule{{Path: a}, {Path: b, ReadWrite: true}, {Path: c}}},
-		{name: "env", env: a + ":rw," + b, want: []vms.MountRule{{Path: a, ReadWrite: true}, {Path: b}}},
-		{name: "flag replaces env", args: []string{"--mount-allow", c}, env: a + ":rw", want: []vms.MountRule{{Path: c}}},
+			want: []vmspec.MountRule{{Path: a}, {Path: b, ReadWrite: true}, {Path: c}}},
+		{name: "env", env: a + ":rw," + b, want: []vmspec.MountRule{{Path: a, ReadWrite: true}, {Path: b}}},
+		{name: "flag replaces env", args: []string{"--mount-allow", c}, env: a + ":rw", want: []vmspec.MountRule{{Path: c}}},
 		{name: "relative", args: []string{"--mount-allow", "data"}, wantErr: "--mount-allow"},
 		{name: "missing", env: filepath.Join(base, "nope"), wantErr: "--mount-allow"},
 	}

@@ -1,4 +1,4 @@
-package vms
+package vmspec
 
 import (
 	"fmt"
@@ -19,13 +19,13 @@ const (
 	maxRulePorts   = 16
 )
 
-// permissionsPolicy turns a VM's permissions into the engine's policy:
+// Permissions turns a VM's permissions into the engine's policy:
 // {"fs": mode, "network": mode or egress rules, "childProcess": mode,
 // "process": mode, "env": mode, "hostFunction": mode}, each mode "allow",
 // "ask" or "deny". A capability left out is allowed: the engine, given a
 // policy, would apply defaults of its own to it (for the network, a narrow
 // allowlist of model providers), which a VM's owner never asked for.
-func permissionsPolicy(m map[string]any) (*protocol.PermissionsPolicy, error) {
+func Permissions(m map[string]any) (*protocol.PermissionsPolicy, error) {
 	for k := range m {
 		switch k {
 		case "fs", "network", "childProcess", "process", "env", "hostFunction":

@@ -1,4 +1,4 @@
-package vms
+package vmspec
 
 import (
 	"encoding/json"
@@ -110,7 +110,7 @@ func TestNetworkScope(t *testing.T) {
 // for the network) never apply to one its owner left out, at create or in
 // a PATCH that takes a capability back to allow.
 func TestPermissionsPolicyAllowsWhatIsLeftOut(t *testing.T) {
-	p, err := permissionsPolicy(map[string]any{"fs": "deny"})
+	p, err := Permissions(map[string]any{"fs": "deny"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestPermissionsPolicyAllowsWhatIsLeftOut(t *testing.T) {
 	if p.Fs == nil || *p.Fs != protocol.FsPermissionScope(protocol.PermissionModeDeny) {
 		t.Errorf("fs = %v", p.Fs)
 	}
-	if _, err := permissionsPolicy(map[string]any{"net": "allow"}); errField(err) != "permissions.net" {
+	if _, err := Permissions(map[string]any{"net": "allow"}); errField(err) != "permissions.net" {
 		t.Errorf("unknown capability: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package vms
+package vmspec
 
 import (
 	"errors"
@@ -110,7 +110,7 @@ func TestMatchMountRule(t *testing.T) {
 
 func TestAllowHostDir(t *testing.T) {
 	base := hostTree(t)
-	s := &Service{cfg: Config{MountAllow: []MountRule{{Path: base + "/ro"}, {Path: base + "/rw", ReadWrite: true}}}}
+	rules := []MountRule{{Path: base + "/ro"}, {Path: base + "/rw", ReadWrite: true}}
 	tests := []struct {
 		hostPath string
 		want     string // resolved, when allowed
@@ -143,7 +143,7 @@ func TestAllowHostDir(t *testing.T) {
 		{hostPath: base + "/ro\x00", code: gateway.CodeInvalidArgument},
 	}
 	for _, tc := range tests {
-		got, rule, err := s.allowHostDir(tc.hostPath)
+		got, rule, err := AllowHostDir(rules, tc.hostPath)
 		if tc.code != "" {
 			var ge *gateway.Error
 			if !errors.As(err, &ge) || ge.Code != tc.code || ge.Details["field"] != "hostPath" {
@@ -155,8 +155,7 @@ func TestAllowHostDir(t *testing.T) {
 			t.Errorf("%q: %q %+v %v, want %q rw=%v", tc.hostPath, got, rule, err, tc.want, tc.rw)
 		}
 	}
-	none := &Service{}
-	if _, _, err := none.allowHostDir(base + "/ro"); err == nil {
+	if _, _, err := AllowHostDir(nil, base+"/ro"); err == nil {
 		t.Error("a gateway without --mount-allow allowed a host directory")
 	}
 }
@@ -168,7 +167,7 @@ func TestCheckGuestMountPath(t *testing.T) {
 		"/opt/agentos": false, "/opt/agentos/bin": false, "/proc": false, "/dev/x": false, "/mnt/\x00": false,
 		"/" + strings.Repeat("a", 1024): false,
 	} {
-		if err := checkGuestMountPath(p); (err == nil) != ok {
+		if err := CheckGuestMountPath(p); (err == nil) != ok {
 			t.Errorf("%q: %v, want ok=%v", p, err, ok)
 		}
 	}
@@ -180,12 +179,11 @@ func TestCheckGuestMountPath(t *testing.T) {
 func FuzzAllowHostDir(f *testing.F) {
 	base := hostTree(f)
 	rules := []MountRule{{Path: base + "/ro"}, {Path: base + "/rw", ReadWrite: true}}
-	s := &Service{cfg: Config{MountAllow: rules}}
 	for _, seed := range []string{"/ro", "/ro/inner", "/ro/escape", "/ro/../outside", "/ro/up/rw", "/rw/../ro/sub", "/ro/missing/..", "//ro//sub/", "/ro/\x00"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, rel string) {
-		got, rule, err := s.allowHostDir(base + rel)
+		got, rule, err := AllowHostDir(rules, base+rel)
 		if err != nil {
 			var ge *gateway.Error
 			if !errors.As(err, &ge) || (ge.Code != gateway.CodePermissionDenied && ge.Code != gateway.CodeInvalidArgument) || ge.Details["field"] != "hostPath" {

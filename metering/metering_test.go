@@ -1,4 +1,4 @@
-package vms
+package metering
 
 import (
 	"context"
@@ -14,11 +14,24 @@ import (
 	"github.com/agentos-gateway/agentos-gateway/agentos/protocol"
 )
 
+// fakeVM is a VM the meter keeps figures by.
+type fakeVM struct{ id string }
+
+func (v *fakeVM) ID() string                { return v.id }
+func (v *fakeVM) Tenant() string            { return "ten_a" }
+func (v *fakeVM) Sidecar() *agentos.Sidecar { return nil }
+func (v *fakeVM) State() (gateway.VMState, bool) {
+	return gateway.VMReady, false
+}
+func (v *fakeVM) Resources(context.Context) (protocol.ResourceSnapshotResponse, error) {
+	return protocol.ResourceSnapshotResponse{}, nil
+}
+
 // Readers of one VM share one collection at a time, and its figures for
-// usageTTL; a failed collection is not kept.
+// TTL; a failed collection is not kept.
 func TestUsageCacheCollectsOncePerVM(t *testing.T) {
-	var u usageState
-	lv := &liveVM{id: "vm_1"}
+	var u Meter
+	lv := &fakeVM{id: "vm_1"}
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -59,7 +72,7 @@ func TestUsageCacheCollectsOncePerVM(t *testing.T) {
 		}
 	}
 
-	advance(usageTTL - time.Millisecond)
+	advance(TTL - time.Millisecond)
 	if _, err := u.get(ctx, lv, clock, collect); err != nil || calls.Load() != 1 {
 		t.Fatalf("within the TTL: %d collections, %v", calls.Load(), err)
 	}
@@ -69,7 +82,7 @@ func TestUsageCacheCollectsOncePerVM(t *testing.T) {
 	}
 
 	// A failure is the caller's, and the next reader collects again.
-	advance(usageTTL)
+	advance(TTL)
 	boom := errors.New("boom")
 	fail := func(ctx context.Context) (Usage, error) { calls.Add(1); return Usage{}, boom }
 	if _, err := u.get(ctx, lv, clock, fail); !errors.Is(err, boom) {
@@ -82,8 +95,8 @@ func TestUsageCacheCollectsOncePerVM(t *testing.T) {
 
 // A reader waiting for another's collection gives up with its context.
 func TestUsageWaiterLeavesWithItsContext(t *testing.T) {
-	var u usageState
-	lv := &liveVM{id: "vm_1"}
+	var u Meter
+	lv := &fakeVM{id: "vm_1"}
 	release := make(chan struct{})
 	started := make(chan struct{})
 	collect := func(ctx context.Context) (Usage, error) {
@@ -178,14 +191,14 @@ func TestEngineCountsFromSnapshot(t *testing.T) {
 	}
 }
 
-// The first MaxUsageTenants tenants keep labels of their own; the others
+// The first MaxTenants tenants keep labels of their own; the others
 // share OtherTenants, and a tenant named like it gets no label of its own.
 func TestUsageTenantLabelsAreBounded(t *testing.T) {
-	var u usageState
+	var u Meter
 	if l := u.labelLocked(OtherTenants); l != OtherTenants {
 		t.Fatalf("label of %q: %q", OtherTenants, l)
 	}
-	for i := range MaxUsageTenants {
+	for i := range MaxTenants {
 		id := fmt.Sprintf("ten_%02d", i)
 		if l := u.labelLocked(id); l != id {
 			t.Fatalf("label of %s: %s", id, l)
@@ -197,7 +210,7 @@ func TestUsageTenantLabelsAreBounded(t *testing.T) {
 	if l := u.labelLocked("ten_00"); l != "ten_00" {
 		t.Fatalf("a labelled tenant lost its label: %s", l)
 	}
-	if len(u.labels) != MaxUsageTenants {
+	if len(u.labels) != MaxTenants {
 		t.Fatalf("%d labels", len(u.labels))
 	}
 }
@@ -205,7 +218,7 @@ func TestUsageTenantLabelsAreBounded(t *testing.T) {
 // A metrics pass sums by tenant: memory and CPU time of the sidecars one
 // tenant has alone, CPU only between passes that both saw it so.
 func TestUsageTally(t *testing.T) {
-	var u usageState
+	var u Meter
 	a1, a2, mixed := &agentos.Sidecar{}, &agentos.Sidecar{}, &agentos.Sidecar{}
 	fs := uint64(100)
 	vm := func(tenant string, procs uint64) tallyVM {

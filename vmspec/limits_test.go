@@ -1,4 +1,4 @@
-package vms
+package vmspec
 
 import (
 	"errors"
@@ -55,16 +55,16 @@ func TestCheckLimits(t *testing.T) {
 		{"nested object", map[string]any{"resources": map[string]any{"maxProcesses": map[string]any{}}}, "limits.resources.maxProcesses", "must be an integer"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := checkLimits(c.limits)
+			err := CheckLimits(c.limits)
 			if c.field == "" {
 				if err != nil {
-					t.Fatalf("checkLimits = %v", err)
+					t.Fatalf("CheckLimits = %v", err)
 				}
 				return
 			}
 			var ge *gateway.Error
 			if !errors.As(err, &ge) || ge.Code != gateway.CodeInvalidArgument || ge.Details["field"] != c.field || !strings.Contains(ge.Message, c.msg) {
-				t.Fatalf("checkLimits = %v, want field %s and %q", err, c.field, c.msg)
+				t.Fatalf("CheckLimits = %v, want field %s and %q", err, c.field, c.msg)
 			}
 		})
 	}
@@ -80,8 +80,8 @@ func TestRefusedLimits(t *testing.T) {
 		"build root filesystem: bundled base filesystem contains 15647 bytes, exceeding limit 0":      nil,
 		"limits.nothing.here and limits.reactor.maxTasks twice limits.reactor.maxTasks":               {"limits.reactor.maxTasks"},
 	} {
-		if got := refusedLimits(msg); !slices.Equal(got, want) {
-			t.Errorf("refusedLimits(%q) = %v, want %v", msg, got, want)
+		if got := RefusedLimits(msg); !slices.Equal(got, want) {
+			t.Errorf("RefusedLimits(%q) = %v, want %v", msg, got, want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package vms
+package vmspec
 
 import (
 	"maps"
@@ -67,11 +67,11 @@ var LimitKeys = map[string]map[string]uint64{
 	},
 }
 
-// checkLimits refuses limits the engine would refuse by their shape:
+// CheckLimits refuses limits the engine would refuse by their shape:
 // unknown sections or keys, values that are not integers in range. What
 // only the engine checks (some limits must not exceed others) is refused by
-// it, and reported by createError.
-func checkLimits(limits map[string]any) error {
+// it, and reported by vms' createError (RefusedLimits names them).
+func CheckLimits(limits map[string]any) error {
 	for _, section := range slices.Sorted(maps.Keys(limits)) {
 		keys, ok := LimitKeys[section]
 		if !ok {
@@ -102,9 +102,9 @@ func checkLimits(limits map[string]any) error {
 // engine's spellings (camelCase or snake_case).
 var limitName = regexp.MustCompile(`limits\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+`)
 
-// refusedLimits returns the documented names of the limits an engine
+// RefusedLimits returns the documented names of the limits an engine
 // refusal names, so the caller learns which ones without the engine's words.
-func refusedLimits(msg string) []string {
+func RefusedLimits(msg string) []string {
 	var out []string
 	for _, m := range limitName.FindAllString(msg, -1) {
 		parts := strings.SplitN(m, ".", 3)
