@@ -389,6 +389,9 @@ func (s *Shell) output(data []byte) {
 	}
 }
 
+// errDirect stands for the state file a direct line does not write.
+var errDirect = errors.New("lineshell: a direct line leaves no state")
+
 // run runs line number n and then shows the prompt again, or ends the
 // shell when the line ended it. A direct line is argv itself, with no
 // state file to read: its exit status is the line's.
@@ -434,13 +437,15 @@ func (s *Shell) run(n int, argv []string, cwd string, env map[string]string, dir
 		}
 	}
 	st, werr := p.Wait(s.life)
-	if direct {
-		s.directDone(st, werr, interrupted)
-		return
+	// A direct line has no state file to read: its exit status is the
+	// line's, and it cannot end the shell.
+	var raw []byte
+	rerr := errDirect
+	if !direct {
+		ctx, cancel := context.WithTimeout(s.life, callTimeout)
+		raw, rerr = s.vm.ReadFile(ctx, s.state)
+		cancel()
 	}
-	ctx, cancel := context.WithTimeout(s.life, callTimeout)
-	raw, rerr := s.vm.ReadFile(ctx, s.state)
-	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
@@ -473,38 +478,13 @@ func (s *Shell) run(n int, argv []string, cwd string, env map[string]string, dir
 		if st.ExitCode == 0 {
 			s.status = 128 + 9
 		}
+	case direct:
+		s.status = st.ExitCode
 	default:
 		// The line ended the shell: `exit N`, `exec`, `set -e` and a
 		// failure. Its status is the shell's.
 		s.endLocked(st, nil)
 		return
-	}
-	s.doneLocked()
-}
-
-// directDone ends a direct line: its exit status becomes $? of the next.
-func (s *Shell) directDone(st gateway.ExitStatus, werr error, interrupted bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return
-	}
-	if !s.lastNL {
-		s.emitLocked([]byte("\r\n"))
-	}
-	switch {
-	case interrupted:
-		s.status = 130
-	case werr != nil:
-		s.endLocked(gateway.ExitStatus{}, werr)
-		return
-	case st.Signal != "":
-		s.status = 128 + st.ExitCode
-		if st.ExitCode == 0 {
-			s.status = 128 + 9
-		}
-	default:
-		s.status = st.ExitCode
 	}
 	s.doneLocked()
 }
